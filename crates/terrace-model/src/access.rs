@@ -1,0 +1,59 @@
+//! Memory accesses and object (allocation) events: what a program does.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether an access reads or writes memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum AccessKind {
+    Read = 0,
+    Write = 1,
+}
+
+impl AccessKind {
+    pub fn is_write(self) -> bool {
+        self == AccessKind::Write
+    }
+}
+
+/// One access that reaches memory (a last-level-cache miss or a write-back), as a trace holds it.
+///
+/// 16 bytes, so that a batch of a million fits comfortably in cache-friendly buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Access {
+    /// Virtual address, offset from the start of the managed region.
+    pub addr: u64,
+    /// Instructions the issuing thread retired since its previous access (its compute between misses).
+    pub instructions: u32,
+    /// Bytes accessed (1..=65535); a 64-byte cache line is the usual unit.
+    pub size: u16,
+    /// Issuing thread.
+    pub thread: u8,
+    pub kind: AccessKind,
+}
+
+impl Access {
+    pub const fn read(addr: u64, size: u16, thread: u8, instructions: u32) -> Self {
+        Access { addr, instructions, size, thread, kind: AccessKind::Read }
+    }
+    pub const fn write(addr: u64, size: u16, thread: u8, instructions: u32) -> Self {
+        Access { addr, instructions, size, thread, kind: AccessKind::Write }
+    }
+}
+
+/// Allocation or free of an object, with the allocation site it came from (object tiering, §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectEvent {
+    pub kind: ObjectEventKind,
+    pub addr: u64,
+    pub bytes: u64,
+    /// Hash of the allocation's call stack.
+    pub site: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectEventKind {
+    Alloc,
+    Free,
+}

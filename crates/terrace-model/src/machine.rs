@@ -1,0 +1,52 @@
+//! The `Machine` trait: runs a program and carries plans out.
+
+use crate::{Applied, Observations, PageSize, Plan, Requirements, Tier};
+use serde::{Deserialize, Serialize};
+
+/// What a policy may know about the machine before it starts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineInfo {
+    pub name: String,
+    /// Fastest first.
+    pub tiers: Vec<Tier>,
+    pub page_size: PageSize,
+    /// Pages in the managed address space.
+    pub pages: u64,
+    /// Threads of the managed program.
+    pub threads: u32,
+    /// How much smaller than the real experiment this run is (1 on the live machine). Time
+    /// constants and page budgets of a policy that come from a seed are divided by it.
+    pub scale: f64,
+}
+
+/// Whether the managed program is still running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    Running { now_ns: u64 },
+    Finished { now_ns: u64 },
+}
+
+/// Why a machine cannot run a policy.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MachineError {
+    #[error("this machine has no {tracker} tracker: {hint}")]
+    MissingTracker { tracker: &'static str, hint: String },
+    #[error("this machine cannot run in {mode} mode: {hint}")]
+    UnsupportedMode { mode: String, hint: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A machine: the simulated one or the live one.
+pub trait Machine {
+    fn info(&self) -> &MachineInfo;
+    /// Sets the machine up for a policy: trackers, page size, mode, initial placement.
+    /// Fails, saying what is missing and how to enable it, if the machine cannot provide it.
+    fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError>;
+    /// Lets the program run until machine time `until_ns` or until it finishes.
+    fn advance(&mut self, until_ns: u64) -> Progress;
+    /// What the trackers saw since the previous call; resets them.
+    fn observe(&mut self) -> Observations<'_>;
+    /// Carries a plan out; reports what really moved and what it cost.
+    fn apply(&mut self, plan: &Plan) -> Applied;
+}

@@ -1,0 +1,110 @@
+//! What a policy may observe: the output of the trackers it asked for.
+//!
+//! Every tracker has a modelled twin (simulated machine) and a real source (live machine); see
+//! DESIGN.md's tracker table. A policy receives only what it asked for in its [`Requirements`].
+//!
+//! [`Requirements`]: crate::Requirements
+
+use crate::{AccessKind, PageIdx, TierId};
+use serde::{Deserialize, Serialize};
+
+/// Page-table bit: the page was referenced (read or written) since the last observation.
+pub const PAGE_REFERENCED: u8 = 1 << 0;
+/// Page-table bit: the page was written since the last observation.
+pub const PAGE_DIRTY: u8 = 1 << 1;
+
+/// The kinds of tracker a policy can ask a machine for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrackerKind {
+    /// Referenced and dirty bits per page since the last observation (Ambix, Nimble, mtier).
+    PageBits,
+    /// One sampled access every `period` accesses, with its page and kind (HeMem, HPWP, object tiering).
+    Sampling,
+    /// Per-page access counts of the *next* interval: only a simulator can know them (the oracle).
+    Future,
+}
+
+impl TrackerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrackerKind::PageBits => "page-table bits",
+            TrackerKind::Sampling => "access sampling",
+            TrackerKind::Future => "future accesses",
+        }
+    }
+}
+
+/// One tracker a policy needs, with its setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackerRequest {
+    pub kind: TrackerKind,
+    /// For sampling: one sample per this many accesses. Ignored by other trackers.
+    pub period: u32,
+}
+
+impl TrackerRequest {
+    pub const fn page_bits() -> Self {
+        TrackerRequest { kind: TrackerKind::PageBits, period: 0 }
+    }
+    pub const fn sampling(period: u32) -> Self {
+        TrackerRequest { kind: TrackerKind::Sampling, period }
+    }
+    pub const fn future() -> Self {
+        TrackerRequest { kind: TrackerKind::Future, period: 0 }
+    }
+}
+
+/// One sampled access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub page: PageIdx,
+    pub kind: AccessKind,
+}
+
+/// Read and write counts of one page over an interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageCounts {
+    pub reads: u32,
+    pub writes: u32,
+}
+
+/// Occupancy and traffic of one tier since the last observation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierStatus {
+    pub used_pages: u64,
+    /// `None` when the tier is unbounded.
+    pub capacity_pages: Option<u64>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl TierStatus {
+    /// Pages that can still be placed here.
+    pub fn free_pages(&self) -> u64 {
+        self.capacity_pages.map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
+    }
+}
+
+/// Everything a policy sees at one tick.
+pub struct Observations<'a> {
+    /// Machine time now, and at the previous tick, in nanoseconds.
+    pub now_ns: u64,
+    pub previous_ns: u64,
+    /// Where each page is now (`TierId::UNPLACED` for pages never touched).
+    pub placement: &'a [TierId],
+    /// Per tier, fastest first.
+    pub tiers: &'a [TierStatus],
+    /// `PAGE_REFERENCED | PAGE_DIRTY` bits per page since the last tick, if asked for.
+    pub page_bits: Option<&'a [u8]>,
+    /// Sampled accesses since the last tick, if asked for.
+    pub samples: &'a [Sample],
+    /// Per-page counts of the interval that starts now, if asked for (simulator only).
+    pub future: Option<&'a [PageCounts]>,
+}
+
+impl Observations<'_> {
+    pub fn interval_ns(&self) -> u64 {
+        self.now_ns - self.previous_ns
+    }
+}

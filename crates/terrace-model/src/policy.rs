@@ -1,0 +1,71 @@
+//! The `Policy` trait: decides placement from observations, on either machine.
+
+use crate::{Applied, MachineInfo, ObjectEvent, Observations, PageSize, Plan, TierId, TrackerRequest};
+use serde::{Deserialize, Serialize};
+
+/// How the fast tier is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryMode {
+    /// Each tier is its own memory (Optane App Direct / a NUMA node per tier): software places pages.
+    #[default]
+    Flat,
+    /// The fast tier is a direct-mapped hardware cache of the slow tier (Optane Memory Mode).
+    FastTierAsCache,
+    /// The fast tier has no capacity limit: the lower bound on run time.
+    UnboundedFast,
+}
+
+/// Where a page goes when it is first touched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InitialPlacement {
+    /// Linux node-local first touch: the fastest tier with room, then the next.
+    #[default]
+    FirstTouch,
+    /// Round-robin over tiers by page, `weights[t]` pages to tier t in turn (MPOL_INTERLEAVE and
+    /// MPOL_WEIGHTED_INTERLEAVE); a tier that is full passes its turn on.
+    Interleave { weights: Vec<u32> },
+    /// Everything in one tier (spilling to the next when it is full).
+    Tier(TierId),
+}
+
+/// What a policy needs from the machine it runs on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Requirements {
+    pub trackers: Vec<TrackerRequest>,
+    pub page_size: PageSize,
+    pub memory_mode: MemoryMode,
+    pub initial: InitialPlacement,
+    /// Period between ticks, in nanoseconds of unscaled (real) time; `None` means never tick.
+    pub tick_ns: Option<u64>,
+}
+
+impl Default for Requirements {
+    fn default() -> Self {
+        Requirements {
+            trackers: Vec::new(),
+            page_size: PageSize::Base4K,
+            memory_mode: MemoryMode::Flat,
+            initial: InitialPlacement::FirstTouch,
+            tick_ns: None,
+        }
+    }
+}
+
+/// A placement policy. It sees only what its trackers report and answers with plans; it never
+/// knows whether the machine is simulated or live.
+pub trait Policy: Send {
+    /// The name it is registered under (`terrace list policies`).
+    fn name(&self) -> &str;
+    /// What it needs: trackers, page size, memory mode, initial placement, tick period.
+    fn requirements(&self) -> Requirements;
+    /// Called once before the program starts.
+    fn start(&mut self, _machine: &MachineInfo) {}
+    /// Called every tick with what the trackers saw since the previous tick.
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan;
+    /// What the machine did with the last plan.
+    fn applied(&mut self, _applied: &Applied) {}
+    /// An allocation or free in the managed program (object tiering).
+    fn object_event(&mut self, _event: &ObjectEvent) {}
+}
