@@ -15,10 +15,13 @@ pub enum DriveError {
 /// Runs `policy` on `machine` until the program finishes: advance to the next tick, observe,
 /// decide, apply. A policy without a tick period just lets the program run.
 pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), DriveError> {
-    let req = policy.requirements();
+    let req = policy.requirements(machine.info());
     machine
         .prepare(&req)
-        .map_err(|source| DriveError::Unsupported { policy: policy.name().to_string(), source })?;
+        .map_err(|source| DriveError::Unsupported {
+            policy: policy.name().to_string(),
+            source,
+        })?;
     policy.start(machine.info());
     let Some(tick_ns) = req.tick_ns else {
         while let Progress::Running { .. } = machine.advance(u64::MAX) {}

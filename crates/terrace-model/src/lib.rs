@@ -25,6 +25,6 @@ pub use observe::{
     PAGE_REFERENCED,
 };
 pub use page::{PageIdx, PageSize};
-pub use plan::{Applied, Exchange, MoveFailure, MoveOptions, Move, Plan, TlbFlush};
+pub use plan::{Applied, Exchange, Move, MoveFailure, MoveOptions, Plan, TlbFlush};
 pub use policy::{InitialPlacement, MemoryMode, Policy, Requirements};
 pub use tier::{Tier, TierId, TierKind};

@@ -45,13 +45,22 @@ pub struct TrackerRequest {
 
 impl TrackerRequest {
     pub const fn page_bits() -> Self {
-        TrackerRequest { kind: TrackerKind::PageBits, period: 0 }
+        TrackerRequest {
+            kind: TrackerKind::PageBits,
+            period: 0,
+        }
     }
     pub const fn sampling(period: u32) -> Self {
-        TrackerRequest { kind: TrackerKind::Sampling, period }
+        TrackerRequest {
+            kind: TrackerKind::Sampling,
+            period,
+        }
     }
     pub const fn future() -> Self {
-        TrackerRequest { kind: TrackerKind::Future, period: 0 }
+        TrackerRequest {
+            kind: TrackerKind::Future,
+            period: 0,
+        }
     }
 }
 
@@ -82,7 +91,8 @@ pub struct TierStatus {
 impl TierStatus {
     /// Pages that can still be placed here.
     pub fn free_pages(&self) -> u64 {
-        self.capacity_pages.map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
+        self.capacity_pages
+            .map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
     }
 }
 

@@ -1,6 +1,8 @@
 //! The `Policy` trait: decides placement from observations, on either machine.
 
-use crate::{Applied, MachineInfo, ObjectEvent, Observations, PageSize, Plan, TierId, TrackerRequest};
+use crate::{
+    Applied, MachineInfo, ObjectEvent, Observations, PageSize, Plan, TierId, TrackerRequest,
+};
 use serde::{Deserialize, Serialize};
 
 /// How the fast tier is used.
@@ -58,9 +60,10 @@ impl Default for Requirements {
 pub trait Policy: Send {
     /// The name it is registered under (`terrace list policies`).
     fn name(&self) -> &str;
-    /// What it needs: trackers, page size, memory mode, initial placement, tick period.
-    fn requirements(&self) -> Requirements;
-    /// Called once before the program starts.
+    /// What it needs: trackers, page size, memory mode, initial placement, tick period. Asked
+    /// once, before the machine is set up (so `machine.pages` is not known yet).
+    fn requirements(&self, machine: &MachineInfo) -> Requirements;
+    /// Called once the machine is set up, before the program starts.
     fn start(&mut self, _machine: &MachineInfo) {}
     /// Called every tick with what the trackers saw since the previous tick.
     fn tick(&mut self, obs: &Observations<'_>) -> Plan;

@@ -51,4 +51,9 @@ pub struct Tier {
     pub kind: TierKind,
     /// Capacity in pages of the machine's page size; `None` means unbounded (the `all-fast` bound).
     pub capacity_pages: Option<u64>,
+    /// Performance attributes as the firmware reports them (ACPI HMAT on Linux: access0
+    /// read_latency, read_bandwidth, write_bandwidth); `None` where unknown.
+    pub read_latency_ns: Option<f64>,
+    pub read_bandwidth_gb_s: Option<f64>,
+    pub write_bandwidth_gb_s: Option<f64>,
 }

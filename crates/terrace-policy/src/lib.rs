@@ -1,1 +1,11 @@
-//! placeholder
+//! Terrace's placement policies.
+//!
+//! Each policy is one module behind [`terrace_model::Policy`] and never knows which machine it
+//! runs on. [`registry`] builds any of them by name for the command line. The baselines the seeds
+//! compare against live in [`baselines`]; the seed systems get a module each, named after the
+//! seed, as they are implemented. docs/policies.md maps every rule to its seed section.
+
+pub mod baselines;
+pub mod registry;
+
+pub use registry::{build, list, PolicyError, PolicySpec};

@@ -1,1 +1,130 @@
-//! placeholder
+//! Terrace's simulated machine.
+//!
+//! It replays an access stream (a generator from `terrace-workloads` or a recorded trace)
+//! against a model of two memory tiers whose every number comes from a machine profile citing
+//! shared/reference/hardware.md, and implements `terrace_model::Machine`, so every policy runs on
+//! it unchanged. The modules follow the model's parts: [`profile`] (the numbers), [`timing`]
+//! (latency, bandwidth and loaded latency per slice), [`migration`] (what moving pages costs),
+//! [`trackers`] (modelled page-table bits and access sampling), [`memory_mode`] (the fast tier
+//! as a hardware cache), [`energy`], [`placement`] (capacity and first touch) and [`machine`]
+//! (the replay loop). docs/model.md states every equation and the source of every number.
+
+pub mod energy;
+pub mod machine;
+pub mod memory_mode;
+pub mod migration;
+pub mod placement;
+pub mod profile;
+pub mod report;
+pub mod timing;
+pub mod trackers;
+
+pub use machine::SimMachine;
+pub use profile::{Profile, ProfileError, DEFAULT_PROFILE};
+pub use report::{RunReport, TierTotals};
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use terrace_model::{drive, DriveError, Policy};
+use terrace_workloads::AccessSource;
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "the fast tier's capacity is zero; give --fast-capacity a positive size or percentage"
+    )]
+    ZeroCapacity,
+    #[error(
+        "the footprint ({}) does not fit in the fast tier ({}) plus the slow tier ({}); raise --fast-capacity or --slow-capacity",
+        human_bytes(*footprint), human_bytes(*fast), human_bytes(*slow)
+    )]
+    DoesNotFit {
+        footprint: u64,
+        fast: u64,
+        slow: u64,
+    },
+    #[error("an access at address {addr:#x} lies outside the workload's footprint ({footprint} bytes); the trace is inconsistent with its header")]
+    OutOfFootprint { addr: u64, footprint: u64 },
+    #[error("every tier is full; the trace touched more pages than its footprint")]
+    MachineFull,
+    #[error(transparent)]
+    Unsupported(#[from] DriveError),
+}
+
+/// Capacity of the fast tier, as the user gave it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Capacity {
+    /// The workload's suggested capacity (the seed experiment's DRAM, scaled).
+    Suggested,
+    /// A share of the workload's footprint, in percent.
+    Percent(f64),
+    Bytes(u64),
+}
+
+impl Capacity {
+    pub fn resolve(self, footprint: u64, suggested: u64) -> u64 {
+        match self {
+            Capacity::Suggested => suggested,
+            Capacity::Percent(p) => (footprint as f64 * p / 100.0) as u64,
+            Capacity::Bytes(b) => b,
+        }
+    }
+}
+
+/// How to set a simulated machine up.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub fast_capacity: Capacity,
+    /// Slow-tier bytes; `None` = the profile's slow:fast ratio.
+    pub slow_capacity: Option<u64>,
+    /// Counter the machine adds replayed accesses to, for progress bars.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            fast_capacity: Capacity::Suggested,
+            slow_capacity: None,
+            progress: None,
+        }
+    }
+}
+
+/// Runs `policy` over `source` on the simulated machine described by `profile`.
+pub fn simulate(
+    source: Box<dyn AccessSource>,
+    policy: &mut dyn Policy,
+    profile: &Profile,
+    opts: &SimOptions,
+) -> Result<RunReport, SimError> {
+    let info = source.info();
+    let fast = opts
+        .fast_capacity
+        .resolve(info.footprint_bytes, info.suggested_fast_bytes);
+    let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
+    machine.set_policy_name(policy.name());
+    machine.set_progress(opts.progress.clone());
+    drive(&mut machine, policy)?;
+    if let Some(e) = machine.take_error() {
+        return Err(e);
+    }
+    Ok(machine.report())
+}
+
+/// Bytes in binary units, for messages and tables.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

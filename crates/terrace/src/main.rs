@@ -1,1 +1,106 @@
-fn main() {}
+//! `terrace`: the command line. It parses arguments and wires the library crates together;
+//! everything it runs lives in terrace-sim, terrace-policy and terrace-workloads.
+
+mod bench;
+mod compare;
+mod run_spec;
+mod table;
+mod trace_cmd;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Terrace places a program's memory pages across fast and slow memory tiers (DRAM, Optane, CXL,
+/// a remote socket). Every policy runs unchanged on a calibrated simulated machine (the default,
+/// needs no special hardware) or on a live Linux machine.
+#[derive(Parser)]
+#[command(name = "terrace", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate one workload under one policy and print what it cost.
+    Sim(run_spec::SimArgs),
+    /// Simulate every workload under every policy (in parallel) and print one row per pair.
+    Compare(compare::CompareArgs),
+    /// List the built-in workloads, policies or machine profiles.
+    List {
+        #[arg(value_enum)]
+        what: ListWhat,
+    },
+    /// Make and inspect access traces.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCommand),
+    /// Measure the simulator's own speed.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ListWhat {
+    Workloads,
+    Policies,
+    Profiles,
+}
+
+fn list(what: ListWhat) {
+    match what {
+        ListWhat::Workloads => {
+            for w in terrace_workloads::list() {
+                println!("{:<18} {}", w.name, w.summary);
+            }
+            println!("\nA path to a trace file (see `terrace trace generate`) works wherever a workload name does.");
+        }
+        ListWhat::Policies => {
+            for p in terrace_policy::list() {
+                println!("{:<20} {}", p.name, p.summary);
+            }
+        }
+        ListWhat::Profiles => {
+            for (name, _) in terrace_sim::profile::BUILT_IN {
+                match terrace_sim::Profile::load(name) {
+                    Ok(p) => println!("{:<14} {}", name, p.summary),
+                    Err(e) => println!("{name:<14} (broken: {e})"),
+                }
+            }
+            println!("\nA path to a .toml profile works too; profiles/ in the source tree shows the format.");
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Sim(args) => run_spec::sim(args),
+        Command::Compare(args) => compare::compare(args),
+        Command::List { what } => {
+            list(what);
+            Ok(())
+        }
+        Command::Trace(cmd) => trace_cmd::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: what went wrong and, from the error itself, what to do.
+            eprintln!("terrace: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Where to write a machine-readable copy of the results.
+pub(crate) fn write_json<T: serde::Serialize>(path: &PathBuf, value: &T) -> Result<()> {
+    use anyhow::Context;
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}

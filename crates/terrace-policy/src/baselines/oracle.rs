@@ -1,0 +1,263 @@
+//! A clairvoyant placement: at every tick it is told each page's accesses in the coming interval
+//! (the `future` tracker, which only a simulator has) and puts the pages that gain most from the
+//! fast tier there, when the gain over the interval exceeds the cost of moving.
+//!
+//! Algorithm (docs/policies.md, "oracle"): each page's gain from the fast tier over the next
+//! interval is `reads x (slow read latency - fast read latency) / threads + writes x 64 B x
+//! (1/slow write bandwidth - 1/fast write bandwidth)`, from the tiers' firmware attributes. The
+//! target fast set is the top-capacity pages by gain. Slow pages of the target set are promoted
+//! in falling gain order, each against the fast page of least gain outside the set (or into free
+//! room), while the gain difference exceeds the cost of the moves, which the oracle learns from
+//! what the machine reports moves cost. It is greedy over one interval at a time: it is neither
+//! optimal nor a bound (a page worth moving over two intervals but not one stays put), only a
+//! strong, explainable reference.
+
+use terrace_model::{
+    Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements,
+    TierId, TrackerRequest,
+};
+
+pub const NAME: &str = "oracle";
+pub const SUMMARY: &str = "reference: knows each interval's future accesses, places the pages that gain most (simulator only)";
+
+/// Tick period in real (unscaled) time: 100 ms, a tenth of the seeds' typical 1-2 s periods, so
+/// the oracle reacts faster than any of them.
+const TICK_NS: u64 = 100_000_000;
+
+#[derive(Default)]
+pub struct Oracle {
+    read_gain_ns: f64,
+    write_gain_ns: f64,
+    /// Learned mover cost per page, ns (0 until the machine has reported a move).
+    move_cost_ns: f64,
+    fast_capacity: Option<u64>,
+    ranked: Vec<(f64, PageIdx)>,
+}
+
+impl Oracle {
+    fn page_gain(&self, reads: u32, writes: u32) -> f64 {
+        reads as f64 * self.read_gain_ns + writes as f64 * self.write_gain_ns
+    }
+}
+
+impl Policy for Oracle {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest::future()],
+            tick_ns: Some(TICK_NS),
+            ..Requirements::default()
+        }
+    }
+
+    fn start(&mut self, m: &MachineInfo) {
+        let (fast, slow) = (&m.tiers[0], &m.tiers[m.tiers.len() - 1]);
+        let threads = m.threads.max(1) as f64;
+        self.read_gain_ns =
+            (slow.read_latency_ns.unwrap_or(1.0) - fast.read_latency_ns.unwrap_or(1.0)).max(0.0)
+                / threads;
+        let per_write = |bw: Option<f64>| bw.map_or(0.0, |b| 64.0 / b);
+        self.write_gain_ns =
+            (per_write(slow.write_bandwidth_gb_s) - per_write(fast.write_bandwidth_gb_s)).max(0.0);
+        self.fast_capacity = fast.capacity_pages;
+    }
+
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let Some(future) = obs.future else {
+            return Plan::none();
+        };
+        let Some(capacity) = self.fast_capacity else {
+            return Plan::none();
+        };
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.clear();
+        ranked.extend(
+            future
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| obs.placement[*i].is_placed())
+                .map(|(i, c)| (self.page_gain(c.reads, c.writes), i as PageIdx)),
+        );
+        self.ranked = ranked;
+        self.ranked
+            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let target = (capacity as usize).min(self.ranked.len());
+        let (inside, outside) = self.ranked.split_at(target);
+        // Promote in falling gain; demote the least-gain fast pages outside the target set.
+        let mut promote = inside
+            .iter()
+            .filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
+        let mut victims = outside
+            .iter()
+            .rev()
+            .filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST);
+        let mut free = obs.tiers[0].free_pages();
+        let mut plan = Plan {
+            options: MoveOptions::default(),
+            reason: "future accesses".into(),
+            ..Plan::none()
+        };
+        let mut demotions = Vec::new();
+        for &(gain, page) in promote.by_ref() {
+            if free > 0 {
+                if gain <= self.move_cost_ns {
+                    break;
+                }
+                free -= 1;
+            } else {
+                let Some(&(victim_gain, victim)) = victims.next() else {
+                    break;
+                };
+                if gain - victim_gain <= 2.0 * self.move_cost_ns {
+                    break;
+                }
+                demotions.push(Move {
+                    page: victim,
+                    to: TierId::SLOW,
+                });
+            }
+            plan.moves.push(Move {
+                page,
+                to: TierId::FAST,
+            });
+        }
+        // Demotions first, so that the fast tier has room for the promotions.
+        demotions.append(&mut plan.moves);
+        plan.moves = demotions;
+        plan
+    }
+
+    fn applied(&mut self, a: &Applied) {
+        if a.pages_moved > 0 {
+            self.move_cost_ns = a.time_ns as f64 / a.pages_moved as f64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::{PageCounts, Tier, TierKind, TierStatus};
+
+    fn machine(fast_pages: u64) -> MachineInfo {
+        let tier = |id, lat, wbw, cap| Tier {
+            id: TierId(id),
+            name: String::new(),
+            kind: TierKind::Dram,
+            capacity_pages: cap,
+            read_latency_ns: Some(lat),
+            read_bandwidth_gb_s: Some(10.0),
+            write_bandwidth_gb_s: Some(wbw),
+        };
+        MachineInfo {
+            name: String::new(),
+            tiers: vec![
+                tier(0, 100.0, 10.0, Some(fast_pages)),
+                tier(1, 300.0, 2.0, Some(100)),
+            ],
+            page_size: Default::default(),
+            pages: 4,
+            threads: 1,
+            scale: 1.0,
+        }
+    }
+
+    #[test]
+    fn swaps_a_cold_fast_page_for_a_hot_slow_one_and_demotes_first() {
+        let mut o = Oracle::default();
+        o.start(&machine(2));
+        let placement = [TierId::FAST, TierId::FAST, TierId::SLOW, TierId::SLOW];
+        let future = [
+            PageCounts {
+                reads: 0,
+                writes: 0,
+            },
+            PageCounts {
+                reads: 50,
+                writes: 0,
+            },
+            PageCounts {
+                reads: 100,
+                writes: 0,
+            },
+            PageCounts {
+                reads: 1,
+                writes: 0,
+            },
+        ];
+        let tiers = [
+            TierStatus {
+                used_pages: 2,
+                capacity_pages: Some(2),
+                ..Default::default()
+            },
+            TierStatus::default(),
+        ];
+        let obs = Observations {
+            now_ns: 1,
+            previous_ns: 0,
+            placement: &placement,
+            tiers: &tiers,
+            page_bits: None,
+            samples: &[],
+            future: Some(&future),
+        };
+        let plan = o.tick(&obs);
+        assert_eq!(
+            plan.moves,
+            vec![
+                Move {
+                    page: 0,
+                    to: TierId::SLOW
+                },
+                Move {
+                    page: 2,
+                    to: TierId::FAST
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn does_not_move_when_the_gain_is_below_the_learned_cost() {
+        let mut o = Oracle::default();
+        o.start(&machine(1));
+        o.applied(&Applied {
+            pages_moved: 1,
+            time_ns: 1_000_000,
+            ..Default::default()
+        });
+        let placement = [TierId::FAST, TierId::SLOW];
+        let future = [
+            PageCounts {
+                reads: 0,
+                writes: 0,
+            },
+            PageCounts {
+                reads: 100,
+                writes: 0,
+            },
+        ];
+        let tiers = [
+            TierStatus {
+                used_pages: 1,
+                capacity_pages: Some(1),
+                ..Default::default()
+            },
+            TierStatus::default(),
+        ];
+        let obs = Observations {
+            now_ns: 1,
+            previous_ns: 0,
+            placement: &placement,
+            tiers: &tiers,
+            page_bits: None,
+            samples: &[],
+            future: Some(&future),
+        };
+        assert!(o.tick(&obs).is_empty());
+    }
+}

@@ -1,0 +1,675 @@
+//! The simulated machine: replays an access stream against the tier model and implements
+//! [`Machine`], so any policy runs on it unchanged.
+//!
+//! Replay works in slices of [`SLICE_ACCESSES`] accesses: each access is placed (first touch),
+//! counted against its tier and seen by the enabled trackers; then the slice's time comes from
+//! [`timing::slice_ns`]. Policies tick between slices.
+
+use crate::memory_mode::{CacheOutcome, DirectMappedCache};
+use crate::migration::{self, MoveWork};
+use crate::placement::Placement;
+use crate::profile::Profile;
+use crate::report::{RunReport, TierTotals};
+use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
+use crate::trackers::{page_bits::PageBits, sampling::Sampler};
+use crate::{energy, SimError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use terrace_model::{
+    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure,
+    Observations, PageCounts, PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus,
+    TrackerKind,
+};
+use terrace_workloads::AccessSource;
+
+/// Accesses per timing slice: small enough that a policy tick lands close to its period.
+pub const SLICE_ACCESSES: usize = 1024;
+/// Accesses fetched from the source at a time.
+const BATCH_ACCESSES: usize = 1 << 16;
+
+/// Background copy traffic of the mover, spread evenly over the time it is busy.
+#[derive(Clone, Copy, Debug, Default)]
+struct CopyWindow {
+    until_ns: f64,
+    /// Bytes still to copy, per tier: read from it, written to it.
+    read_left: [f64; 2],
+    write_left: [f64; 2],
+}
+
+pub struct SimMachine {
+    info: MachineInfo,
+    /// Fast and slow tier capacity as configured, bytes.
+    capacity_bytes: [u64; 2],
+    profile: Profile,
+    timing: Timing,
+    source: Box<dyn AccessSource>,
+    buf: Vec<Access>,
+    pos: usize,
+    source_done: bool,
+    page_shift: u32,
+    placement: Placement,
+    mode: MemoryMode,
+    cache: Option<DirectMappedCache>,
+    bits: Option<PageBits>,
+    sampler: Option<Sampler>,
+    future: Option<Vec<PageCounts>>,
+    /// Last media unit each thread touched: merges accesses within one unit and detects sequential reads.
+    last_unit: Box<[u64; 256]>,
+    now_ns: f64,
+    last_observe_ns: f64,
+    last_apply_ns: f64,
+    accesses_since_observe: u64,
+    copy: CopyWindow,
+    /// Program time owed to shootdowns and tracking, paid by the next slice.
+    stall_owed_ns: f64,
+    since_observe: [TierStatus; 2],
+    /// What the last observation handed out: tier status, bits and samples of the interval it closed.
+    observed_tiers: [TierStatus; 2],
+    observed_bits: Vec<u8>,
+    observed_samples: Vec<terrace_model::Sample>,
+    totals: [TierTotals; 2],
+    accesses: u64,
+    pages_migrated: u64,
+    failed_moves: u64,
+    tlb_shootdowns: u64,
+    migration_ns: f64,
+    tracking_ns: f64,
+    stall_ns: f64,
+    error: Option<SimError>,
+    policy_name: String,
+    progress: Option<Arc<AtomicU64>>,
+    reported_progress: u64,
+}
+
+impl SimMachine {
+    /// A machine for `source` with the given tier capacities in bytes (`None` = the profile's
+    /// slow:fast ratio for the slow tier). Fails if the footprint cannot fit.
+    pub fn new(
+        profile: Profile,
+        source: Box<dyn AccessSource>,
+        fast_bytes: u64,
+        slow_bytes: Option<u64>,
+    ) -> Result<Self, SimError> {
+        let w = source.info().clone();
+        if fast_bytes == 0 {
+            return Err(SimError::ZeroCapacity);
+        }
+        let slow_bytes =
+            slow_bytes.unwrap_or((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64);
+        if fast_bytes.saturating_add(slow_bytes) < w.footprint_bytes {
+            return Err(SimError::DoesNotFit {
+                footprint: w.footprint_bytes,
+                fast: fast_bytes,
+                slow: slow_bytes,
+            });
+        }
+        let capacity_bytes = [fast_bytes, slow_bytes];
+        let timing = Timing::new(&profile, w.threads);
+        let tiers = profile
+            .tiers
+            .iter()
+            .zip(&timing.tiers)
+            .enumerate()
+            .map(|(i, (t, tt))| Tier {
+                id: TierId(i as u8),
+                name: t.name.clone(),
+                kind: t.kind,
+                capacity_pages: Some(capacity_bytes[i] / PageSize::Base4K.bytes()),
+                // What HMAT would report to a policy on real hardware.
+                read_latency_ns: Some(t.read_latency_random_ns),
+                read_bandwidth_gb_s: Some(tt.read_bytes_per_ns),
+                write_bandwidth_gb_s: Some(tt.write_bytes_per_ns),
+            })
+            .collect();
+        let info = MachineInfo {
+            name: format!("simulated {}", profile.name),
+            tiers,
+            page_size: Default::default(),
+            pages: 0,
+            threads: w.threads,
+            scale: w.scale,
+        };
+        Ok(SimMachine {
+            timing,
+            capacity_bytes,
+            info,
+            profile,
+            source,
+            buf: Vec::with_capacity(BATCH_ACCESSES),
+            pos: 0,
+            source_done: false,
+            page_shift: 12,
+            placement: Placement::new(0, [None, None], Default::default()),
+            mode: MemoryMode::Flat,
+            cache: None,
+            bits: None,
+            sampler: None,
+            future: None,
+            last_unit: Box::new([u64::MAX; 256]),
+            now_ns: 0.0,
+            last_observe_ns: 0.0,
+            last_apply_ns: 0.0,
+            accesses_since_observe: 0,
+            copy: CopyWindow::default(),
+            stall_owed_ns: 0.0,
+            since_observe: Default::default(),
+            observed_tiers: Default::default(),
+            observed_bits: Vec::new(),
+            observed_samples: Vec::new(),
+            totals: Default::default(),
+            accesses: 0,
+            pages_migrated: 0,
+            failed_moves: 0,
+            tlb_shootdowns: 0,
+            migration_ns: 0.0,
+            tracking_ns: 0.0,
+            stall_ns: 0.0,
+            error: None,
+            policy_name: String::new(),
+            progress: None,
+            reported_progress: 0,
+        })
+    }
+
+    /// The first replay error (an access outside the footprint), if any.
+    pub fn take_error(&mut self) -> Option<SimError> {
+        self.error.take()
+    }
+
+    /// Current placement (for tests and reports).
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// The run's report so far.
+    pub fn report(&self) -> RunReport {
+        let mut tiers = self.totals;
+        for (t, tot) in tiers.iter_mut().enumerate() {
+            tot.peak_pages = self.placement.peak[t];
+            tot.capacity_pages = self.placement.capacity[t];
+        }
+        let bytes_migrated = tiers.iter().map(|t| t.copy_write_bytes).sum();
+        RunReport {
+            workload: self.source.info().name.clone(),
+            policy: self.policy_name.clone(),
+            profile: self.profile.name.clone(),
+            page_bytes: self.info.page_size.bytes(),
+            accesses: self.accesses,
+            runtime_ns: self.now_ns,
+            energy_j: energy::run_energy_j(&self.profile, &tiers, self.now_ns),
+            tiers,
+            pages_migrated: self.pages_migrated,
+            bytes_migrated,
+            failed_moves: self.failed_moves,
+            tlb_shootdowns: self.tlb_shootdowns,
+            migration_ns: self.migration_ns,
+            tracking_ns: self.tracking_ns,
+            stall_ns: self.stall_ns,
+        }
+    }
+
+    pub fn set_progress(&mut self, progress: Option<Arc<AtomicU64>>) {
+        self.progress = progress;
+    }
+
+    pub fn set_policy_name(&mut self, name: &str) {
+        self.policy_name = name.to_string();
+    }
+
+    /// Makes sure `n` accesses past `pos` are buffered (fewer if the stream ends). Returns how many are.
+    fn buffer_ahead(&mut self, n: usize) -> usize {
+        while self.buf.len() - self.pos < n && !self.source_done {
+            if self.pos > 0 {
+                self.buf.drain(..self.pos);
+                self.pos = 0;
+            }
+            let want = BATCH_ACCESSES.max(n - self.buf.len());
+            if self.source.fill(&mut self.buf, want) == 0 {
+                self.source_done = true;
+            }
+        }
+        self.buf.len() - self.pos
+    }
+
+    /// Replays one slice in flat mode; `BITS` and `SAMPLE` select the trackers at compile time so
+    /// that a policy without trackers pays nothing for them.
+    fn replay_flat<const BITS: bool, const SAMPLE: bool>(
+        &mut self,
+        end: usize,
+        loads: &mut [TierLoad; 2],
+    ) -> u64 {
+        let shift = self.page_shift;
+        let gran_shift = [
+            self.timing.tiers[0].granularity_shift,
+            self.timing.tiers[1].granularity_shift,
+        ];
+        let mut instructions = 0u64;
+        let pages = self.placement.tiers.len();
+        for i in self.pos..end {
+            let a = self.buf[i];
+            let page = (a.addr >> shift) as usize;
+            if page >= pages {
+                self.fail_replay(a);
+                return instructions;
+            }
+            let mut tier = self.placement.tiers[page];
+            if !tier.is_placed() {
+                match self.placement.first_touch(page as u32) {
+                    Some(t) => tier = t,
+                    None => {
+                        self.fail_replay(a);
+                        return instructions;
+                    }
+                }
+            }
+            let t = tier.index();
+            let write = a.kind == AccessKind::Write;
+            instructions += a.instructions as u64;
+            account_access(
+                &mut loads[t],
+                &mut self.last_unit[a.thread as usize],
+                a,
+                write,
+                gran_shift[t],
+            );
+            if BITS {
+                if let Some(b) = self.bits.as_mut() {
+                    b.touch(page, write);
+                }
+            }
+            if SAMPLE {
+                if let Some(s) = self.sampler.as_mut() {
+                    s.count(page, write);
+                }
+            }
+        }
+        instructions
+    }
+
+    /// Replays one slice with the fast tier as a cache of the slow tier (Memory Mode).
+    fn replay_cached(&mut self, end: usize, loads: &mut [TierLoad; 2]) -> u64 {
+        let cache = self.cache.as_mut().expect("memory mode has a cache");
+        let slow_gran = self.timing.tiers[1].granularity_shift;
+        let mut instructions = 0u64;
+        let footprint = self.source.info().footprint_bytes;
+        for i in self.pos..end {
+            let a = self.buf[i];
+            if a.addr >= footprint {
+                self.error = Some(SimError::OutOfFootprint {
+                    addr: a.addr,
+                    footprint,
+                });
+                return instructions;
+            }
+            instructions += a.instructions as u64;
+            let write = a.kind == AccessKind::Write;
+            let last = &mut self.last_unit[a.thread as usize];
+            match cache.access(a.addr, write) {
+                CacheOutcome::Hit => account_access(&mut loads[0], last, a, write, 6),
+                CacheOutcome::Miss { writeback } => {
+                    // The line comes from the slow tier (a write miss reads it too, then writes
+                    // it in DRAM) and is filled into DRAM; a dirty victim goes back to the slow
+                    // tier. Fills and write-backs cost bandwidth; the access counts as a miss.
+                    if write {
+                        // Read for ownership: the line's bytes, counted as a write miss.
+                        let mut rfo = TierLoad::default();
+                        account_access(&mut rfo, last, a, false, slow_gran);
+                        loads[1].read_bytes += rfo.read_bytes;
+                        loads[1].writes += 1;
+                    } else {
+                        account_access(&mut loads[1], last, a, false, slow_gran);
+                    }
+                    loads[0].write_bytes += LINE_BYTES;
+                    if writeback {
+                        loads[0].read_bytes += LINE_BYTES;
+                        loads[1].write_bytes += 1 << slow_gran;
+                    }
+                }
+            }
+        }
+        instructions
+    }
+
+    #[cold]
+    fn fail_replay(&mut self, a: Access) {
+        let footprint = self.source.info().footprint_bytes;
+        self.error = Some(if a.addr >= footprint {
+            SimError::OutOfFootprint {
+                addr: a.addr,
+                footprint,
+            }
+        } else {
+            SimError::MachineFull
+        });
+    }
+
+    /// Replays one slice and advances the clock by its time.
+    fn step(&mut self) -> bool {
+        if self.buffer_ahead(1) == 0 {
+            return false;
+        }
+        let end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
+        let mut loads = [TierLoad::default(); 2];
+        let instructions = match (self.mode, self.bits.is_some(), self.sampler.is_some()) {
+            (MemoryMode::FastTierAsCache, ..) => self.replay_cached(end, &mut loads),
+            (_, false, false) => self.replay_flat::<false, false>(end, &mut loads),
+            (_, true, false) => self.replay_flat::<true, false>(end, &mut loads),
+            (_, false, true) => self.replay_flat::<false, true>(end, &mut loads),
+            (_, true, true) => self.replay_flat::<true, true>(end, &mut loads),
+        };
+        if self.error.is_some() {
+            return false;
+        }
+        let n = (end - self.pos) as u64;
+        self.pos = end;
+        self.accesses += n;
+        if let Some(p) = &self.progress {
+            if self.accesses - self.reported_progress >= BATCH_ACCESSES as u64 {
+                p.fetch_add(self.accesses - self.reported_progress, Ordering::Relaxed);
+                self.reported_progress = self.accesses;
+            }
+        }
+        self.accesses_since_observe += n;
+        // The mover's copies share the tiers' bandwidth while it is busy.
+        let window = self.copy.until_ns - self.now_ns;
+        if window > 0.0 {
+            for t in 0..2 {
+                loads[t].copy_read_bytes_per_ns = self.copy.read_left[t] / window;
+                loads[t].copy_write_bytes_per_ns = self.copy.write_left[t] / window;
+            }
+        }
+        let mut dt = timing::slice_ns(&self.timing, &loads, instructions);
+        if window > 0.0 {
+            let done = (dt / window).min(1.0);
+            for t in 0..2 {
+                self.copy.read_left[t] *= 1.0 - done;
+                self.copy.write_left[t] *= 1.0 - done;
+            }
+        }
+        dt += self.stall_owed_ns;
+        self.stall_ns += self.stall_owed_ns;
+        self.stall_owed_ns = 0.0;
+        self.now_ns += dt;
+        for (t, l) in loads.iter().enumerate() {
+            let tot = &mut self.totals[t];
+            tot.reads += l.random_reads + l.sequential_reads;
+            tot.writes += l.writes;
+            tot.read_bytes += l.read_bytes;
+            tot.write_bytes += l.write_bytes;
+            let since = &mut self.since_observe[t];
+            since.read_bytes += l.read_bytes;
+            since.write_bytes += l.write_bytes;
+        }
+        true
+    }
+
+    fn tier_status(&self) -> [TierStatus; 2] {
+        let mut s = self.since_observe;
+        for (t, st) in s.iter_mut().enumerate() {
+            st.used_pages = self.placement.used[t];
+            st.capacity_pages = self.placement.capacity[t];
+        }
+        s
+    }
+
+    /// Validates and performs the moves and exchanges of a plan; returns the work done.
+    fn perform(&mut self, plan: &Plan, applied: &mut Applied) -> MoveWork {
+        let page_bytes = self.info.page_size.bytes();
+        let mut work = MoveWork::default();
+        // A rate limit caps bytes per second of machine time since the last plan (memtierd, kernel promote rate limit).
+        let mut budget = plan
+            .options
+            .rate_limit_mb_s
+            .map(|mb_s| ((mb_s * 1e6) * (self.now_ns - self.last_apply_ns) * 1e-9).max(0.0) as u64);
+        let mut take_budget = |bytes: u64| match budget.as_mut() {
+            None => true,
+            Some(b) if *b >= bytes => {
+                *b -= bytes;
+                true
+            }
+            Some(_) => false,
+        };
+        let pages = self.placement.tiers.len();
+        for mv in &plan.moves {
+            let page = mv.page as usize;
+            if page >= pages || mv.to.index() > 1 {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            }
+            let from = self.placement.tiers[page];
+            if !from.is_placed() {
+                applied.fail(MoveFailure::NotPresent);
+                continue;
+            }
+            if from == mv.to {
+                continue;
+            }
+            if !self.placement.has_room(mv.to.index()) {
+                applied.fail(MoveFailure::NoSpace);
+                continue;
+            }
+            if !take_budget(page_bytes) {
+                applied.fail(MoveFailure::RateLimited);
+                continue;
+            }
+            self.placement.relocate(mv.page, mv.to);
+            work.pages += 1;
+            work.bytes[from.index()][mv.to.index()] += page_bytes;
+        }
+        for ex in &plan.exchanges {
+            let (a, b) = (ex.a as usize, ex.b as usize);
+            if a >= pages || b >= pages {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            }
+            let (ta, tb) = (self.placement.tiers[a], self.placement.tiers[b]);
+            if !ta.is_placed() || !tb.is_placed() {
+                applied.fail(MoveFailure::NotPresent);
+                continue;
+            }
+            if ta == tb {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            }
+            if !take_budget(2 * page_bytes) {
+                applied.fail(MoveFailure::RateLimited);
+                continue;
+            }
+            self.placement.swap(ex.a, ex.b);
+            work.pairs += 1;
+            work.bytes[ta.index()][tb.index()] += page_bytes;
+            work.bytes[tb.index()][ta.index()] += page_bytes;
+        }
+        work
+    }
+}
+
+/// Counts one access against its tier: reads by locality, bytes by media granularity. Accesses
+/// by one thread within one media unit are merged (the unit is already being transferred);
+/// a read of the unit right after the previous one is sequential.
+#[inline(always)]
+fn account_access(
+    load: &mut TierLoad,
+    last_unit: &mut u64,
+    a: Access,
+    write: bool,
+    gran_shift: u32,
+) {
+    let unit = a.addr >> gran_shift;
+    let last = *last_unit;
+    *last_unit = unit;
+    if write {
+        load.writes += 1;
+    } else if unit == last || unit == last.wrapping_add(1) {
+        load.sequential_reads += 1;
+    } else {
+        load.random_reads += 1;
+    }
+    if unit != last {
+        let mask = (1u64 << gran_shift) - 1;
+        let bytes = (a.size.max(1) as u64 + mask) & !mask;
+        if write {
+            load.write_bytes += bytes;
+        } else {
+            load.read_bytes += bytes;
+        }
+    }
+}
+
+impl Machine for SimMachine {
+    fn info(&self) -> &MachineInfo {
+        &self.info
+    }
+
+    fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
+        let footprint = self.source.info().footprint_bytes;
+        self.info.page_size = req.page_size;
+        self.page_shift = req.page_size.shift();
+        self.info.pages = req.page_size.pages_for(footprint);
+        let page = req.page_size.bytes();
+        let mut capacity = [
+            Some(self.capacity_bytes[0] / page),
+            Some(self.capacity_bytes[1] / page),
+        ];
+        self.mode = req.memory_mode;
+        match req.memory_mode {
+            MemoryMode::Flat => {}
+            MemoryMode::UnboundedFast => capacity[0] = None,
+            // The fast tier holds cache lines, not pages: every page lives in the slow tier.
+            MemoryMode::FastTierAsCache => {
+                self.cache = Some(DirectMappedCache::new(self.capacity_bytes[0]));
+                capacity[0] = Some(0);
+            }
+        }
+        if self.mode != MemoryMode::UnboundedFast
+            && capacity[0].unwrap_or(0) + capacity[1].unwrap_or(0) < self.info.pages
+        {
+            return Err(MachineError::Other(format!(
+                "the footprint ({} pages of {}) does not fit in the tiers at that page size; give more capacity",
+                self.info.pages, req.page_size
+            )));
+        }
+        for (t, tier) in self.info.tiers.iter_mut().enumerate() {
+            tier.capacity_pages = capacity[t];
+        }
+        self.placement = Placement::new(self.info.pages, capacity, req.initial.clone());
+        for tr in &req.trackers {
+            match tr.kind {
+                TrackerKind::PageBits => self.bits = Some(PageBits::new(self.info.pages)),
+                TrackerKind::Sampling => self.sampler = Some(Sampler::new(tr.period)),
+                TrackerKind::Future => self.future = Some(Vec::new()),
+            }
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, until_ns: u64) -> Progress {
+        while self.now_ns < until_ns as f64 {
+            if !self.step() {
+                return Progress::Finished {
+                    now_ns: self.now_ns as u64,
+                };
+            }
+        }
+        Progress::Running {
+            now_ns: self.now_ns as u64,
+        }
+    }
+
+    fn observe(&mut self) -> Observations<'_> {
+        let tiers = self.tier_status();
+        self.since_observe = Default::default();
+        let mut tracker_ns = 0.0;
+        if self.bits.is_some() {
+            // A scan reads and clears every mapped page's bits, then flushes the TLB once.
+            let mapped = self.placement.used.iter().sum();
+            tracker_ns += PageBits::scan_ns(mapped, self.profile.tracking.page_scan_ns);
+            self.stall_owed_ns += self.profile.migration.tlb_shootdown_us * 1e3;
+            self.tlb_shootdowns += 1;
+        }
+        if let Some(s) = &self.sampler {
+            tracker_ns += s.samples.len() as f64 * self.profile.tracking.sample_ns;
+        }
+        self.tracking_ns += tracker_ns;
+        // Tracker work runs on one core, taking its share from the program's threads.
+        self.stall_owed_ns += tracker_ns / self.timing.threads;
+        if self.future.is_some() {
+            let ahead = self.accesses_since_observe.max(SLICE_ACCESSES as u64) as usize;
+            let n = self.buffer_ahead(ahead);
+            let mut counts = self.future.take().unwrap_or_default();
+            counts.clear();
+            counts.resize(self.info.pages as usize, PageCounts::default());
+            for a in &self.buf[self.pos..self.pos + n] {
+                if let Some(c) = counts.get_mut((a.addr >> self.page_shift) as usize) {
+                    match a.kind {
+                        AccessKind::Read => c.reads += 1,
+                        AccessKind::Write => c.writes += 1,
+                    }
+                }
+            }
+            self.future = Some(counts);
+        }
+        self.accesses_since_observe = 0;
+        let previous = self.last_observe_ns;
+        self.last_observe_ns = self.now_ns;
+        // Hand the closed interval out and start a new one: the scan clears the bits, the
+        // sample buffer is drained.
+        self.observed_tiers = tiers;
+        if let Some(b) = self.bits.as_mut() {
+            self.observed_bits.resize(b.bits.len(), 0);
+            std::mem::swap(&mut self.observed_bits, &mut b.bits);
+            b.clear();
+        }
+        if let Some(s) = self.sampler.as_mut() {
+            self.observed_samples.clear();
+            std::mem::swap(&mut self.observed_samples, &mut s.samples);
+        }
+        Observations {
+            now_ns: self.now_ns as u64,
+            previous_ns: previous as u64,
+            placement: &self.placement.tiers,
+            tiers: &self.observed_tiers,
+            page_bits: self.bits.as_ref().map(|_| self.observed_bits.as_slice()),
+            samples: &self.observed_samples,
+            future: self.future.as_deref(),
+        }
+    }
+
+    fn apply(&mut self, plan: &Plan) -> Applied {
+        let mut applied = Applied::default();
+        let work = self.perform(plan, &mut applied);
+        self.last_apply_ns = self.now_ns;
+        let c = migration::cost(
+            &self.profile.migration,
+            &self.profile.tiers,
+            &plan.options,
+            self.info.page_size,
+            &work,
+        );
+        applied.pages_moved = work.pages + 2 * work.pairs;
+        applied.pairs_exchanged = work.pairs;
+        applied.bytes_copied = work.total_bytes();
+        applied.time_ns = c.mover_ns as u64;
+        applied.tlb_shootdowns = c.tlb_shootdowns;
+        self.pages_migrated += applied.pages_moved;
+        self.failed_moves += applied.failed_total();
+        self.tlb_shootdowns += c.tlb_shootdowns;
+        self.migration_ns += c.mover_ns;
+        // Every shootdown interrupts all program threads (mtier §5.2.1, Figs 5.2/5.3).
+        self.stall_owed_ns +=
+            c.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3;
+        // The mover works after whatever it was already doing; its copies share bandwidth meanwhile.
+        let start = self.copy.until_ns.max(self.now_ns);
+        self.copy.until_ns = start + c.mover_ns;
+        for from in 0..2 {
+            for to in 0..2 {
+                let b = work.bytes[from][to];
+                self.copy.read_left[from] += b as f64;
+                self.copy.write_left[to] += b as f64;
+                self.totals[from].copy_read_bytes += b;
+                self.totals[to].copy_write_bytes += b;
+            }
+        }
+        applied
+    }
+}

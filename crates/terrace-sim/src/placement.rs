@@ -1,0 +1,138 @@
+//! Where every page is, with capacity enforced, and the first-touch rules that place new pages.
+
+use terrace_model::{InitialPlacement, PageIdx, TierId};
+
+/// Page-to-tier map of the simulated machine.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub tiers: Vec<TierId>,
+    pub used: [u64; 2],
+    /// Highest occupancy ever seen, per tier (checked against capacity by tests).
+    pub peak: [u64; 2],
+    pub capacity: [Option<u64>; 2],
+    rule: InitialPlacement,
+    /// Position in the interleave cycle.
+    interleave_turn: u64,
+}
+
+impl Placement {
+    pub fn new(pages: u64, capacity: [Option<u64>; 2], rule: InitialPlacement) -> Self {
+        Placement {
+            tiers: vec![TierId::UNPLACED; pages as usize],
+            used: [0; 2],
+            peak: [0; 2],
+            capacity,
+            rule,
+            interleave_turn: 0,
+        }
+    }
+
+    pub fn has_room(&self, t: usize) -> bool {
+        self.capacity[t].is_none_or(|c| self.used[t] < c)
+    }
+
+    fn first_with_room_from(&self, t: usize) -> Option<usize> {
+        (t..2).chain(0..t).find(|&i| self.has_room(i))
+    }
+
+    /// Places a page on first touch by the rule. `None` when every tier is full (the machine
+    /// checks at start that the footprint fits, so this means a trace touched more than it said).
+    #[inline(never)]
+    pub fn first_touch(&mut self, page: PageIdx) -> Option<TierId> {
+        let wanted = match &self.rule {
+            // Linux node-local allocation: the local (fast) node while it has room, then the next.
+            InitialPlacement::FirstTouch => 0,
+            InitialPlacement::Tier(t) => t.index().min(1),
+            InitialPlacement::Interleave { weights } => {
+                let total: u64 = weights
+                    .iter()
+                    .take(2)
+                    .map(|&w| w as u64)
+                    .sum::<u64>()
+                    .max(1);
+                let mut turn = self.interleave_turn % total;
+                self.interleave_turn += 1;
+                let mut pick = 0;
+                for (i, &w) in weights.iter().take(2).enumerate() {
+                    if turn < w as u64 {
+                        pick = i;
+                        break;
+                    }
+                    turn -= w as u64;
+                }
+                pick
+            }
+        };
+        let t = self.first_with_room_from(wanted)?;
+        self.set(page, TierId(t as u8));
+        Some(TierId(t as u8))
+    }
+
+    fn set(&mut self, page: PageIdx, to: TierId) {
+        let slot = &mut self.tiers[page as usize];
+        if slot.is_placed() {
+            self.used[slot.index()] -= 1;
+        }
+        *slot = to;
+        self.used[to.index()] += 1;
+        self.peak[to.index()] = self.peak[to.index()].max(self.used[to.index()]);
+    }
+
+    /// Moves a placed page to another tier (capacity checked by the caller).
+    pub fn relocate(&mut self, page: PageIdx, to: TierId) {
+        self.set(page, to);
+    }
+
+    /// Swaps two pages' tiers; occupancy does not change.
+    pub fn swap(&mut self, a: PageIdx, b: PageIdx) {
+        self.tiers.swap(a as usize, b as usize);
+    }
+
+    /// Every placed page counted once, and occupancy within capacity.
+    pub fn is_consistent(&self) -> bool {
+        let mut count = [0u64; 2];
+        for t in &self.tiers {
+            if t.is_placed() {
+                if t.index() > 1 {
+                    return false;
+                }
+                count[t.index()] += 1;
+            }
+        }
+        count == self.used && (0..2).all(|t| self.capacity[t].is_none_or(|c| self.used[t] <= c))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_touch_fills_the_fast_tier_then_spills() {
+        let mut p = Placement::new(10, [Some(3), None], InitialPlacement::FirstTouch);
+        let got: Vec<_> = (0..5).map(|i| p.first_touch(i).unwrap().0).collect();
+        assert_eq!(got, [0, 0, 0, 1, 1]);
+        assert!(p.is_consistent());
+    }
+
+    #[test]
+    fn weighted_interleave_follows_its_weights() {
+        let mut p = Placement::new(
+            12,
+            [None, None],
+            InitialPlacement::Interleave {
+                weights: vec![2, 1],
+            },
+        );
+        let got: Vec<_> = (0..6).map(|i| p.first_touch(i).unwrap().0).collect();
+        assert_eq!(got, [0, 0, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn a_full_machine_places_nothing() {
+        let mut p = Placement::new(4, [Some(1), Some(1)], InitialPlacement::Tier(TierId::SLOW));
+        assert_eq!(p.first_touch(0), Some(TierId::SLOW));
+        assert_eq!(p.first_touch(1), Some(TierId::FAST));
+        assert_eq!(p.first_touch(2), None);
+    }
+}

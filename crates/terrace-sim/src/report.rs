@@ -1,0 +1,70 @@
+//! What a simulated run reports (DESIGN.md, "what it reports").
+
+use serde::{Deserialize, Serialize};
+
+/// Traffic of one tier over a whole run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierTotals {
+    pub reads: u64,
+    pub writes: u64,
+    /// Bytes the media read and wrote for the program, after granularity rounding.
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Bytes migration copied out of and into this tier.
+    pub copy_read_bytes: u64,
+    pub copy_write_bytes: u64,
+    /// Highest page occupancy seen, and the capacity (`None` = unbounded).
+    pub peak_pages: u64,
+    pub capacity_pages: Option<u64>,
+}
+
+/// The result of one simulated run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub workload: String,
+    pub policy: String,
+    pub profile: String,
+    pub page_bytes: u64,
+    pub accesses: u64,
+    pub runtime_ns: f64,
+    pub tiers: [TierTotals; 2],
+    pub pages_migrated: u64,
+    pub bytes_migrated: u64,
+    pub failed_moves: u64,
+    pub tlb_shootdowns: u64,
+    /// Mover time (runs beside the program; its effect on the program is copy traffic and shootdowns).
+    pub migration_ns: f64,
+    /// Tracker CPU time (scans and sample handling).
+    pub tracking_ns: f64,
+    /// Program time lost to shootdowns and tracking.
+    pub stall_ns: f64,
+    pub energy_j: f64,
+}
+
+impl RunReport {
+    fn share(fast: u64, all: u64) -> f64 {
+        if all == 0 {
+            1.0
+        } else {
+            fast as f64 / all as f64
+        }
+    }
+    /// Share of reads served by the fast tier.
+    pub fn fast_read_hit_rate(&self) -> f64 {
+        Self::share(
+            self.tiers[0].reads,
+            self.tiers[0].reads + self.tiers[1].reads,
+        )
+    }
+    /// Share of writes served by the fast tier.
+    pub fn fast_write_hit_rate(&self) -> f64 {
+        Self::share(
+            self.tiers[0].writes,
+            self.tiers[0].writes + self.tiers[1].writes,
+        )
+    }
+    /// Bytes written to the slow tier's media, by the program and by migration (wear).
+    pub fn slow_bytes_written(&self) -> u64 {
+        self.tiers[1].write_bytes + self.tiers[1].copy_write_bytes
+    }
+}

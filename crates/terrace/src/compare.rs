@@ -1,0 +1,178 @@
+//! `terrace compare`: every workload under every policy, run in parallel, one row per pair.
+
+use crate::run_spec::{run_one, MachineArgs};
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::PathBuf;
+use terrace_sim::RunReport;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Workloads (names or trace files), comma-separated. Default: the built-in suite.
+    #[arg(long, value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// Policies, comma-separated. Default: every baseline. first-touch always runs, as the reference.
+    #[arg(long, value_delimiter = ',')]
+    pub policies: Vec<String>,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// Also write every report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write the table as CSV (raw numbers, SI units).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+/// One row of the comparison, as JSON and CSV carry it.
+#[derive(Serialize)]
+struct Row<'a> {
+    #[serde(flatten)]
+    report: &'a RunReport,
+    speedup_over_first_touch: Option<f64>,
+    speedup_over_all_fast: Option<f64>,
+    fast_read_hit_rate: f64,
+    fast_write_hit_rate: f64,
+    slow_bytes_written: u64,
+}
+
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    workload: &'a str,
+    policy: &'a str,
+    profile: &'a str,
+    runtime_s: f64,
+    speedup_over_first_touch: Option<f64>,
+    speedup_over_all_fast: Option<f64>,
+    fast_read_hit_rate: f64,
+    fast_write_hit_rate: f64,
+    slow_bytes_written: u64,
+    bytes_migrated: u64,
+    pages_migrated: u64,
+    migration_s: f64,
+    tracking_s: f64,
+    energy_j: f64,
+}
+
+pub fn compare(args: CompareArgs) -> Result<()> {
+    let workloads: Vec<String> = if args.workloads.is_empty() {
+        terrace_workloads::DEFAULT_SUITE
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        args.workloads.clone()
+    };
+    let mut policies: Vec<String> = if args.policies.is_empty() {
+        terrace_policy::registry::DEFAULT_COMPARISON
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        args.policies.clone()
+    };
+    if !policies.iter().any(|p| p == "first-touch") {
+        policies.insert(0, "first-touch".into());
+    }
+    // Check every name before starting anything long.
+    let profile = args.machine.profile()?;
+    for p in &policies {
+        terrace_policy::build(p)?;
+    }
+    let mut total = 0u64;
+    for w in &workloads {
+        total += args.machine.source(w)?.info().accesses * policies.len() as u64;
+    }
+    let pairs: Vec<(&String, &String)> = workloads
+        .iter()
+        .flat_map(|w| policies.iter().map(move |p| (w, p)))
+        .collect();
+    let results: Vec<Result<RunReport>> = table::with_progress(total, |progress| {
+        pairs
+            .par_iter()
+            .map(|(w, p)| run_one(&args.machine, &profile, w, p, Some(progress.clone())))
+            .collect()
+    });
+    let mut reports = Vec::new();
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => failures.push(format!("{e:#}")),
+        }
+    }
+    let reference = |w: &str, p: &str| {
+        reports
+            .iter()
+            .find(|r| r.workload == w && r.policy == p)
+            .map(|r| r.runtime_ns)
+    };
+    let rows: Vec<Row> = reports
+        .iter()
+        .map(|r| Row {
+            report: r,
+            speedup_over_first_touch: reference(&r.workload, "first-touch")
+                .map(|t| t / r.runtime_ns),
+            speedup_over_all_fast: reference(&r.workload, "all-fast").map(|t| t / r.runtime_ns),
+            fast_read_hit_rate: r.fast_read_hit_rate(),
+            fast_write_hit_rate: r.fast_write_hit_rate(),
+            slow_bytes_written: r.slow_bytes_written(),
+        })
+        .collect();
+    println!(
+        "profile {}; fast tier {}",
+        profile.name,
+        describe_capacity(&args.machine)
+    );
+    table::print_table(
+        &rows
+            .iter()
+            .map(|r| table::row(r.report, r.speedup_over_first_touch))
+            .collect::<Vec<_>>(),
+    );
+    if let Some(path) = &args.json {
+        crate::write_json(path, &rows)?;
+    }
+    if let Some(path) = &args.csv {
+        let mut w = csv::Writer::from_path(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        for r in &rows {
+            w.serialize(CsvRow {
+                workload: &r.report.workload,
+                policy: &r.report.policy,
+                profile: &r.report.profile,
+                runtime_s: r.report.runtime_ns / 1e9,
+                speedup_over_first_touch: r.speedup_over_first_touch,
+                speedup_over_all_fast: r.speedup_over_all_fast,
+                fast_read_hit_rate: r.fast_read_hit_rate,
+                fast_write_hit_rate: r.fast_write_hit_rate,
+                slow_bytes_written: r.slow_bytes_written,
+                bytes_migrated: r.report.bytes_migrated,
+                pages_migrated: r.report.pages_migrated,
+                migration_s: r.report.migration_ns / 1e9,
+                tracking_s: r.report.tracking_ns / 1e9,
+                energy_j: r.report.energy_j,
+            })?;
+        }
+        w.flush()?;
+    }
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("terrace: {f}");
+        }
+        bail!("{} of {} runs failed (above)", failures.len(), pairs.len());
+    }
+    Ok(())
+}
+
+fn describe_capacity(m: &MachineArgs) -> String {
+    match m.fast_capacity {
+        None => "as each workload's seed experiment (scaled)".into(),
+        Some(terrace_sim::Capacity::Percent(p)) => format!("{p}% of each footprint"),
+        Some(terrace_sim::Capacity::Bytes(b)) => terrace_sim::human_bytes(b),
+        Some(terrace_sim::Capacity::Suggested) => "suggested".into(),
+    }
+}

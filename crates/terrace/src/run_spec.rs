@@ -1,0 +1,176 @@
+//! What one simulated run is made of (workload, policy, profile, capacities) and `terrace sim`.
+
+use crate::table;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use terrace_sim::{Capacity, Profile, RunReport, SimOptions, DEFAULT_PROFILE};
+use terrace_workloads::AccessSource;
+
+/// Options shared by `sim` and `compare`.
+#[derive(Args, Clone, Debug)]
+pub struct MachineArgs {
+    /// Machine profile: a built-in name (`terrace list profiles`) or a .toml file.
+    #[arg(long, default_value = DEFAULT_PROFILE)]
+    pub profile: String,
+    /// Fast-tier capacity: a share of the footprint ("40%") or a size ("48MiB", "1GiB", "65536").
+    /// Default: the seed experiment's DRAM, scaled like the workload.
+    #[arg(long, value_parser = parse_capacity)]
+    pub fast_capacity: Option<Capacity>,
+    /// Slow-tier capacity as a size. Default: the profile's slow:fast ratio times the fast tier.
+    #[arg(long, value_parser = parse_size)]
+    pub slow_capacity: Option<u64>,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Multiplies workload sizes and lengths (1 = the built-in size; 0.0625 for a quick look).
+    #[arg(long, default_value_t = 1.0)]
+    pub size_scale: f64,
+}
+
+impl MachineArgs {
+    pub fn profile(&self) -> Result<Profile> {
+        Ok(Profile::load(&self.profile)?)
+    }
+    pub fn options(&self, progress: Option<Arc<AtomicU64>>) -> SimOptions {
+        SimOptions {
+            fast_capacity: self.fast_capacity.unwrap_or(Capacity::Suggested),
+            slow_capacity: self.slow_capacity,
+            progress,
+        }
+    }
+    /// A workload by name, or a trace file by path.
+    pub fn source(&self, workload: &str) -> Result<Box<dyn AccessSource>> {
+        let path = std::path::Path::new(workload);
+        if path.exists() {
+            let reader = terrace_workloads::trace::TraceReader::open(path)
+                .with_context(|| format!("cannot replay {workload}"))?;
+            return Ok(Box::new(reader));
+        }
+        Ok(terrace_workloads::build(
+            workload,
+            self.seed,
+            self.size_scale,
+        )?)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Workload name (`terrace list workloads`) or trace file.
+    #[arg(long, short)]
+    pub workload: String,
+    /// Policy name (`terrace list policies`).
+    #[arg(long, short, default_value = "first-touch")]
+    pub policy: String,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// Also write the full report as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Parses "40%", "48MiB", "1.5GiB", "4096".
+pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
+    if let Some(p) = s.strip_suffix('%') {
+        let v: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a percentage; write e.g. 40%"))?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("'{s}': the fast tier needs a capacity above 0%"));
+        }
+        return Ok(Capacity::Percent(v));
+    }
+    let b = parse_size(s)?;
+    if b == 0 {
+        return Err(format!("'{s}': the fast tier needs a capacity above zero"));
+    }
+    Ok(Capacity::Bytes(b))
+}
+
+/// Parses a byte size with an optional binary unit (KiB, MiB, GiB, TiB; K, M, G, T alike).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; write e.g. 48MiB or 1GiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "'{s}': unknown unit '{other}'; use KiB, MiB, GiB or TiB"
+            ))
+        }
+    };
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("'{s}' is too large"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Runs one workload under one policy.
+pub fn run_one(
+    machine: &MachineArgs,
+    profile: &Profile,
+    workload: &str,
+    policy: &str,
+    progress: Option<Arc<AtomicU64>>,
+) -> Result<RunReport> {
+    let mut p = terrace_policy::build(policy)?;
+    let source = machine.source(workload)?;
+    let report = terrace_sim::simulate(source, p.as_mut(), profile, &machine.options(progress))
+        .with_context(|| format!("{workload} under {policy}"))?;
+    Ok(report)
+}
+
+pub fn sim(args: SimArgs) -> Result<()> {
+    let profile = args.machine.profile()?;
+    // Validate names before starting a long run.
+    terrace_policy::build(&args.policy)?;
+    let accesses = args.machine.source(&args.workload)?.info().accesses;
+    let report = table::with_progress(accesses, |progress| {
+        run_one(
+            &args.machine,
+            &profile,
+            &args.workload,
+            &args.policy,
+            Some(progress),
+        )
+    })?;
+    if report.accesses == 0 {
+        bail!("{} made no accesses; nothing to report", args.workload);
+    }
+    table::print_report(&report);
+    if let Some(path) = &args.json {
+        crate::write_json(path, &report)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_capacities_parse_with_units() {
+        assert_eq!(parse_size("48MiB"), Ok(48 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12 parsecs").is_err());
+        assert_eq!(parse_capacity("40%"), Ok(Capacity::Percent(40.0)));
+        assert!(parse_capacity("0%").is_err());
+        assert!(parse_capacity("0").is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! How results look to a person: human units, one row per run, and progress bars.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use terrace_sim::{human_bytes, RunReport};
+
+pub fn human_time(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+pub fn percent(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+pub fn print_report(r: &RunReport) {
+    println!("workload            {}", r.workload);
+    println!("policy              {}", r.policy);
+    println!("profile             {}", r.profile);
+    println!("accesses            {}", r.accesses);
+    println!("run time            {}", human_time(r.runtime_ns));
+    println!(
+        "fast-tier hits      reads {}  writes {}",
+        percent(r.fast_read_hit_rate()),
+        percent(r.fast_write_hit_rate())
+    );
+    println!(
+        "slow-tier written   {}",
+        human_bytes(r.slow_bytes_written())
+    );
+    println!(
+        "migrated            {} ({} pages of {}, {} failed)",
+        human_bytes(r.bytes_migrated),
+        r.pages_migrated,
+        human_bytes(r.page_bytes),
+        r.failed_moves
+    );
+    println!("time in migration   {}", human_time(r.migration_ns));
+    println!("time in tracking    {}", human_time(r.tracking_ns));
+    println!(
+        "program stalls      {} ({} TLB shootdowns)",
+        human_time(r.stall_ns),
+        r.tlb_shootdowns
+    );
+    println!("energy              {:.3} J", r.energy_j);
+}
+
+/// The comparison table's columns.
+pub const HEADER: [&str; 11] = [
+    "workload",
+    "policy",
+    "run time",
+    "vs first-touch",
+    "fast hit R",
+    "fast hit W",
+    "slow written",
+    "migrated",
+    "t migrate",
+    "t track",
+    "energy J",
+];
+
+pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 11] {
+    [
+        r.workload.clone(),
+        r.policy.clone(),
+        human_time(r.runtime_ns),
+        speedup.map_or("-".into(), |s| format!("{s:.2}x")),
+        percent(r.fast_read_hit_rate()),
+        percent(r.fast_write_hit_rate()),
+        human_bytes(r.slow_bytes_written()),
+        human_bytes(r.bytes_migrated),
+        human_time(r.migration_ns),
+        human_time(r.tracking_ns),
+        format!("{:.2}", r.energy_j),
+    ]
+}
+
+/// Prints rows with columns padded to their widest cell.
+pub fn print_table(rows: &[[String; 11]]) {
+    let mut width = HEADER.map(str::len);
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&width)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i < 2 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(HEADER.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+/// Runs `work` with a progress bar over `total` accesses, shown only on a terminal.
+pub fn with_progress<T>(total: u64, work: impl FnOnce(Arc<AtomicU64>) -> T) -> T {
+    let counter = Arc::new(AtomicU64::new(0));
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% of {human_len} accesses, eta {eta}")
+            .expect("static template"),
+    );
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (bar, counter, done) = (bar.clone(), counter.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                bar.set_position(counter.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let out = work(counter);
+    done.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    bar.finish_and_clear();
+    out
+}
