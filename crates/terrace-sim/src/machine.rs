@@ -53,8 +53,8 @@ pub struct SimMachine {
     bits: Option<PageBits>,
     sampler: Option<Sampler>,
     future: Option<Vec<PageCounts>>,
-    /// Last media unit each thread touched: merges accesses within one unit and detects sequential reads.
-    last_unit: Box<[u64; 256]>,
+    /// Open access streams per thread: merge accesses within one media unit, detect sequential reads.
+    streams: Box<[StreamTable; 256]>,
     now_ns: f64,
     last_observe_ns: f64,
     last_apply_ns: f64,
@@ -145,7 +145,7 @@ impl SimMachine {
             bits: None,
             sampler: None,
             future: None,
-            last_unit: Box::new([u64::MAX; 256]),
+            streams: Box::new([StreamTable::default(); 256]),
             now_ns: 0.0,
             last_observe_ns: 0.0,
             last_apply_ns: 0.0,
@@ -267,7 +267,7 @@ impl SimMachine {
             instructions += a.instructions as u64;
             account_access(
                 &mut loads[t],
-                &mut self.last_unit[a.thread as usize],
+                &mut self.streams[a.thread as usize],
                 a,
                 write,
                 gran_shift[t],
@@ -303,7 +303,7 @@ impl SimMachine {
             }
             instructions += a.instructions as u64;
             let write = a.kind == AccessKind::Write;
-            let last = &mut self.last_unit[a.thread as usize];
+            let last = &mut self.streams[a.thread as usize];
             match cache.access(a.addr, write) {
                 CacheOutcome::Hit => account_access(&mut loads[0], last, a, write, 6),
                 CacheOutcome::Miss { writeback } => {
@@ -484,28 +484,67 @@ impl SimMachine {
     }
 }
 
+/// Streams one thread keeps open per direction: enough for STREAM's triad (two read streams,
+/// one write stream) and a few more, like a hardware prefetcher's stream table.
+const STREAMS_PER_THREAD: usize = 4;
+
+/// The media units a thread touched last, per direction (reads, writes).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamTable {
+    units: [[u64; STREAMS_PER_THREAD]; 2],
+    next: [usize; 2],
+}
+
+impl Default for StreamTable {
+    fn default() -> Self {
+        StreamTable {
+            units: [[u64::MAX; STREAMS_PER_THREAD]; 2],
+            next: [0; 2],
+        }
+    }
+}
+
+impl StreamTable {
+    /// Records `unit`; returns (continues an open stream, is the same unit as that stream's last).
+    #[inline(always)]
+    fn touch(&mut self, unit: u64, write: bool) -> (bool, bool) {
+        let d = write as usize;
+        let units = &mut self.units[d];
+        for u in units.iter_mut() {
+            if unit == *u || unit == u.wrapping_add(1) {
+                let same = unit == *u;
+                *u = unit;
+                return (true, same);
+            }
+        }
+        units[self.next[d]] = unit;
+        self.next[d] = (self.next[d] + 1) % STREAMS_PER_THREAD;
+        (false, false)
+    }
+}
+
 /// Counts one access against its tier: reads by locality, bytes by media granularity. Accesses
-/// by one thread within one media unit are merged (the unit is already being transferred);
-/// a read of the unit right after the previous one is sequential.
+/// of one thread in one direction that stay within a media unit are merged (the unit is already
+/// being transferred; a write-combining buffer does the same for writes); a read that continues
+/// one of the thread's open streams is sequential.
 #[inline(always)]
 fn account_access(
     load: &mut TierLoad,
-    last_unit: &mut u64,
+    streams: &mut StreamTable,
     a: Access,
     write: bool,
     gran_shift: u32,
 ) {
     let unit = a.addr >> gran_shift;
-    let last = *last_unit;
-    *last_unit = unit;
+    let (in_stream, same_unit) = streams.touch(unit, write);
     if write {
         load.writes += 1;
-    } else if unit == last || unit == last.wrapping_add(1) {
+    } else if in_stream {
         load.sequential_reads += 1;
     } else {
         load.random_reads += 1;
     }
-    if unit != last {
+    if !same_unit {
         let mask = (1u64 << gran_shift) - 1;
         let bytes = (a.size.max(1) as u64 + mask) & !mask;
         if write {

@@ -106,23 +106,25 @@ mod tests {
     use super::*;
     use crate::profile::Profile;
 
+    /// A promotion: slow to fast.
     fn one_way(pages: u64, page: PageSize) -> MoveWork {
         MoveWork {
             pages,
             pairs: 0,
-            bytes: [[0, pages * page.bytes()], [0, 0]],
+            bytes: [[0, 0], [pages * page.bytes(), 0]],
         }
     }
 
     #[test]
     fn stock_linux_costs_reproduce_their_source_row() {
         // The profile's constants were derived from these three measurements (hardware.md,
-        // Zi Yan's THP migration series); the model must give them back. Copy here is DRAM to
-        // DRAM on the remote-socket profile, where the copy rate is not capped by a slow tier.
+        // Zi Yan's THP migration series); the model must give them back. The copy here is a
+        // promotion from the remote socket, where neither tier caps the measured copy rate.
         let p = Profile::load("remote-socket").unwrap();
         let o = MoveOptions::default();
         let us = |w: &MoveWork, s| cost(&p.migration, &p.tiers, &o, s, w).mover_ns / 1e3;
-        assert!((us(&one_way(1, PageSize::Base4K), PageSize::Base4K) - 62.47).abs() < 0.05);
+        let one = us(&one_way(1, PageSize::Base4K), PageSize::Base4K);
+        assert!((one - 62.47).abs() < 0.05, "{one}");
         assert!((us(&one_way(512, PageSize::Base4K), PageSize::Base4K) - 1987.38).abs() < 1.0);
         assert!((us(&one_way(1, PageSize::Huge2M), PageSize::Huge2M) - 658.54).abs() < 0.5);
     }

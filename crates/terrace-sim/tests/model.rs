@@ -1,0 +1,383 @@
+//! End-to-end checks of the simulated machine: hand-computed expectations on tiny streams,
+//! invariants on every built-in workload, determinism, and the plan executor's consistency.
+
+use proptest::prelude::*;
+use terrace_model::{
+    Access, Exchange, Machine, Move, MoveOptions, Observations, PageSize, Plan, Policy,
+    Requirements, TierId,
+};
+use terrace_sim::{simulate, Capacity, Profile, SimMachine, SimOptions};
+use terrace_workloads::{AccessSource, WorkloadInfo};
+
+/// A stream held in memory.
+struct VecSource {
+    info: WorkloadInfo,
+    accesses: Vec<Access>,
+    pos: usize,
+}
+
+impl VecSource {
+    fn new(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<Self> {
+        let info = WorkloadInfo {
+            name: "test".into(),
+            description: String::new(),
+            footprint_bytes,
+            threads,
+            scale: 1.0,
+            suggested_fast_bytes: footprint_bytes,
+            accesses: accesses.len() as u64,
+        };
+        Box::new(VecSource {
+            info,
+            accesses,
+            pos: 0,
+        })
+    }
+}
+
+impl AccessSource for VecSource {
+    fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let n = max.min(self.accesses.len() - self.pos);
+        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
+        self.pos += n;
+        n
+    }
+}
+
+fn profile() -> Profile {
+    Profile::load("optane-2019").unwrap()
+}
+
+fn run(source: Box<dyn AccessSource>, policy: &str, fast: Capacity) -> terrace_sim::RunReport {
+    let mut p = terrace_policy::build(policy).unwrap();
+    // Room for everything in the slow tier too, so that all-slow can hold any footprint.
+    let slow = Some(source.info().footprint_bytes);
+    simulate(
+        source,
+        p.as_mut(),
+        &profile(),
+        &SimOptions {
+            fast_capacity: fast,
+            slow_capacity: slow,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// One thread reading `n` distinct pages, each once: dependent random reads.
+fn random_reads(n: u64) -> Vec<Access> {
+    (0..n)
+        .map(|i| Access::read(((i * 7919) % n) * 4096 * 2, 64, 0, 0))
+        .collect()
+}
+
+#[test]
+fn one_thread_random_reads_take_loaded_latency_over_mlp_in_each_tier() {
+    // Hand computation (docs/model.md): the latency path T = N (L0 + s (B/T - light)) / MLP,
+    // with bytes B = N x granularity, solved as a quadratic T^2 - (N/MLP)(L0 - s light) T -
+    // (N/MLP) s B = 0; the bandwidth path B / (one-thread bandwidth); the run takes the larger.
+    // DRAM is latency-bound (loaded latency lifts it just above its bandwidth path); Optane is
+    // bandwidth-bound, because each 64 B read moves a 256 B XPLine (A, Fig. 5).
+    let n = 100_000u64;
+    for (policy, tier, lat, light, max_ns, max_gb, bw1, gran, latency_bound) in [
+        (
+            "all-fast",
+            0,
+            101.5,
+            (87.9, 0.74),
+            121.4,
+            52.3,
+            7.38,
+            64.0,
+            true,
+        ),
+        (
+            "all-slow",
+            1,
+            305.0,
+            (163.8, 0.41),
+            260.0,
+            11.5,
+            2.88,
+            256.0,
+            false,
+        ),
+    ] {
+        let r = run(
+            VecSource::new(n * 8192, 1, random_reads(n)),
+            policy,
+            Capacity::Bytes(n * 8192),
+        );
+        let (light_ns, light_gb) = light;
+        let s = (max_ns - light_ns) / (max_gb - light_gb);
+        let mlp = bw1 * lat / 64.0;
+        let k = n as f64 / mlp;
+        let b = k * (lat - s * light_gb);
+        let c = k * s * n as f64 * gran;
+        let latency_path = (b + (b * b + 4.0 * c).sqrt()) / 2.0;
+        let bandwidth_path = n as f64 * gran / bw1;
+        assert_eq!(latency_path > bandwidth_path, latency_bound, "tier {tier}");
+        let t = latency_path.max(bandwidth_path);
+        // Below the max-load point, where the loaded-latency curve is linear.
+        assert!(
+            n as f64 * gran / t < max_gb,
+            "tier {tier}: the hand computation assumes a linear region"
+        );
+        let err = (r.runtime_ns - t).abs() / t;
+        assert!(
+            err < 2e-3,
+            "tier {tier}: simulated {} ns, hand-computed {t} ns",
+            r.runtime_ns
+        );
+        assert_eq!(r.tiers[tier].reads, n);
+    }
+}
+
+#[test]
+fn a_write_only_stream_runs_at_the_slow_tiers_write_bandwidth() {
+    // 24 threads each write their own 1 MiB sequentially in 64 B lines to Optane: the XPLine
+    // merges four lines, so the media writes the footprint exactly once, at 7.50 GB/s (A, Fig. 4).
+    let per_thread = 1u64 << 20;
+    let threads = 24u32;
+    let mut v = Vec::new();
+    for line in 0..per_thread / 64 {
+        for t in 0..threads as u64 {
+            v.push(Access::write(t * per_thread + line * 64, 64, t as u8, 0));
+        }
+    }
+    let footprint = per_thread * threads as u64;
+    let r = run(
+        VecSource::new(footprint, threads, v),
+        "all-slow",
+        Capacity::Bytes(4096),
+    );
+    assert_eq!(r.tiers[1].write_bytes, footprint);
+    let want = footprint as f64 / 7.50;
+    assert!(
+        (r.runtime_ns - want).abs() / want < 1e-3,
+        "{} vs {want}",
+        r.runtime_ns
+    );
+}
+
+#[test]
+fn optane_charges_a_whole_xpline_for_a_small_random_write() {
+    let n = 10_000u64;
+    let v: Vec<Access> = (0..n).map(|i| Access::write(i * 4096, 8, 0, 0)).collect();
+    let slow = run(
+        VecSource::new(n * 4096, 1, v.clone()),
+        "all-slow",
+        Capacity::Bytes(4096),
+    );
+    let fast = run(
+        VecSource::new(n * 4096, 1, v),
+        "all-fast",
+        Capacity::Bytes(4096),
+    );
+    assert_eq!(slow.tiers[1].write_bytes, n * 256);
+    assert_eq!(fast.tiers[0].write_bytes, n * 64);
+}
+
+const SMALL: f64 = 1.0 / 16.0;
+
+fn suite() -> Vec<String> {
+    terrace_workloads::list()
+        .iter()
+        .map(|w| w.name.to_string())
+        .collect()
+}
+
+fn build(name: &str) -> Box<dyn AccessSource> {
+    terrace_workloads::build(name, 7, SMALL).unwrap()
+}
+
+#[test]
+fn placements_without_migration_lie_between_all_fast_and_all_slow() {
+    for w in suite() {
+        let fast = run(build(&w), "all-fast", Capacity::Suggested).runtime_ns;
+        let slow = run(build(&w), "all-slow", Capacity::Suggested).runtime_ns;
+        for p in ["first-touch", "interleave", "weighted-interleave"] {
+            let r = run(build(&w), p, Capacity::Suggested);
+            assert_eq!(r.pages_migrated, 0, "{w}/{p} migrated");
+            assert!(
+                fast <= r.runtime_ns * 1.0001,
+                "{w}/{p}: {} faster than all-fast {fast}",
+                r.runtime_ns
+            );
+            assert!(
+                r.runtime_ns <= slow * 1.0001,
+                "{w}/{p}: {} slower than all-slow {slow}",
+                r.runtime_ns
+            );
+        }
+    }
+}
+
+#[test]
+fn no_tier_ever_exceeds_its_capacity_and_migrated_bytes_are_whole_pages() {
+    for w in suite() {
+        for p in terrace_policy::list() {
+            let r = run(build(&w), p.name, Capacity::Percent(30.0));
+            for t in &r.tiers {
+                if let Some(c) = t.capacity_pages {
+                    assert!(
+                        t.peak_pages <= c,
+                        "{w}/{}: {} pages in a tier of {c}",
+                        p.name,
+                        t.peak_pages
+                    );
+                }
+            }
+            assert_eq!(
+                r.bytes_migrated,
+                r.pages_migrated * r.page_bytes,
+                "{w}/{}",
+                p.name
+            );
+            if p.name == "first-touch" {
+                assert_eq!(r.pages_migrated, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_result_bit_for_bit() {
+    for p in ["first-touch", "oracle", "memory-mode"] {
+        let a = run(build("gups"), p, Capacity::Suggested);
+        let b = run(build("gups"), p, Capacity::Suggested);
+        assert_eq!(a, b, "{p}");
+        assert_eq!(a.runtime_ns.to_bits(), b.runtime_ns.to_bits());
+    }
+    let other = run(
+        terrace_workloads::build("gups", 8, SMALL).unwrap(),
+        "first-touch",
+        Capacity::Suggested,
+    );
+    assert_ne!(
+        run(build("gups"), "first-touch", Capacity::Suggested).runtime_ns,
+        other.runtime_ns
+    );
+}
+
+#[test]
+fn a_footprint_that_fits_nowhere_is_refused_with_advice() {
+    let mut p = terrace_policy::build("first-touch").unwrap();
+    let opts = SimOptions {
+        fast_capacity: Capacity::Percent(1.0),
+        slow_capacity: Some(4096),
+        ..Default::default()
+    };
+    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("does not fit") && e.contains("--fast-capacity"),
+        "{e}"
+    );
+    let opts = SimOptions {
+        fast_capacity: Capacity::Bytes(0),
+        ..Default::default()
+    };
+    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("zero"), "{e}");
+}
+
+#[test]
+fn an_access_outside_the_footprint_is_an_error_not_a_panic() {
+    let v = vec![Access::read(0, 64, 0, 0), Access::read(1 << 30, 64, 0, 0)];
+    let mut p = terrace_policy::build("first-touch").unwrap();
+    let e = simulate(
+        VecSource::new(8192, 1, v),
+        p.as_mut(),
+        &profile(),
+        &SimOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("outside the workload's footprint"),
+        "{e}"
+    );
+}
+
+/// A policy that does nothing, to set a machine up for the executor tests.
+struct Idle;
+impl Policy for Idle {
+    fn name(&self) -> &str {
+        "idle"
+    }
+    fn requirements(&self, _: &terrace_model::MachineInfo) -> Requirements {
+        Requirements::default()
+    }
+    fn tick(&mut self, _: &Observations<'_>) -> Plan {
+        Plan::none()
+    }
+}
+
+const PAGES: u64 = 64;
+
+fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine {
+    let v: Vec<Access> = (0..touched)
+        .map(|p| Access::write(p * 4096, 64, 0, 0))
+        .collect();
+    let mut m = SimMachine::new(
+        profile(),
+        VecSource::new(PAGES * 4096, 1, v),
+        fast_pages * 4096,
+        Some(slow_pages * 4096),
+    )
+    .unwrap();
+    m.prepare(&Idle.requirements(m.info())).unwrap();
+    m.advance(u64::MAX);
+    m
+}
+
+fn arb_plan() -> impl Strategy<Value = Plan> {
+    let mv = (0u32..PAGES as u32 + 4, 0u8..3).prop_map(|(page, to)| Move {
+        page,
+        to: TierId(to),
+    });
+    let ex = (0u32..PAGES as u32 + 4, 0u32..PAGES as u32 + 4).prop_map(|(a, b)| Exchange { a, b });
+    (
+        prop::collection::vec(mv, 0..80),
+        prop::collection::vec(ex, 0..40),
+        1u32..64,
+        prop::option::of(1.0f64..1e4),
+    )
+        .prop_map(|(moves, exchanges, batch, rate)| Plan {
+            moves,
+            exchanges,
+            options: MoveOptions {
+                batch_pages: batch,
+                rate_limit_mb_s: rate,
+                ..Default::default()
+            },
+            reason: "proptest".into(),
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    #[test]
+    fn any_plan_leaves_a_consistent_placement(plans in prop::collection::vec(arb_plan(), 1..4), fast in 1u64..40, touched in 0u64..PAGES) {
+        let mut m = touched_machine(fast, PAGES, touched);
+        for plan in &plans {
+            let before: Vec<TierId> = m.placement().tiers.clone();
+            let a = m.apply(plan);
+            prop_assert!(m.placement().is_consistent());
+            // Never places an untouched page, and never loses a placed one.
+            for (b, now) in before.iter().zip(&m.placement().tiers) {
+                prop_assert_eq!(b.is_placed(), now.is_placed());
+            }
+            prop_assert_eq!(a.bytes_copied, a.pages_moved * PageSize::Base4K.bytes());
+            let asked = (plan.moves.len() + 2 * plan.exchanges.len()) as u64;
+            prop_assert!(a.pages_moved + a.failed_total() <= asked);
+        }
+    }
+}
