@@ -4,7 +4,7 @@ use crate::{Machine, MachineError, Policy, Progress};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
-    #[error("policy {policy} cannot run here: {source}")]
+    #[error("policy {policy} cannot run here")]
     Unsupported {
         policy: String,
         #[source]

@@ -50,6 +50,8 @@ pub enum SimError {
     MachineFull,
     #[error(transparent)]
     Unsupported(#[from] DriveError),
+    #[error("the access stream broke off")]
+    Trace(#[from] terrace_workloads::trace::TraceError),
 }
 
 /// Capacity of the fast tier, as the user gave it.

@@ -171,9 +171,11 @@ impl SimMachine {
         })
     }
 
-    /// The first replay error (an access outside the footprint), if any.
+    /// The first replay error (an access outside the footprint, a broken trace), if any.
     pub fn take_error(&mut self) -> Option<SimError> {
-        self.error.take()
+        self.error
+            .take()
+            .or_else(|| self.source.take_error().map(SimError::Trace))
     }
 
     /// Current placement (for tests and reports).

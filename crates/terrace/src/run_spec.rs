@@ -47,6 +47,9 @@ impl MachineArgs {
         if path.exists() {
             let reader = terrace_workloads::trace::TraceReader::open(path)
                 .with_context(|| format!("cannot replay {workload}"))?;
+            if reader.form() != terrace_workloads::trace::TraceForm::Exact {
+                bail!("{workload} holds per-epoch page counts, which cannot be replayed; record it without --aggregate-epoch");
+            }
             return Ok(Box::new(reader));
         }
         Ok(terrace_workloads::build(

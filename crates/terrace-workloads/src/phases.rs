@@ -1,0 +1,284 @@
+//! What every generator is made of: a sequence of phases, the commonest being a sequential sweep.
+//!
+//! A workload is a fixed list of phases (e.g. GUPS: an initialising sweep, then random updates).
+//! The phase is chosen once per `fill` call, never per access, so the inner loops stay
+//! monomorphic and branch-predictable.
+
+use crate::gups::GupsUpdates;
+use crate::pmbench::GaussianAccesses;
+use crate::{AccessSource, WorkloadInfo};
+use terrace_model::{Access, AccessKind};
+
+/// Bytes in a cache line: the unit every sweep touches.
+pub(crate) const LINE: u64 = 64;
+
+/// One access a sweep makes on every line: which array, read or write, and the compute before it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Step {
+    /// Byte offset of the array the step touches.
+    pub base: u64,
+    pub kind: AccessKind,
+    pub instructions: u32,
+}
+
+impl Step {
+    pub(crate) const fn read(base: u64, instructions: u32) -> Self {
+        Step {
+            base,
+            kind: AccessKind::Read,
+            instructions,
+        }
+    }
+    pub(crate) const fn write(base: u64, instructions: u32) -> Self {
+        Step {
+            base,
+            kind: AccessKind::Write,
+            instructions,
+        }
+    }
+}
+
+/// Where one thread is in its chunk.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    start: u64,
+    end: u64,
+    line: u64,
+    step: usize,
+    iteration: u32,
+}
+
+/// Threads sweeping contiguous chunks of `lines` cache lines, making `steps` on every line, for
+/// some iterations: the shape of array initialisation and of STREAM's kernels (an OpenMP
+/// `parallel for` with static scheduling).
+#[derive(Clone, Debug)]
+pub(crate) struct Sweep {
+    steps: Vec<Step>,
+    iterations: u32,
+    cursors: Vec<Cursor>,
+    /// Round-robin between threads (concurrent execution) or one chunk after another (address
+    /// order, as a single-threaded initialisation touches memory).
+    interleave: bool,
+    next_thread: usize,
+    remaining: u64,
+}
+
+impl Sweep {
+    /// Thread `t` owns lines `[t * lines / threads, (t + 1) * lines / threads)`, so chunk lengths
+    /// differ by at most one line.
+    pub(crate) fn new(
+        lines: u64,
+        threads: u32,
+        steps: Vec<Step>,
+        iterations: u32,
+        interleave: bool,
+    ) -> Self {
+        assert!((1..=256).contains(&threads) && !steps.is_empty());
+        let t = u64::from(threads);
+        let cursors = (0..t)
+            .map(|i| {
+                let (start, end) = (i * lines / t, (i + 1) * lines / t);
+                // An empty chunk starts out finished.
+                let iteration = if start == end { iterations } else { 0 };
+                Cursor {
+                    start,
+                    end,
+                    line: start,
+                    step: 0,
+                    iteration,
+                }
+            })
+            .collect();
+        let remaining = lines * steps.len() as u64 * u64::from(iterations);
+        Sweep {
+            steps,
+            iterations,
+            cursors,
+            interleave,
+            next_thread: 0,
+            remaining,
+        }
+    }
+
+    pub(crate) fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let n = (max as u64).min(self.remaining) as usize;
+        // Writing into initialised slots skips `push`'s capacity check per access.
+        let start = buf.len();
+        buf.resize(start + n, Access::read(0, 0, 0, 0));
+        let threads = self.cursors.len();
+        for out in &mut buf[start..] {
+            // Skip threads that are done; one exists that is not, since `remaining` > 0.
+            while self.cursors[self.next_thread].iteration == self.iterations {
+                self.next_thread += 1;
+                if self.next_thread == threads {
+                    self.next_thread = 0;
+                }
+            }
+            let t = self.next_thread;
+            let c = &mut self.cursors[t];
+            let s = self.steps[c.step];
+            *out = Access {
+                addr: s.base + c.line * LINE,
+                instructions: s.instructions,
+                size: LINE as u16,
+                thread: t as u8,
+                kind: s.kind,
+            };
+            c.step += 1;
+            if c.step == self.steps.len() {
+                c.step = 0;
+                c.line += 1;
+                if c.line == c.end {
+                    c.line = c.start;
+                    c.iteration += 1;
+                }
+            }
+            if self.interleave {
+                self.next_thread += 1;
+                if self.next_thread == threads {
+                    self.next_thread = 0;
+                }
+            }
+        }
+        self.remaining -= n as u64;
+        n
+    }
+}
+
+/// The kinds of phase a workload can be made of.
+pub(crate) enum Phase {
+    Sweep(Sweep),
+    Gups(GupsUpdates),
+    Gaussian(GaussianAccesses),
+}
+
+impl Phase {
+    fn remaining(&self) -> u64 {
+        match self {
+            Phase::Sweep(p) => p.remaining(),
+            Phase::Gups(p) => p.remaining(),
+            Phase::Gaussian(p) => p.remaining(),
+        }
+    }
+
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        match self {
+            Phase::Sweep(p) => p.fill(buf, max),
+            Phase::Gups(p) => p.fill(buf, max),
+            Phase::Gaussian(p) => p.fill(buf, max),
+        }
+    }
+}
+
+/// A workload: its description and its phases, run in order.
+pub(crate) struct Generator {
+    info: WorkloadInfo,
+    phases: Vec<Phase>,
+    current: usize,
+}
+
+impl Generator {
+    /// Sets `info.accesses` from the phases, so the count is exact by construction.
+    pub(crate) fn new(mut info: WorkloadInfo, phases: Vec<Phase>) -> Self {
+        info.accesses = phases.iter().map(Phase::remaining).sum();
+        Generator {
+            info,
+            phases,
+            current: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Generator {
+    /// The hot set of a GUPS workload, in bytes.
+    pub(crate) fn gups_hot_range(&self) -> Option<std::ops::Range<u64>> {
+        self.phases.iter().find_map(|p| match p {
+            Phase::Gups(g) => Some(g.hot_range_bytes()),
+            _ => None,
+        })
+    }
+}
+
+impl AccessSource for Generator {
+    fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(phase) = self.phases.get_mut(self.current) else {
+                break;
+            };
+            n += phase.fill(buf, max - n);
+            if phase.remaining() == 0 {
+                self.current += 1;
+            }
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(mut s: Sweep) -> Vec<Access> {
+        let mut out = Vec::new();
+        while s.fill(&mut out, 7) > 0 {}
+        out
+    }
+
+    #[test]
+    fn interleaved_sweep_alternates_threads_and_covers_every_line_once() {
+        let out = collect(Sweep::new(10, 3, vec![Step::write(0, 1)], 1, true));
+        assert_eq!(out.len(), 10);
+        // Chunks: [0,3) [3,6) [6,10); round robin until the short chunks run out.
+        let addrs: Vec<u64> = out.iter().map(|a| a.addr / LINE).collect();
+        assert_eq!(addrs, [0, 3, 6, 1, 4, 7, 2, 5, 8, 9]);
+        let threads: Vec<u8> = out.iter().map(|a| a.thread).collect();
+        assert_eq!(threads, [0, 1, 2, 0, 1, 2, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn sequential_sweep_is_in_address_order() {
+        let out = collect(Sweep::new(10, 4, vec![Step::write(0, 1)], 1, false));
+        let addrs: Vec<u64> = out.iter().map(|a| a.addr / LINE).collect();
+        assert_eq!(addrs, (0..10).collect::<Vec<_>>());
+        assert_eq!(out[0].thread, 0);
+        assert_eq!(out[9].thread, 3);
+    }
+
+    #[test]
+    fn steps_and_iterations_repeat_per_line() {
+        let steps = vec![Step::read(1000, 2), Step::write(5000, 3)];
+        let out = collect(Sweep::new(2, 1, steps, 2, true));
+        let got: Vec<(u64, AccessKind)> = out.iter().map(|a| (a.addr, a.kind)).collect();
+        let (r, w) = (AccessKind::Read, AccessKind::Write);
+        let line = |base, i| base + i * LINE;
+        assert_eq!(
+            got,
+            [
+                (line(1000, 0), r),
+                (line(5000, 0), w),
+                (line(1000, 1), r),
+                (line(5000, 1), w),
+                (line(1000, 0), r),
+                (line(5000, 0), w),
+                (line(1000, 1), r),
+                (line(5000, 1), w),
+            ]
+        );
+    }
+
+    #[test]
+    fn more_threads_than_lines_is_fine() {
+        let out = collect(Sweep::new(3, 8, vec![Step::write(0, 1)], 1, true));
+        assert_eq!(out.len(), 3);
+    }
+}

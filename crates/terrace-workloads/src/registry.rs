@@ -1,0 +1,241 @@
+//! The named workloads, and the size arithmetic they share.
+
+use crate::phases::Generator;
+use crate::stream::Kernel;
+use crate::{gups, pmbench, stream, AccessSource, WorkloadError};
+
+/// The seeds' sizes are in GB; Terrace's default runs are in MB.
+pub(crate) const SEED_SCALE: f64 = 1024.0;
+/// Beyond the seeds' own sizes a run would take hours to simulate; refuse rather than surprise.
+const MAX_SIZE_SCALE: f64 = 1024.0;
+const PAGE: u64 = 4096;
+
+/// A workload `build` knows, for `terrace list workloads`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkloadSpec {
+    pub name: &'static str,
+    pub summary: &'static str,
+}
+
+/// The names `terrace compare` runs by default: one workload per seed pattern (uniform-with-hot-set,
+/// Gaussian at two spreads and read mixes, streaming with and without writes).
+pub const DEFAULT_SUITE: &[&str] = &[
+    "gups",
+    "pmbench-s12-r50",
+    "pmbench-s25-r20",
+    "stream-triad",
+    "stream-ro",
+];
+
+#[derive(Clone, Copy)]
+enum Recipe {
+    Gups { hot_mib: u64 },
+    Pmbench { sigma: f64, reads: f64 },
+    Stream(Kernel),
+}
+
+struct Entry {
+    name: &'static str,
+    summary: &'static str,
+    recipe: Recipe,
+}
+
+const fn pmbench(name: &'static str, summary: &'static str, sigma: f64, reads: f64) -> Entry {
+    Entry {
+        name,
+        summary,
+        recipe: Recipe::Pmbench { sigma, reads },
+    }
+}
+
+const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "gups",
+        summary: "GUPS, 16 threads, 128 MiB, 90% of updates to an 8 MiB hot set (HPWP §6.2)",
+        recipe: Recipe::Gups { hot_mib: 8 },
+    },
+    Entry {
+        name: "gups-hot16",
+        summary: "GUPS as `gups` with a 16 MiB hot set (hot-set sweep)",
+        recipe: Recipe::Gups { hot_mib: 16 },
+    },
+    Entry {
+        name: "gups-hot32",
+        summary: "GUPS as `gups` with a 32 MiB hot set (hot-set sweep)",
+        recipe: Recipe::Gups { hot_mib: 32 },
+    },
+    pmbench(
+        "pmbench-s12-r50",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 50% reads (Ambix §4)",
+        0.125,
+        0.5,
+    ),
+    pmbench(
+        "pmbench-s12-r20",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 20% reads (Ambix §4)",
+        0.125,
+        0.2,
+    ),
+    pmbench(
+        "pmbench-s12-r80",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 80% reads (Ambix §4)",
+        0.125,
+        0.8,
+    ),
+    pmbench(
+        "pmbench-s25-r20",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 20% reads (Ambix §4)",
+        0.25,
+        0.2,
+    ),
+    pmbench(
+        "pmbench-s25-r50",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 50% reads (Ambix §4)",
+        0.25,
+        0.5,
+    ),
+    pmbench(
+        "pmbench-s25-r80",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 80% reads (Ambix §4)",
+        0.25,
+        0.8,
+    ),
+    Entry {
+        name: "stream-copy",
+        summary: "STREAM copy c = a, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        recipe: Recipe::Stream(Kernel::Copy),
+    },
+    Entry {
+        name: "stream-scale",
+        summary: "STREAM scale b = q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        recipe: Recipe::Stream(Kernel::Scale),
+    },
+    Entry {
+        name: "stream-add",
+        summary: "STREAM add c = a + b, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        recipe: Recipe::Stream(Kernel::Add),
+    },
+    Entry {
+        name: "stream-triad",
+        summary: "STREAM triad a = b + q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        recipe: Recipe::Stream(Kernel::Triad),
+    },
+    Entry {
+        name: "stream-ro",
+        summary: "STREAM read-only sum over a, b, c: the data mtier shadows (mtier §2)",
+        recipe: Recipe::Stream(Kernel::ReadOnly),
+    },
+];
+
+/// Every workload `build` accepts, in a stable order.
+pub fn list() -> Vec<WorkloadSpec> {
+    ENTRIES
+        .iter()
+        .map(|e| WorkloadSpec {
+            name: e.name,
+            summary: e.summary,
+        })
+        .collect()
+}
+
+/// Builds a named workload. `seed` makes it deterministic (STREAM has no randomness and ignores
+/// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
+pub fn build(
+    name: &str,
+    seed: u64,
+    size_scale: f64,
+) -> Result<Box<dyn AccessSource>, WorkloadError> {
+    let entry = ENTRIES
+        .iter()
+        .find(|e| e.name == name)
+        .ok_or_else(|| WorkloadError::Unknown {
+            name: name.to_string(),
+            known: ENTRIES
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    if !(size_scale.is_finite() && size_scale > 0.0) {
+        return Err(WorkloadError::InvalidScale { size_scale });
+    }
+    if size_scale > MAX_SIZE_SCALE {
+        return Err(WorkloadError::TooLarge {
+            name: name.to_string(),
+            size_scale,
+        });
+    }
+    let generator: Generator = match entry.recipe {
+        Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
+        Recipe::Pmbench { sigma, reads } => pmbench::build(name, sigma, reads, seed, size_scale)?,
+        Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
+    };
+    Ok(Box::new(generator))
+}
+
+/// `bytes * size_scale`, rounded down to whole pages; at least one page per thread, so every
+/// thread has work and page-granular policies see at least a page each.
+pub(crate) fn scaled_bytes(
+    name: &str,
+    bytes: u64,
+    size_scale: f64,
+    threads: u32,
+) -> Result<u64, WorkloadError> {
+    let scaled = (bytes as f64 * size_scale) as u64 / PAGE * PAGE;
+    if scaled < u64::from(threads) * PAGE {
+        return Err(WorkloadError::TooSmall {
+            name: name.to_string(),
+            size_scale,
+        });
+    }
+    Ok(scaled)
+}
+
+/// `x * size_scale`, rounded to the nearest integer.
+pub(crate) fn scaled_count(x: f64, size_scale: f64) -> u64 {
+    (x * size_scale).round() as u64
+}
+
+/// A fast-tier capacity `bytes * size_scale`, rounded down to whole pages.
+pub(crate) fn scaled_fast_bytes(bytes: u64, size_scale: f64) -> u64 {
+    scaled_count(bytes as f64, size_scale) / PAGE * PAGE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_workload_builds_and_the_suite_is_listed() {
+        for spec in list() {
+            let w = build(spec.name, 1, 1.0 / 64.0).unwrap();
+            assert_eq!(w.info().name, spec.name);
+        }
+        let names: Vec<&str> = list().iter().map(|s| s.name).collect();
+        assert!(DEFAULT_SUITE.iter().all(|n| names.contains(n)));
+    }
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let err = build("nope", 1, 1.0).err().unwrap().to_string();
+        assert!(
+            err.starts_with("unknown workload 'nope'; known: gups, gups-hot16"),
+            "{err}"
+        );
+        assert!(err.ends_with("(see `terrace list workloads`)"), "{err}");
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                build("gups", 1, bad),
+                Err(WorkloadError::InvalidScale { .. })
+            ));
+        }
+        assert!(matches!(
+            build("gups", 1, 1e-9),
+            Err(WorkloadError::TooSmall { .. })
+        ));
+        assert!(matches!(
+            build("gups", 1, 4096.0),
+            Err(WorkloadError::TooLarge { .. })
+        ));
+    }
+}

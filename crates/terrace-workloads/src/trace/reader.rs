@@ -1,0 +1,563 @@
+//! Streaming trace reader: verifies every checksum and bound, so any byte input yields either
+//! the accesses that were written or an error, never a panic or a huge allocation.
+
+use super::{
+    block_crc, get_varint, tag, unzigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS,
+    BLOCK_HEADER, END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES,
+    MAX_HEADER_JSON, VERSION,
+};
+use crate::{AccessSource, WorkloadInfo};
+use std::fs::File;
+use std::io::{BufReader, ErrorKind, Read};
+use std::path::Path;
+use terrace_model::{Access, AccessKind, PageCounts, PageIdx};
+
+/// Reads a trace written by [`TraceWriter`](super::TraceWriter). An exact trace is also an
+/// [`AccessSource`], so the simulator replays it exactly as it would run the generator.
+pub struct TraceReader<R: Read> {
+    input: R,
+    what: String,
+    info: WorkloadInfo,
+    form: TraceForm,
+    /// Bytes consumed so far: where the next read starts.
+    offset: u64,
+    /// Index of the block read last (or about to be read).
+    block: u64,
+    /// Payload of the current block, and the file offset it started at.
+    payload: Vec<u8>,
+    payload_len: usize,
+    payload_offset: u64,
+    /// Decoded events not yet handed out (when a caller asks for fewer than a block).
+    pending: Vec<Access>,
+    pending_pos: usize,
+    /// Accesses decoded so far, checked against the end marker.
+    accesses: u64,
+    done: bool,
+    /// The error that ended an [`AccessSource::fill`], which cannot return it.
+    error: Option<TraceError>,
+}
+
+/// What is wrong inside a payload, and where (bytes from the payload's start).
+enum Problem {
+    Varint(usize),
+    Malformed(usize, &'static str),
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens the trace at `path` and reads its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref();
+        let what = path.display().to_string();
+        let file = File::open(path).map_err(|source| TraceError::Io {
+            what: what.clone(),
+            source,
+        })?;
+        Self::with_name(BufReader::with_capacity(1 << 20, file), what)
+    }
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Reads the header from `input`; errors call the input "trace input".
+    pub fn from_reader(input: R) -> Result<Self, TraceError> {
+        Self::with_name(input, "trace input".to_string())
+    }
+
+    fn with_name(input: R, what: String) -> Result<Self, TraceError> {
+        let mut reader = TraceReader {
+            input,
+            what,
+            info: WorkloadInfo {
+                name: String::new(),
+                description: String::new(),
+                footprint_bytes: 0,
+                threads: 0,
+                scale: 1.0,
+                suggested_fast_bytes: 0,
+                accesses: 0,
+            },
+            form: TraceForm::Exact,
+            offset: 0,
+            block: 0,
+            payload: Vec::new(),
+            payload_len: 0,
+            payload_offset: 0,
+            pending: Vec::new(),
+            pending_pos: 0,
+            accesses: 0,
+            done: false,
+            error: None,
+        };
+        reader.read_header()?;
+        Ok(reader)
+    }
+
+    pub fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+
+    pub fn form(&self) -> TraceForm {
+        self.form
+    }
+
+    /// The error that ended the stream early when it was read as an [`AccessSource`].
+    pub fn error(&self) -> Option<&TraceError> {
+        self.error.as_ref()
+    }
+
+    /// Takes that error out, e.g. to return it from a simulation.
+    pub fn take_error(&mut self) -> Option<TraceError> {
+        self.error.take()
+    }
+
+    /// Decodes up to `max` events of an exact trace, appending them to `buf`; returns how many
+    /// (0 at the end). No allocation per event: with `max` >= 65,536 and a reused `buf`, blocks
+    /// decode straight into it.
+    pub fn read_batch(&mut self, buf: &mut Vec<Access>, max: usize) -> Result<usize, TraceError> {
+        if self.form != TraceForm::Exact {
+            return Err(self.wrong_form("exact"));
+        }
+        let mut n = 0;
+        while n < max {
+            if self.pending_pos < self.pending.len() {
+                let k = (max - n).min(self.pending.len() - self.pending_pos);
+                buf.extend_from_slice(&self.pending[self.pending_pos..self.pending_pos + k]);
+                self.pending_pos += k;
+                n += k;
+                continue;
+            }
+            let Some(count) = self.next_block_or_fail()? else {
+                break;
+            };
+            if max - n >= count {
+                let before = buf.len();
+                let decoded = decode_exact(&self.payload[..self.payload_len], count, buf);
+                if let Err(p) = decoded {
+                    buf.truncate(before);
+                    return Err(self.fail_problem(p));
+                }
+                n += count;
+            } else {
+                self.pending.clear();
+                self.pending_pos = 0;
+                let mut pending = std::mem::take(&mut self.pending);
+                let decoded = decode_exact(&self.payload[..self.payload_len], count, &mut pending);
+                self.pending = pending;
+                if let Err(p) = decoded {
+                    self.pending.clear();
+                    return Err(self.fail_problem(p));
+                }
+            }
+            self.accesses += count as u64;
+        }
+        Ok(n)
+    }
+
+    /// Reads the next epoch of an aggregated trace into `out` (cleared first), pages in
+    /// increasing order; returns false at the end.
+    pub fn read_epoch_into(
+        &mut self,
+        out: &mut Vec<(PageIdx, PageCounts)>,
+    ) -> Result<bool, TraceError> {
+        out.clear();
+        let TraceForm::Aggregated { epoch_accesses } = self.form else {
+            return Err(self.wrong_form("aggregated"));
+        };
+        let Some(count) = self.next_block_or_fail()? else {
+            return Ok(false);
+        };
+        match decode_epoch(
+            &self.payload[..self.payload_len],
+            count,
+            epoch_accesses,
+            out,
+        ) {
+            Ok(accesses) => {
+                self.accesses += accesses;
+                Ok(true)
+            }
+            Err(p) => {
+                out.clear();
+                Err(self.fail_problem(p))
+            }
+        }
+    }
+
+    /// The next epoch of an aggregated trace, or `None` at the end.
+    pub fn next_epoch(&mut self) -> Result<Option<Vec<(PageIdx, PageCounts)>>, TraceError> {
+        let mut out = Vec::new();
+        Ok(self.read_epoch_into(&mut out)?.then_some(out))
+    }
+
+    fn wrong_form(&self, expected: &'static str) -> TraceError {
+        TraceError::WrongForm {
+            what: self.what.clone(),
+            expected,
+            found: self.form.name(),
+        }
+    }
+
+    fn read_header(&mut self) -> Result<(), TraceError> {
+        let mut fixed = [0u8; HEADER_FIXED];
+        let got = self.read_some(&mut fixed)?;
+        if fixed[..got.min(8)] != MAGIC[..got.min(8)] {
+            return Err(TraceError::BadMagic {
+                what: self.what.clone(),
+            });
+        }
+        if got < 10 {
+            return Err(self.truncated("the header", got));
+        }
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+        if version != VERSION {
+            return Err(TraceError::UnsupportedVersion {
+                what: self.what.clone(),
+                found: version,
+                supported: VERSION,
+            });
+        }
+        if got < HEADER_FIXED {
+            return Err(self.truncated("the header", got));
+        }
+        self.offset += got as u64;
+        let form_code = fixed[10];
+        let epoch = u32::from_le_bytes(fixed[11..15].try_into().expect("4 bytes"));
+        let json_len = u32::from_le_bytes(fixed[15..19].try_into().expect("4 bytes"));
+        if json_len > MAX_HEADER_JSON {
+            return Err(self.malformed("the header", 15, format!("a {json_len}-byte JSON header")));
+        }
+        let mut rest = vec![0u8; json_len as usize + 4];
+        self.read_all(&mut rest, "the header")?;
+        let (json, crc) = rest.split_at(json_len as usize);
+        let mut h = crc32fast::Hasher::new();
+        h.update(&fixed);
+        h.update(json);
+        if h.finalize().to_le_bytes() != crc {
+            return Err(TraceError::Checksum {
+                what: self.what.clone(),
+                place: "the header".to_string(),
+                offset: 0,
+            });
+        }
+        self.form = match (form_code, epoch) {
+            (0, 0) => TraceForm::Exact,
+            (1, e) if e > 0 => TraceForm::Aggregated { epoch_accesses: e },
+            _ => {
+                let reason = format!("form {form_code} with epoch length {epoch}");
+                return Err(self.malformed("the header", 10, reason));
+            }
+        };
+        self.info = serde_json::from_slice(json).map_err(|source| TraceError::BadHeader {
+            what: self.what.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// [`Self::next_block`], marking the stream finished on error so later calls stop cleanly.
+    fn next_block_or_fail(&mut self) -> Result<Option<usize>, TraceError> {
+        if self.done {
+            return Ok(None);
+        }
+        let r = self.next_block();
+        if r.is_err() {
+            self.done = true;
+        }
+        r
+    }
+
+    /// Reads and verifies the next block into `payload`; returns its entry count, or `None`
+    /// after a valid end marker.
+    fn next_block(&mut self) -> Result<Option<usize>, TraceError> {
+        let start = self.offset;
+        let block = self.block;
+        let place = move || format!("block {block}");
+        let mut head = [0u8; BLOCK_HEADER];
+        self.read_all(&mut head, &place())?;
+        let count = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes"));
+        let len = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+        let end = count == END_MARKER;
+        let (max_entries, min_bytes, max_bytes) = match self.form {
+            TraceForm::Exact => (BLOCK_EVENTS, 1, MAX_EVENT_BYTES),
+            TraceForm::Aggregated { epoch_accesses } => {
+                (epoch_accesses as usize, 3, MAX_ENTRY_BYTES)
+            }
+        };
+        let entries = count as usize;
+        let fits = if end {
+            len == 8
+        } else {
+            (1..=max_entries).contains(&entries)
+                && (entries.saturating_mul(min_bytes)..=entries.saturating_mul(max_bytes))
+                    .contains(&len)
+        };
+        if !fits {
+            let reason = format!("impossible block size ({count} entries in {len} bytes)");
+            return Err(self.malformed(&place(), start, reason));
+        }
+        self.payload_len = len;
+        self.payload_offset = self.offset;
+        // Grow the buffer as bytes arrive, so a corrupt length field cannot make us allocate
+        // more than the input holds (an aggregated block may legitimately be large).
+        let mut payload = std::mem::take(&mut self.payload);
+        payload.clear();
+        let mut read = Ok(());
+        while payload.len() < len && read.is_ok() {
+            let filled = payload.len();
+            payload.resize(len.min(filled + (4 << 20)), 0);
+            read = self.read_all(&mut payload[filled..], &place());
+        }
+        self.payload = payload;
+        read?;
+        if block_crc(&head[..8], &self.payload[..len]) != crc {
+            return Err(TraceError::Checksum {
+                what: self.what.clone(),
+                place: place(),
+                offset: start,
+            });
+        }
+        if end {
+            let total = u64::from_le_bytes(self.payload[..8].try_into().expect("8 bytes"));
+            if total != self.accesses || total != self.info.accesses {
+                let reason = format!(
+                    "end marker counts {total} accesses, the blocks hold {} and the header declares {}",
+                    self.accesses, self.info.accesses
+                );
+                return Err(self.malformed("the end marker", start, reason));
+            }
+            let mut extra = [0u8; 1];
+            if self.read_some(&mut extra)? > 0 {
+                let reason = "bytes after the end marker".to_string();
+                return Err(self.malformed("the end marker", self.offset, reason));
+            }
+            self.done = true;
+            return Ok(None);
+        }
+        self.block += 1;
+        Ok(Some(entries))
+    }
+
+    /// Turns a payload problem into an error naming the block and file offset.
+    fn fail_problem(&mut self, p: Problem) -> TraceError {
+        self.done = true;
+        let block = self.block - 1;
+        match p {
+            Problem::Varint(pos) => TraceError::BadVarint {
+                what: self.what.clone(),
+                block,
+                offset: self.payload_offset + pos as u64,
+            },
+            Problem::Malformed(pos, reason) => TraceError::Malformed {
+                what: self.what.clone(),
+                place: format!("block {block}"),
+                offset: self.payload_offset + pos as u64,
+                reason: reason.to_string(),
+            },
+        }
+    }
+
+    /// Fills `buf` completely or reports truncation in `place`.
+    fn read_all(&mut self, buf: &mut [u8], place: &str) -> Result<(), TraceError> {
+        let got = self.read_some(buf)?;
+        self.offset += got as u64;
+        if got < buf.len() {
+            return Err(TraceError::Truncated {
+                what: self.what.clone(),
+                place: place.to_string(),
+                offset: self.offset,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads until `buf` is full or the input ends; returns the bytes read.
+    fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, TraceError> {
+        let mut got = 0;
+        while got < buf.len() {
+            match self.input.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(TraceError::Io {
+                        what: self.what.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(got)
+    }
+
+    fn truncated(&self, place: &str, got: usize) -> TraceError {
+        TraceError::Truncated {
+            what: self.what.clone(),
+            place: place.to_string(),
+            offset: self.offset + got as u64,
+        }
+    }
+
+    fn malformed(&self, place: &str, offset: u64, reason: String) -> TraceError {
+        TraceError::Malformed {
+            what: self.what.clone(),
+            place: place.to_string(),
+            offset,
+            reason,
+        }
+    }
+}
+
+impl<R: Read + Send> AccessSource for TraceReader<R> {
+    fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+
+    /// Ends the stream on a read error and keeps the error for [`TraceReader::error`].
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        match self.read_batch(buf, max) {
+            Ok(n) => n,
+            Err(e) => {
+                self.done = true;
+                self.error = Some(e);
+                0
+            }
+        }
+    }
+
+    fn take_error(&mut self) -> Option<TraceError> {
+        self.error.take()
+    }
+}
+
+/// Decodes `count` exact-form events from `payload`, appending them to `out`. The payload must
+/// be consumed exactly.
+fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(), Problem> {
+    #[inline(always)]
+    fn varint(payload: &[u8], pos: &mut usize) -> Result<u64, Problem> {
+        let at = *pos;
+        get_varint(payload, pos).ok_or(Problem::Varint(at))
+    }
+    #[inline(always)]
+    fn byte(payload: &[u8], pos: &mut usize) -> Result<u8, Problem> {
+        let b = *payload.get(*pos).ok_or(Problem::Malformed(
+            *pos,
+            "block holds fewer events than its count",
+        ))?;
+        *pos += 1;
+        Ok(b)
+    }
+    // Decode into initialised slots rather than `push`: no capacity check per event.
+    let start = out.len();
+    out.resize(start + count, Access::read(0, 0, 0, 0));
+    let mut threads = [ThreadContext::START; 256];
+    let mut thread = 0u8;
+    let mut pos = 0usize;
+    for slot_out in &mut out[start..] {
+        let at = pos;
+        let t = byte(payload, &mut pos)?;
+        // Selects rather than matches: they compile to moves, not mispredicted jumps.
+        let thread_mode = (t >> tag::THREAD_SHIFT) & 3;
+        thread = [thread, thread.wrapping_add(1), 0, 0][usize::from(thread_mode)];
+        if thread_mode == tag::THREAD_BYTE {
+            thread = byte(payload, &mut pos)?;
+        }
+        let fields = if t & tag::FIELDS != 0 {
+            let at = pos;
+            let f = byte(payload, &mut pos)?;
+            if f & !(tag::FIELD_SIZE | tag::FIELD_INSTRUCTIONS) != 0 {
+                return Err(Problem::Malformed(at, "reserved field bit set"));
+            }
+            f
+        } else {
+            0
+        };
+        let ctx = &mut threads[usize::from(thread)];
+        let slot = ctx.slot((t >> tag::SLOT_SHIFT) & 3);
+        let addr_mode = (t >> tag::ADDR_SHIFT) & 3;
+        let mut stride = if addr_mode == tag::ADDR_SAME {
+            0
+        } else {
+            ctx.strides[slot]
+        };
+        if addr_mode == tag::ADDR_DELTA {
+            stride = unzigzag(varint(payload, &mut pos)?);
+        } else if addr_mode > tag::ADDR_SAME {
+            return Err(Problem::Malformed(at, "reserved address mode"));
+        }
+        let addr = ctx.addrs[slot].wrapping_add(stride);
+        ctx.push(addr, stride);
+        if fields & tag::FIELD_SIZE != 0 {
+            let at = pos;
+            let v = varint(payload, &mut pos)?;
+            ctx.size = u16::try_from(v).map_err(|_| Problem::Varint(at))?;
+        }
+        if fields & tag::FIELD_INSTRUCTIONS != 0 {
+            let at = pos;
+            let v = varint(payload, &mut pos)?;
+            ctx.instructions = u32::try_from(v).map_err(|_| Problem::Varint(at))?;
+        }
+        *slot_out = Access {
+            addr,
+            instructions: ctx.instructions,
+            size: ctx.size,
+            thread,
+            kind: if t & tag::WRITE != 0 {
+                AccessKind::Write
+            } else {
+                AccessKind::Read
+            },
+        };
+    }
+    if pos != payload.len() {
+        return Err(Problem::Malformed(
+            pos,
+            "bytes after the block's last event",
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes one epoch's `count` page entries into `out`; returns the accesses they count.
+fn decode_epoch(
+    payload: &[u8],
+    count: usize,
+    epoch_accesses: u32,
+    out: &mut Vec<(PageIdx, PageCounts)>,
+) -> Result<u64, Problem> {
+    out.reserve(count);
+    let mut pos = 0usize;
+    let mut page = 0u64;
+    let mut total = 0u64;
+    let field = |pos: &mut usize| -> Result<u32, Problem> {
+        let at = *pos;
+        let v = get_varint(payload, pos).ok_or(Problem::Varint(at))?;
+        u32::try_from(v).map_err(|_| Problem::Varint(at))
+    };
+    for i in 0..count {
+        let at = pos;
+        let delta = field(&mut pos)?;
+        if i > 0 && delta == 0 {
+            return Err(Problem::Malformed(at, "pages not in increasing order"));
+        }
+        page += u64::from(delta);
+        let Ok(p) = PageIdx::try_from(page) else {
+            return Err(Problem::Malformed(at, "page index beyond 2^32"));
+        };
+        let c = PageCounts {
+            reads: field(&mut pos)?,
+            writes: field(&mut pos)?,
+        };
+        if c.reads == 0 && c.writes == 0 {
+            return Err(Problem::Malformed(at, "a page entry with no accesses"));
+        }
+        total += u64::from(c.reads) + u64::from(c.writes);
+        out.push((p, c));
+    }
+    if total > u64::from(epoch_accesses) {
+        return Err(Problem::Malformed(0, "more accesses than an epoch holds"));
+    }
+    if pos != payload.len() {
+        return Err(Problem::Malformed(pos, "bytes after the epoch's last page"));
+    }
+    Ok(total)
+}
