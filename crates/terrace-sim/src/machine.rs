@@ -245,45 +245,50 @@ impl SimMachine {
             self.timing.tiers[0].granularity_shift,
             self.timing.tiers[1].granularity_shift,
         ];
+        // Borrow each field once, so the loop body touches plain references.
+        let placement = &mut self.placement;
+        let streams = &mut *self.streams;
+        let mut bits = self.bits.as_mut();
+        let mut sampler = self.sampler.as_mut();
         let mut instructions = 0u64;
-        let pages = self.placement.tiers.len();
-        for i in self.pos..end {
-            let a = self.buf[i];
+        let mut broken = None;
+        for &a in &self.buf[self.pos..end] {
             let page = (a.addr >> shift) as usize;
-            if page >= pages {
-                self.fail_replay(a);
-                return instructions;
-            }
-            let mut tier = self.placement.tiers[page];
-            if !tier.is_placed() {
-                match self.placement.first_touch(page as u32) {
-                    Some(t) => tier = t,
-                    None => {
-                        self.fail_replay(a);
-                        return instructions;
-                    }
-                }
-            }
-            let t = tier.index();
+            let Some(&placed) = placement.tiers.get(page) else {
+                broken = Some(a);
+                break;
+            };
+            let tier = if placed.is_placed() {
+                placed
+            } else if let Some(t) = placement.first_touch(page as u32) {
+                t
+            } else {
+                broken = Some(a);
+                break;
+            };
+            let t = tier.index() & 1;
             let write = a.kind == AccessKind::Write;
             instructions += a.instructions as u64;
             account_access(
                 &mut loads[t],
-                &mut self.streams[a.thread as usize],
+                &mut streams[a.thread as usize],
                 a,
                 write,
                 gran_shift[t],
             );
             if BITS {
-                if let Some(b) = self.bits.as_mut() {
+                if let Some(b) = bits.as_mut() {
                     b.touch(page, write);
                 }
             }
             if SAMPLE {
-                if let Some(s) = self.sampler.as_mut() {
+                if let Some(s) = sampler.as_mut() {
                     s.count(page, write);
                 }
             }
+        }
+        if let Some(a) = broken {
+            self.fail_replay(a);
         }
         instructions
     }
@@ -375,9 +380,9 @@ impl SimMachine {
         // The mover's copies share the tiers' bandwidth while it is busy.
         let window = self.copy.until_ns - self.now_ns;
         if window > 0.0 {
-            for t in 0..2 {
-                loads[t].copy_read_bytes_per_ns = self.copy.read_left[t] / window;
-                loads[t].copy_write_bytes_per_ns = self.copy.write_left[t] / window;
+            for (t, load) in loads.iter_mut().enumerate() {
+                load.copy_read_bytes_per_ns = self.copy.read_left[t] / window;
+                load.copy_write_bytes_per_ns = self.copy.write_left[t] / window;
             }
         }
         let mut dt = timing::slice_ns(&self.timing, &loads, instructions);
@@ -490,6 +495,9 @@ impl SimMachine {
 /// one write stream) and a few more, like a hardware prefetcher's stream table.
 const STREAMS_PER_THREAD: usize = 4;
 
+/// An empty stream slot: far from every real unit (units are addresses over 64 or more).
+const NO_UNIT: u64 = 1 << 63;
+
 /// The media units a thread touched last, per direction (reads, writes).
 #[derive(Clone, Copy, Debug)]
 pub struct StreamTable {
@@ -500,7 +508,7 @@ pub struct StreamTable {
 impl Default for StreamTable {
     fn default() -> Self {
         StreamTable {
-            units: [[u64::MAX; STREAMS_PER_THREAD]; 2],
+            units: [[NO_UNIT; STREAMS_PER_THREAD]; 2],
             next: [0; 2],
         }
     }
@@ -513,7 +521,8 @@ impl StreamTable {
         let d = write as usize;
         let units = &mut self.units[d];
         for u in units.iter_mut() {
-            if unit == *u || unit == u.wrapping_add(1) {
+            // The same unit or the next one (one compare: unit - u is 0 or 1).
+            if unit.wrapping_sub(*u) <= 1 {
                 let same = unit == *u;
                 *u = unit;
                 return (true, same);

@@ -166,7 +166,7 @@ impl Profile {
         };
         positive("cpu_ghz", self.cpu_ghz)?;
         positive("slow_to_fast_capacity", self.slow_to_fast_capacity)?;
-        if !(self.static_power_w >= 0.0) {
+        if self.static_power_w.is_nan() || self.static_power_w < 0.0 {
             return Err("static_power_w must be zero or positive".into());
         }
         for t in &self.tiers {

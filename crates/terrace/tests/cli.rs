@@ -1,0 +1,260 @@
+//! The `terrace` command as a user meets it: listings, runs, outputs, and one clear line for
+//! every kind of bad input.
+
+use assert_cmd::Command;
+use std::path::Path;
+
+const TINY: &str = "0.0625";
+
+fn terrace() -> Command {
+    Command::cargo_bin("terrace").unwrap()
+}
+
+/// Runs `args`, expects failure with exit code 2, and returns stderr, which must be one line
+/// from Terrace (not a panic).
+fn fails(args: &[&str]) -> String {
+    let out = terrace().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?} should fail with 2");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
+    assert!(err.starts_with("terrace: "), "{err}");
+    err
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = terrace().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn lists_name_every_workload_policy_and_profile() {
+    let w = stdout(&["list", "workloads"]);
+    for name in ["gups", "pmbench-s12-r50", "stream-triad", "stream-ro"] {
+        assert!(w.contains(name), "{name} missing");
+    }
+    let p = stdout(&["list", "policies"]);
+    for name in [
+        "first-touch",
+        "interleave",
+        "weighted-interleave",
+        "all-fast",
+        "all-slow",
+        "memory-mode",
+        "oracle",
+    ] {
+        assert!(p.contains(name), "{name} missing");
+    }
+    let f = stdout(&["list", "profiles"]);
+    for name in ["optane-2019", "cxl", "remote-socket"] {
+        assert!(f.contains(name), "{name} missing");
+    }
+}
+
+#[test]
+fn sim_prints_a_report_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = stdout(&[
+        "sim",
+        "-w",
+        "gups",
+        "-p",
+        "oracle",
+        "--size-scale",
+        TINY,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("run time") && out.contains("fast-tier hits"),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["policy"], "oracle");
+    assert!(v["runtime_ns"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["pages_migrated"].as_u64().unwrap() > 0,
+        "the oracle moves pages on GUPS"
+    );
+}
+
+#[test]
+fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (csv, json) = (dir.path().join("c.csv"), dir.path().join("c.json"));
+    let out = stdout(&[
+        "compare",
+        "--workloads",
+        "gups,stream-ro",
+        "--policies",
+        "all-fast,all-slow",
+        "--size-scale",
+        TINY,
+        "--csv",
+        csv.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // first-touch is always added as the reference: 2 workloads x 3 policies.
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with("gups") || l.starts_with("stream-ro"))
+        .count();
+    assert_eq!(rows, 6, "{out}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 7);
+    assert!(text.starts_with("workload,policy,profile,runtime_s,speedup_over_first_touch"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v.as_array().unwrap();
+    let ft = rows
+        .iter()
+        .find(|r| r["workload"] == "gups" && r["policy"] == "first-touch")
+        .unwrap();
+    assert_eq!(ft["speedup_over_first_touch"], 1.0);
+    let fast = rows
+        .iter()
+        .find(|r| r["workload"] == "gups" && r["policy"] == "all-fast")
+        .unwrap();
+    assert!(fast["speedup_over_first_touch"].as_f64().unwrap() > 1.0);
+}
+
+#[test]
+fn traces_round_trip_through_generate_info_and_sim() {
+    let dir = tempfile::tempdir().unwrap();
+    let exact = dir.path().join("g.trc");
+    let out = stdout(&[
+        "trace",
+        "generate",
+        "-w",
+        "gups",
+        "--size-scale",
+        TINY,
+        "-o",
+        exact.to_str().unwrap(),
+    ]);
+    assert!(out.contains("wrote"), "{out}");
+    let info = stdout(&["trace", "info", exact.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(v["info"]["name"], "gups");
+    assert_eq!(v["threads"], 16);
+    // Replaying the trace gives exactly what the generator gives.
+    let from_trace = stdout(&["sim", "-w", exact.to_str().unwrap(), "-p", "oracle"]);
+    let from_generator = stdout(&["sim", "-w", "gups", "-p", "oracle", "--size-scale", TINY]);
+    assert_eq!(from_trace, from_generator);
+
+    let agg = dir.path().join("a.trc");
+    stdout(&[
+        "trace",
+        "generate",
+        "-w",
+        "gups",
+        "--size-scale",
+        TINY,
+        "--aggregate-epoch",
+        "10000",
+        "-o",
+        agg.to_str().unwrap(),
+    ]);
+    let info = stdout(&["trace", "info", agg.to_str().unwrap()]);
+    assert!(info.contains("per-page counts"), "{info}");
+    let err = fails(&["sim", "-w", agg.to_str().unwrap()]);
+    assert!(err.contains("cannot be replayed"), "{err}");
+}
+
+fn write(path: &Path, bytes: &[u8]) -> String {
+    std::fs::write(path, bytes).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn bad_input_gets_one_line_and_a_nonzero_exit() {
+    assert!(fails(&["sim", "-w", "nope"]).contains("unknown workload 'nope'"));
+    assert!(fails(&["sim", "-w", "gups", "-p", "nope"]).contains("unknown policy 'nope'"));
+    assert!(fails(&["sim", "-w", "gups", "--profile", "nope"]).contains("unknown profile 'nope'"));
+    assert!(
+        fails(&["compare", "--workloads", "gups", "--policies", "nope"]).contains("unknown policy")
+    );
+    let err = fails(&[
+        "sim",
+        "-w",
+        "gups",
+        "--fast-capacity",
+        "1%",
+        "--slow-capacity",
+        "1MiB",
+    ]);
+    assert!(
+        err.contains("does not fit") && err.contains("--fast-capacity"),
+        "{err}"
+    );
+    assert!(fails(&["sim", "-w", "gups", "--size-scale=-1"]).contains("size scale"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let junk = write(&dir.path().join("junk.trc"), b"this is not a trace at all");
+    assert!(fails(&["sim", "-w", &junk]).contains("not a Terrace trace"));
+    assert!(fails(&["trace", "info", &junk]).contains("not a Terrace trace"));
+
+    let good = dir.path().join("g.trc");
+    stdout(&[
+        "trace",
+        "generate",
+        "-w",
+        "gups",
+        "--size-scale",
+        TINY,
+        "-o",
+        good.to_str().unwrap(),
+    ]);
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = write(&dir.path().join("cut.trc"), &bytes[..bytes.len() / 2]);
+    assert!(fails(&["sim", "-w", &cut]).contains("truncated"));
+    assert!(fails(&["trace", "info", &cut]).contains("truncated"));
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    let flipped = write(&dir.path().join("flip.trc"), &flipped);
+    fails(&["sim", "-w", &flipped]);
+
+    let profile = write(&dir.path().join("p.toml"), b"name = 3");
+    assert!(fails(&["sim", "-w", "gups", "--profile", &profile]).contains("malformed"));
+}
+
+#[test]
+fn zero_capacity_is_refused_by_the_argument_parser() {
+    let out = terrace()
+        .args(["sim", "-w", "gups", "--fast-capacity", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("above zero") && !err.contains("panicked"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bench_prints_every_figure() {
+    let out = stdout(&["bench", "sim", "--size-scale", "0.03125"]);
+    for line in [
+        "generate only",
+        "decode trace only",
+        "simulate, first-touch",
+        "simulate, sampling tracker",
+        "ratio decode / trace replay",
+    ] {
+        assert!(out.contains(line), "{line} missing: {out}");
+    }
+}
