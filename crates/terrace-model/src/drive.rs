@@ -47,3 +47,134 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        Applied, MachineInfo, Observations, Plan, Requirements, TierStatus, TrackerRequest,
+    };
+
+    /// A machine whose program runs for `end_ns` and records when it was observed.
+    struct Clock {
+        info: MachineInfo,
+        now: u64,
+        end_ns: u64,
+        observed_at: Vec<u64>,
+        applied: usize,
+        refuse: bool,
+    }
+
+    impl Clock {
+        fn new(end_ns: u64, scale: f64) -> Self {
+            let info = MachineInfo {
+                name: "clock".into(),
+                tiers: vec![],
+                page_size: Default::default(),
+                pages: 0,
+                threads: 1,
+                scale,
+            };
+            Clock {
+                info,
+                now: 0,
+                end_ns,
+                observed_at: vec![],
+                applied: 0,
+                refuse: false,
+            }
+        }
+    }
+
+    impl Machine for Clock {
+        fn info(&self) -> &MachineInfo {
+            &self.info
+        }
+        fn prepare(&mut self, _: &Requirements) -> Result<(), MachineError> {
+            if self.refuse {
+                return Err(MachineError::MissingTracker {
+                    tracker: "page-table bits",
+                    hint: "enable it".into(),
+                });
+            }
+            Ok(())
+        }
+        fn advance(&mut self, until_ns: u64) -> Progress {
+            self.now = until_ns.min(self.end_ns);
+            if self.now >= self.end_ns {
+                Progress::Finished { now_ns: self.now }
+            } else {
+                Progress::Running { now_ns: self.now }
+            }
+        }
+        fn observe(&mut self) -> Observations<'_> {
+            self.observed_at.push(self.now);
+            const NONE: &[TierStatus] = &[];
+            Observations {
+                now_ns: self.now,
+                previous_ns: 0,
+                placement: &[],
+                tiers: NONE,
+                page_bits: None,
+                samples: &[],
+                future: None,
+            }
+        }
+        fn apply(&mut self, _: &Plan) -> Applied {
+            self.applied += 1;
+            Applied::default()
+        }
+    }
+
+    struct Ticker(Option<u64>);
+    impl Policy for Ticker {
+        fn name(&self) -> &str {
+            "ticker"
+        }
+        fn requirements(&self, _: &MachineInfo) -> Requirements {
+            Requirements {
+                trackers: vec![TrackerRequest::page_bits()],
+                tick_ns: self.0,
+                ..Default::default()
+            }
+        }
+        fn tick(&mut self, _: &Observations<'_>) -> Plan {
+            Plan {
+                moves: vec![crate::Move {
+                    page: 0,
+                    to: crate::TierId::FAST,
+                }],
+                ..Plan::none()
+            }
+        }
+    }
+
+    #[test]
+    fn ticks_come_at_the_period_divided_by_the_scale() {
+        let mut m = Clock::new(1_000, 10.0);
+        drive(&mut m, &mut Ticker(Some(2_000))).unwrap();
+        assert_eq!(m.observed_at, [200, 400, 600, 800]);
+        assert_eq!(m.applied, 4, "non-empty plans are applied");
+    }
+
+    #[test]
+    fn a_policy_without_a_period_is_never_asked() {
+        let mut m = Clock::new(1_000, 1.0);
+        drive(&mut m, &mut Ticker(None)).unwrap();
+        assert!(m.observed_at.is_empty());
+    }
+
+    #[test]
+    fn a_machine_that_lacks_a_tracker_says_so() {
+        let mut m = Clock::new(1_000, 1.0);
+        m.refuse = true;
+        let e = drive(&mut m, &mut Ticker(Some(10))).unwrap_err();
+        let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(
+            text.contains("ticker")
+                && text.contains("page-table bits")
+                && text.contains("enable it"),
+            "{text}"
+        );
+    }
+}

@@ -21,7 +21,8 @@ pub enum TrackerKind {
     PageBits,
     /// One sampled access every `period` accesses, with its page and kind (HeMem, HPWP, object tiering).
     Sampling,
-    /// Per-page access counts of the *next* interval: only a simulator can know them (the oracle).
+    /// Per-page access counts of the coming `period` intervals: only a simulator can know them
+    /// (the oracle).
     Future,
 }
 
@@ -39,7 +40,8 @@ impl TrackerKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrackerRequest {
     pub kind: TrackerKind,
-    /// For sampling: one sample per this many accesses. Ignored by other trackers.
+    /// For sampling: one sample per this many accesses. For future: how many intervals ahead
+    /// to look. Ignored by other trackers.
     pub period: u32,
 }
 
@@ -56,10 +58,10 @@ impl TrackerRequest {
             period,
         }
     }
-    pub const fn future() -> Self {
+    pub const fn future(intervals: u32) -> Self {
         TrackerRequest {
             kind: TrackerKind::Future,
-            period: 0,
+            period: intervals,
         }
     }
 }
@@ -109,7 +111,7 @@ pub struct Observations<'a> {
     pub page_bits: Option<&'a [u8]>,
     /// Sampled accesses since the last tick, if asked for.
     pub samples: &'a [Sample],
-    /// Per-page counts of the interval that starts now, if asked for (simulator only).
+    /// Per-page counts of the coming intervals, if asked for (simulator only).
     pub future: Option<&'a [PageCounts]>,
 }
 

@@ -103,6 +103,9 @@ pub struct Applied {
     /// Machine time the mover spent, in nanoseconds.
     pub time_ns: u64,
     pub tlb_shootdowns: u64,
+    /// Program time the moves cost, as far as the machine can tell (shootdowns stall every
+    /// program thread); 0 where it cannot tell.
+    pub program_stall_ns: u64,
     /// Pages that did not move, by reason.
     pub failed: Vec<(MoveFailure, u64)>,
 }

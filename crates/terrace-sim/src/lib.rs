@@ -78,7 +78,7 @@ impl Capacity {
 #[derive(Clone, Debug)]
 pub struct SimOptions {
     pub fast_capacity: Capacity,
-    /// Slow-tier bytes; `None` = the profile's slow:fast ratio.
+    /// Slow-tier bytes; `None` = the profile's slow:fast ratio, at least the footprint.
     pub slow_capacity: Option<u64>,
     /// Counter the machine adds replayed accesses to, for progress bars.
     pub progress: Option<Arc<AtomicU64>>,
@@ -105,7 +105,12 @@ pub fn simulate(
     let fast = opts
         .fast_capacity
         .resolve(info.footprint_bytes, info.suggested_fast_bytes);
-    let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
+    // Unless the user sizes the slow tier, it is the profile's multiple of the fast tier, and
+    // never smaller than the footprint: a simulated run is not about running out of memory.
+    let slow = opts.slow_capacity.unwrap_or_else(|| {
+        ((fast as f64 * profile.slow_to_fast_capacity) as u64).max(info.footprint_bytes)
+    });
+    let mut machine = SimMachine::new(profile.clone(), source, fast, Some(slow))?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());
     drive(&mut machine, policy)?;

@@ -11,14 +11,13 @@ use crate::placement::Placement;
 use crate::profile::Profile;
 use crate::report::{RunReport, TierTotals};
 use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
-use crate::trackers::{page_bits::PageBits, sampling::Sampler};
+use crate::trackers::{future::FutureWindow, page_bits::PageBits, sampling::Sampler};
 use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
     Access, AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure,
-    Observations, PageCounts, PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus,
-    TrackerKind,
+    Observations, PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::AccessSource;
 
@@ -52,7 +51,7 @@ pub struct SimMachine {
     cache: Option<DirectMappedCache>,
     bits: Option<PageBits>,
     sampler: Option<Sampler>,
-    future: Option<Vec<PageCounts>>,
+    future: Option<FutureWindow>,
     /// Open access streams per thread: merge accesses within one media unit, detect sequential reads.
     streams: Box<[StreamTable; 256]>,
     now_ns: f64,
@@ -368,6 +367,9 @@ impl SimMachine {
             return false;
         }
         let n = (end - self.pos) as u64;
+        if let Some(f) = self.future.as_mut() {
+            f.consume(self.accesses, &self.buf[self.pos..end], self.page_shift);
+        }
         self.pos = end;
         self.accesses += n;
         if let Some(p) = &self.progress {
@@ -607,7 +609,9 @@ impl Machine for SimMachine {
             match tr.kind {
                 TrackerKind::PageBits => self.bits = Some(PageBits::new(self.info.pages)),
                 TrackerKind::Sampling => self.sampler = Some(Sampler::new(tr.period)),
-                TrackerKind::Future => self.future = Some(Vec::new()),
+                TrackerKind::Future => {
+                    self.future = Some(FutureWindow::new(self.info.pages, tr.period))
+                }
             }
         }
         Ok(())
@@ -643,21 +647,18 @@ impl Machine for SimMachine {
         self.tracking_ns += tracker_ns;
         // Tracker work runs on one core, taking its share from the program's threads.
         self.stall_owed_ns += tracker_ns / self.timing.threads;
-        if self.future.is_some() {
-            let ahead = self.accesses_since_observe.max(SLICE_ACCESSES as u64) as usize;
+        if let Some(intervals) = self.future.as_ref().map(|f| f.intervals as u64) {
+            // Look ahead as many accesses as the last interval had, times the policy's horizon.
+            let ahead =
+                (self.accesses_since_observe.max(SLICE_ACCESSES as u64) * intervals) as usize;
             let n = self.buffer_ahead(ahead);
-            let mut counts = self.future.take().unwrap_or_default();
-            counts.clear();
-            counts.resize(self.info.pages as usize, PageCounts::default());
-            for a in &self.buf[self.pos..self.pos + n] {
-                if let Some(c) = counts.get_mut((a.addr >> self.page_shift) as usize) {
-                    match a.kind {
-                        AccessKind::Read => c.reads += 1,
-                        AccessKind::Write => c.writes += 1,
-                    }
-                }
+            if let Some(f) = self.future.as_mut() {
+                f.extend(
+                    self.accesses,
+                    &self.buf[self.pos..self.pos + n],
+                    self.page_shift,
+                );
             }
-            self.future = Some(counts);
         }
         self.accesses_since_observe = 0;
         let previous = self.last_observe_ns;
@@ -681,7 +682,7 @@ impl Machine for SimMachine {
             tiers: &self.observed_tiers,
             page_bits: self.bits.as_ref().map(|_| self.observed_bits.as_slice()),
             samples: &self.observed_samples,
-            future: self.future.as_deref(),
+            future: self.future.as_ref().map(|f| f.counts.as_slice()),
         }
     }
 
@@ -706,8 +707,9 @@ impl Machine for SimMachine {
         self.tlb_shootdowns += c.tlb_shootdowns;
         self.migration_ns += c.mover_ns;
         // Every shootdown interrupts all program threads (mtier §5.2.1, Figs 5.2/5.3).
-        self.stall_owed_ns +=
-            c.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3;
+        let stall = c.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3;
+        applied.program_stall_ns = stall as u64;
+        self.stall_owed_ns += stall;
         // The mover works after whatever it was already doing; its copies share bandwidth meanwhile.
         let start = self.copy.until_ns.max(self.now_ns);
         self.copy.until_ns = start + c.mover_ns;

@@ -1,16 +1,18 @@
-//! A clairvoyant placement: at every tick it is told each page's accesses in the coming interval
+//! A clairvoyant placement: at every tick it is told each page's accesses over a coming horizon
 //! (the `future` tracker, which only a simulator has) and puts the pages that gain most from the
-//! fast tier there, when the gain over the interval exceeds the cost of moving.
+//! fast tier there, when the gain exceeds what moving costs the program.
 //!
-//! Algorithm (docs/policies.md, "oracle"): each page's gain from the fast tier over the next
-//! interval is `reads x (slow read latency - fast read latency) / threads + writes x 64 B x
-//! (1/slow write bandwidth - 1/fast write bandwidth)`, from the tiers' firmware attributes. The
-//! target fast set is the top-capacity pages by gain. Slow pages of the target set are promoted
-//! in falling gain order, each against the fast page of least gain outside the set (or into free
-//! room), while the gain difference exceeds the cost of the moves, which the oracle learns from
-//! what the machine reports moves cost. It is greedy over one interval at a time: it is neither
-//! optimal nor a bound (a page worth moving over two intervals but not one stays put), only a
-//! strong, explainable reference.
+//! Algorithm (docs/policies.md, "oracle"): each page's gain from the fast tier over the horizon
+//! (100 ticks of 100 ms) is `reads x (slow read latency - fast read latency) / threads + writes x
+//! 64 B x (1/slow write bandwidth - 1/fast write bandwidth)`, from the tiers' firmware
+//! attributes. The target fast set is the top-capacity pages by gain. Slow pages of the target
+//! set are promoted in falling gain order, each against the fast page of least gain outside the
+//! set (or into free room), while the gain difference exceeds what the moves cost the program
+//! (the stall the machine reports per page moved, plus the bandwidth the copy takes) and while the mover can finish them within
+//! half an interval (its reported time per page). Both costs are learned from a first probe of
+//! 64 promotions. It is greedy, with a fixed horizon and a gain estimate that ignores bandwidth
+//! saturation and media granularity: it is neither optimal nor a bound, only a strong,
+//! explainable reference.
 
 use terrace_model::{
     Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements,
@@ -20,17 +22,29 @@ use terrace_model::{
 pub const NAME: &str = "oracle";
 pub const SUMMARY: &str = "reference: knows each interval's future accesses, places the pages that gain most (simulator only)";
 
+/// Promotions on a tick before the machine has said what a move costs: a probe, so that a
+/// wrong guess of the cost cannot move much.
+const PROBE_MOVES: usize = 64;
+
 /// Tick period in real (unscaled) time: 100 ms, a tenth of the seeds' typical 1-2 s periods, so
 /// the oracle reacts faster than any of them.
 const TICK_NS: u64 = 100_000_000;
+/// How far ahead it looks, in ticks: 10 s of real time. A page's gain is counted over this
+/// horizon: long enough that a steadily hot page repays a move that costs microseconds (a
+/// GUPS hot page sees about 190 updates in 10 s), short enough to follow phase changes.
+const HORIZON_TICKS: u32 = 100;
 
 #[derive(Default)]
 pub struct Oracle {
     read_gain_ns: f64,
     write_gain_ns: f64,
-    /// Learned mover cost per page, ns (0 until the machine has reported a move).
-    move_cost_ns: f64,
+    /// Learned per page moved: (program stall, mover time), ns; `None` until the machine has
+    /// reported a move.
+    move_cost_ns: Option<(f64, f64)>,
     fast_capacity: Option<u64>,
+    /// Bandwidth a page's copy takes from the program, ns: read from one tier, written to the
+    /// other, at the tiers' firmware bandwidths (a bandwidth-bound program loses that time).
+    copy_ns: f64,
     ranked: Vec<(f64, PageIdx)>,
 }
 
@@ -47,7 +61,7 @@ impl Policy for Oracle {
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
-            trackers: vec![TrackerRequest::future()],
+            trackers: vec![TrackerRequest::future(HORIZON_TICKS)],
             tick_ns: Some(TICK_NS),
             ..Requirements::default()
         }
@@ -63,6 +77,11 @@ impl Policy for Oracle {
         self.write_gain_ns =
             (per_write(slow.write_bandwidth_gb_s) - per_write(fast.write_bandwidth_gb_s)).max(0.0);
         self.fast_capacity = fast.capacity_pages;
+        let page = m.page_size.bytes() as f64;
+        let per_byte = |bw: Option<f64>| bw.map_or(0.0, |b| 1.0 / b);
+        self.copy_ns = page
+            * (per_byte(slow.read_bandwidth_gb_s).max(per_byte(fast.read_bandwidth_gb_s))
+                + per_byte(slow.write_bandwidth_gb_s).max(per_byte(fast.write_bandwidth_gb_s)));
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
@@ -87,7 +106,7 @@ impl Policy for Oracle {
         let target = (capacity as usize).min(self.ranked.len());
         let (inside, outside) = self.ranked.split_at(target);
         // Promote in falling gain; demote the least-gain fast pages outside the target set.
-        let mut promote = inside
+        let promote = inside
             .iter()
             .filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
         let mut victims = outside
@@ -101,9 +120,18 @@ impl Policy for Oracle {
             ..Plan::none()
         };
         let mut demotions = Vec::new();
-        for &(gain, page) in promote.by_ref() {
+        let (cost, limit) = match self.move_cost_ns {
+            // The mover runs beside the program: what it can finish in half an interval bounds a plan
+            // (a plan counts a promotion and its demotion).
+            Some((stall, mover)) => (
+                stall + self.copy_ns,
+                (obs.interval_ns() as f64 / mover.max(1.0) / 2.0) as usize,
+            ),
+            None => (0.0, PROBE_MOVES),
+        };
+        for &(gain, page) in promote.take(limit) {
             if free > 0 {
-                if gain <= self.move_cost_ns {
+                if gain <= cost {
                     break;
                 }
                 free -= 1;
@@ -111,7 +139,7 @@ impl Policy for Oracle {
                 let Some(&(victim_gain, victim)) = victims.next() else {
                     break;
                 };
-                if gain - victim_gain <= 2.0 * self.move_cost_ns {
+                if gain - victim_gain <= 2.0 * cost {
                     break;
                 }
                 demotions.push(Move {
@@ -132,7 +160,8 @@ impl Policy for Oracle {
 
     fn applied(&mut self, a: &Applied) {
         if a.pages_moved > 0 {
-            self.move_cost_ns = a.time_ns as f64 / a.pages_moved as f64;
+            let pages = a.pages_moved as f64;
+            self.move_cost_ns = Some((a.program_stall_ns as f64 / pages, a.time_ns as f64 / pages));
         }
     }
 }
@@ -228,6 +257,7 @@ mod tests {
         o.applied(&Applied {
             pages_moved: 1,
             time_ns: 1_000_000,
+            program_stall_ns: 1_000,
             ..Default::default()
         });
         let placement = [TierId::FAST, TierId::SLOW];

@@ -1,5 +1,6 @@
 //! The simulated machine's trackers: modelled twins of the live machine's (DESIGN.md, trackers).
 //! Each records during replay and charges its cost when observed.
 
+pub mod future;
 pub mod page_bits;
 pub mod sampling;
