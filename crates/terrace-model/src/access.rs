@@ -35,22 +35,10 @@ pub struct Access {
 
 impl Access {
     pub const fn read(addr: u64, size: u16, thread: u8, instructions: u32) -> Self {
-        Access {
-            addr,
-            instructions,
-            size,
-            thread,
-            kind: AccessKind::Read,
-        }
+        Access { addr, instructions, size, thread, kind: AccessKind::Read }
     }
     pub const fn write(addr: u64, size: u16, thread: u8, instructions: u32) -> Self {
-        Access {
-            addr,
-            instructions,
-            size,
-            thread,
-            kind: AccessKind::Write,
-        }
+        Access { addr, instructions, size, thread, kind: AccessKind::Write }
     }
 }
 

@@ -18,10 +18,7 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
     let req = policy.requirements(machine.info());
     machine
         .prepare(&req)
-        .map_err(|source| DriveError::Unsupported {
-            policy: policy.name().to_string(),
-            source,
-        })?;
+        .map_err(|source| DriveError::Unsupported { policy: policy.name().to_string(), source })?;
     policy.start(machine.info());
     let Some(tick_ns) = req.tick_ns else {
         while let Progress::Running { .. } = machine.advance(u64::MAX) {}
@@ -51,9 +48,7 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        Applied, MachineInfo, Observations, Plan, Requirements, TierStatus, TrackerRequest,
-    };
+    use crate::{Applied, MachineInfo, Observations, Plan, Requirements, TierStatus, TrackerRequest};
 
     /// A machine whose program runs for `end_ns` and records when it was observed.
     struct Clock {
@@ -75,14 +70,7 @@ mod tests {
                 threads: 1,
                 scale,
             };
-            Clock {
-                info,
-                now: 0,
-                end_ns,
-                observed_at: vec![],
-                applied: 0,
-                refuse: false,
-            }
+            Clock { info, now: 0, end_ns, observed_at: vec![], applied: 0, refuse: false }
         }
     }
 
@@ -139,13 +127,7 @@ mod tests {
             }
         }
         fn tick(&mut self, _: &Observations<'_>) -> Plan {
-            Plan {
-                moves: vec![crate::Move {
-                    page: 0,
-                    to: crate::TierId::FAST,
-                }],
-                ..Plan::none()
-            }
+            Plan { moves: vec![crate::Move { page: 0, to: crate::TierId::FAST }], ..Plan::none() }
         }
     }
 
@@ -171,9 +153,7 @@ mod tests {
         let e = drive(&mut m, &mut Ticker(Some(10))).unwrap_err();
         let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
         assert!(
-            text.contains("ticker")
-                && text.contains("page-table bits")
-                && text.contains("enable it"),
+            text.contains("ticker") && text.contains("page-table bits") && text.contains("enable it"),
             "{text}"
         );
     }

@@ -47,22 +47,13 @@ pub struct TrackerRequest {
 
 impl TrackerRequest {
     pub const fn page_bits() -> Self {
-        TrackerRequest {
-            kind: TrackerKind::PageBits,
-            period: 0,
-        }
+        TrackerRequest { kind: TrackerKind::PageBits, period: 0 }
     }
     pub const fn sampling(period: u32) -> Self {
-        TrackerRequest {
-            kind: TrackerKind::Sampling,
-            period,
-        }
+        TrackerRequest { kind: TrackerKind::Sampling, period }
     }
     pub const fn future(intervals: u32) -> Self {
-        TrackerRequest {
-            kind: TrackerKind::Future,
-            period: intervals,
-        }
+        TrackerRequest { kind: TrackerKind::Future, period: intervals }
     }
 }
 
@@ -93,8 +84,7 @@ pub struct TierStatus {
 impl TierStatus {
     /// Pages that can still be placed here.
     pub fn free_pages(&self) -> u64 {
-        self.capacity_pages
-            .map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
+        self.capacity_pages.map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
     }
 }
 

@@ -1,8 +1,6 @@
 //! The `Policy` trait: decides placement from observations, on either machine.
 
-use crate::{
-    Applied, MachineInfo, ObjectEvent, Observations, PageSize, Plan, TierId, TrackerRequest,
-};
+use crate::{Applied, MachineInfo, ObjectEvent, Observations, PageSize, Plan, TierId, TrackerRequest};
 use serde::{Deserialize, Serialize};
 
 /// How the fast tier is used.

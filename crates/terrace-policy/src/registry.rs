@@ -27,16 +27,8 @@ const POLICIES: &[PolicySpec] = &[
         summary: interleave::WEIGHTED_SUMMARY,
         build: || Box::new(interleave::Interleave::by_bandwidth()),
     },
-    PolicySpec {
-        name: all_fast::NAME,
-        summary: all_fast::SUMMARY,
-        build: || Box::new(all_fast::AllFast),
-    },
-    PolicySpec {
-        name: all_slow::NAME,
-        summary: all_slow::SUMMARY,
-        build: || Box::new(all_slow::AllSlow),
-    },
+    PolicySpec { name: all_fast::NAME, summary: all_fast::SUMMARY, build: || Box::new(all_fast::AllFast) },
+    PolicySpec { name: all_slow::NAME, summary: all_slow::SUMMARY, build: || Box::new(all_slow::AllSlow) },
     PolicySpec {
         name: memory_mode::NAME,
         summary: memory_mode::SUMMARY,
@@ -95,9 +87,6 @@ mod tests {
     #[test]
     fn unknown_policy_names_the_known_ones() {
         let e = build("ambix2").err().unwrap().to_string();
-        assert!(
-            e.contains("first-touch") && e.contains("terrace list policies"),
-            "{e}"
-        );
+        assert!(e.contains("first-touch") && e.contains("terrace list policies"), "{e}");
     }
 }

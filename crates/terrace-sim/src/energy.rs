@@ -27,24 +27,12 @@ mod tests {
         let p = Profile::load("optane-2019").unwrap();
         let reads = 1_000_000u64;
         let runtime_ns = reads as f64 / 217.64e6 * 1e9;
-        let tiers = [
-            TierTotals {
-                reads,
-                ..Default::default()
-            },
-            TierTotals::default(),
-        ];
+        let tiers = [TierTotals { reads, ..Default::default() }, TierTotals::default()];
         let j = run_energy_j(&p, &tiers, runtime_ns);
         assert!((j - 14.47).abs() / 14.47 < 0.03, "{j}");
         // RO all-DCPMM at 32 threads: 50.94 at 55.11 M/s.
         let runtime_ns = reads as f64 / 55.11e6 * 1e9;
-        let tiers = [
-            TierTotals::default(),
-            TierTotals {
-                reads,
-                ..Default::default()
-            },
-        ];
+        let tiers = [TierTotals::default(), TierTotals { reads, ..Default::default() }];
         let j = run_energy_j(&p, &tiers, runtime_ns);
         assert!((j - 50.94).abs() / 50.94 < 0.03, "{j}");
     }

@@ -31,19 +31,13 @@ use terrace_workloads::AccessSource;
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error(
-        "the fast tier's capacity is zero; give --fast-capacity a positive size or percentage"
-    )]
+    #[error("the fast tier's capacity is zero; give --fast-capacity a positive size or percentage")]
     ZeroCapacity,
     #[error(
         "the footprint ({}) does not fit in the fast tier ({}) plus the slow tier ({}); raise --fast-capacity or --slow-capacity",
         human_bytes(*footprint), human_bytes(*fast), human_bytes(*slow)
     )]
-    DoesNotFit {
-        footprint: u64,
-        fast: u64,
-        slow: u64,
-    },
+    DoesNotFit { footprint: u64, fast: u64, slow: u64 },
     #[error("an access at address {addr:#x} lies outside the workload's footprint ({footprint} bytes); the trace is inconsistent with its header")]
     OutOfFootprint { addr: u64, footprint: u64 },
     #[error("every tier is full; the trace touched more pages than its footprint")]
@@ -86,11 +80,7 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions {
-            fast_capacity: Capacity::Suggested,
-            slow_capacity: None,
-            progress: None,
-        }
+        SimOptions { fast_capacity: Capacity::Suggested, slow_capacity: None, progress: None }
     }
 }
 
@@ -102,14 +92,12 @@ pub fn simulate(
     opts: &SimOptions,
 ) -> Result<RunReport, SimError> {
     let info = source.info();
-    let fast = opts
-        .fast_capacity
-        .resolve(info.footprint_bytes, info.suggested_fast_bytes);
+    let fast = opts.fast_capacity.resolve(info.footprint_bytes, info.suggested_fast_bytes);
     // Unless the user sizes the slow tier, it is the profile's multiple of the fast tier, and
     // never smaller than the footprint: a simulated run is not about running out of memory.
-    let slow = opts.slow_capacity.unwrap_or_else(|| {
-        ((fast as f64 * profile.slow_to_fast_capacity) as u64).max(info.footprint_bytes)
-    });
+    let slow = opts
+        .slow_capacity
+        .unwrap_or_else(|| ((fast as f64 * profile.slow_to_fast_capacity) as u64).max(info.footprint_bytes));
     let mut machine = SimMachine::new(profile.clone(), source, fast, Some(slow))?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());

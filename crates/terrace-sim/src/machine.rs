@@ -16,8 +16,8 @@ use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
-    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure,
-    Observations, PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus, TrackerKind,
+    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure, Observations,
+    PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::AccessSource;
 
@@ -93,8 +93,7 @@ impl SimMachine {
         if fast_bytes == 0 {
             return Err(SimError::ZeroCapacity);
         }
-        let slow_bytes =
-            slow_bytes.unwrap_or((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64);
+        let slow_bytes = slow_bytes.unwrap_or((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64);
         if fast_bytes.saturating_add(slow_bytes) < w.footprint_bytes {
             return Err(SimError::DoesNotFit {
                 footprint: w.footprint_bytes,
@@ -172,9 +171,7 @@ impl SimMachine {
 
     /// The first replay error (an access outside the footprint, a broken trace), if any.
     pub fn take_error(&mut self) -> Option<SimError> {
-        self.error
-            .take()
-            .or_else(|| self.source.take_error().map(SimError::Trace))
+        self.error.take().or_else(|| self.source.take_error().map(SimError::Trace))
     }
 
     /// Current placement (for tests and reports).
@@ -240,10 +237,7 @@ impl SimMachine {
         loads: &mut [TierLoad; 2],
     ) -> u64 {
         let shift = self.page_shift;
-        let gran_shift = [
-            self.timing.tiers[0].granularity_shift,
-            self.timing.tiers[1].granularity_shift,
-        ];
+        let gran_shift = [self.timing.tiers[0].granularity_shift, self.timing.tiers[1].granularity_shift];
         // Borrow each field once, so the loop body touches plain references.
         let placement = &mut self.placement;
         let streams = &mut *self.streams;
@@ -268,13 +262,7 @@ impl SimMachine {
             let t = tier.index() & 1;
             let write = a.kind == AccessKind::Write;
             instructions += a.instructions as u64;
-            account_access(
-                &mut loads[t],
-                &mut streams[a.thread as usize],
-                a,
-                write,
-                gran_shift[t],
-            );
+            account_access(&mut loads[t], &mut streams[a.thread as usize], a, write, gran_shift[t]);
             if BITS {
                 if let Some(b) = bits.as_mut() {
                     b.touch(page, write);
@@ -301,10 +289,7 @@ impl SimMachine {
         for i in self.pos..end {
             let a = self.buf[i];
             if a.addr >= footprint {
-                self.error = Some(SimError::OutOfFootprint {
-                    addr: a.addr,
-                    footprint,
-                });
+                self.error = Some(SimError::OutOfFootprint { addr: a.addr, footprint });
                 return instructions;
             }
             instructions += a.instructions as u64;
@@ -340,10 +325,7 @@ impl SimMachine {
     fn fail_replay(&mut self, a: Access) {
         let footprint = self.source.info().footprint_bytes;
         self.error = Some(if a.addr >= footprint {
-            SimError::OutOfFootprint {
-                addr: a.addr,
-                footprint,
-            }
+            SimError::OutOfFootprint { addr: a.addr, footprint }
         } else {
             SimError::MachineFull
         });
@@ -509,10 +491,7 @@ pub struct StreamTable {
 
 impl Default for StreamTable {
     fn default() -> Self {
-        StreamTable {
-            units: [[NO_UNIT; STREAMS_PER_THREAD]; 2],
-            next: [0; 2],
-        }
+        StreamTable { units: [[NO_UNIT; STREAMS_PER_THREAD]; 2], next: [0; 2] }
     }
 }
 
@@ -541,13 +520,7 @@ impl StreamTable {
 /// being transferred; a write-combining buffer does the same for writes); a read that continues
 /// one of the thread's open streams is sequential.
 #[inline(always)]
-fn account_access(
-    load: &mut TierLoad,
-    streams: &mut StreamTable,
-    a: Access,
-    write: bool,
-    gran_shift: u32,
-) {
+fn account_access(load: &mut TierLoad, streams: &mut StreamTable, a: Access, write: bool, gran_shift: u32) {
     let unit = a.addr >> gran_shift;
     let (in_stream, same_unit) = streams.touch(unit, write);
     if write {
@@ -579,10 +552,7 @@ impl Machine for SimMachine {
         self.page_shift = req.page_size.shift();
         self.info.pages = req.page_size.pages_for(footprint);
         let page = req.page_size.bytes();
-        let mut capacity = [
-            Some(self.capacity_bytes[0] / page),
-            Some(self.capacity_bytes[1] / page),
-        ];
+        let mut capacity = [Some(self.capacity_bytes[0] / page), Some(self.capacity_bytes[1] / page)];
         self.mode = req.memory_mode;
         match req.memory_mode {
             MemoryMode::Flat => {}
@@ -609,9 +579,7 @@ impl Machine for SimMachine {
             match tr.kind {
                 TrackerKind::PageBits => self.bits = Some(PageBits::new(self.info.pages)),
                 TrackerKind::Sampling => self.sampler = Some(Sampler::new(tr.period)),
-                TrackerKind::Future => {
-                    self.future = Some(FutureWindow::new(self.info.pages, tr.period))
-                }
+                TrackerKind::Future => self.future = Some(FutureWindow::new(self.info.pages, tr.period)),
             }
         }
         Ok(())
@@ -620,14 +588,10 @@ impl Machine for SimMachine {
     fn advance(&mut self, until_ns: u64) -> Progress {
         while self.now_ns < until_ns as f64 {
             if !self.step() {
-                return Progress::Finished {
-                    now_ns: self.now_ns as u64,
-                };
+                return Progress::Finished { now_ns: self.now_ns as u64 };
             }
         }
-        Progress::Running {
-            now_ns: self.now_ns as u64,
-        }
+        Progress::Running { now_ns: self.now_ns as u64 }
     }
 
     fn observe(&mut self) -> Observations<'_> {
@@ -649,15 +613,10 @@ impl Machine for SimMachine {
         self.stall_owed_ns += tracker_ns / self.timing.threads;
         if let Some(intervals) = self.future.as_ref().map(|f| f.intervals as u64) {
             // Look ahead as many accesses as the last interval had, times the policy's horizon.
-            let ahead =
-                (self.accesses_since_observe.max(SLICE_ACCESSES as u64) * intervals) as usize;
+            let ahead = (self.accesses_since_observe.max(SLICE_ACCESSES as u64) * intervals) as usize;
             let n = self.buffer_ahead(ahead);
             if let Some(f) = self.future.as_mut() {
-                f.extend(
-                    self.accesses,
-                    &self.buf[self.pos..self.pos + n],
-                    self.page_shift,
-                );
+                f.extend(self.accesses, &self.buf[self.pos..self.pos + n], self.page_shift);
             }
         }
         self.accesses_since_observe = 0;

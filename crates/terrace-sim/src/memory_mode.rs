@@ -23,9 +23,7 @@ pub enum CacheOutcome {
 
 impl DirectMappedCache {
     pub fn new(capacity_bytes: u64) -> Self {
-        DirectMappedCache {
-            slots: vec![0; (capacity_bytes / 64).max(1) as usize],
-        }
+        DirectMappedCache { slots: vec![0; (capacity_bytes / 64).max(1) as usize] }
     }
 
     #[inline(always)]
@@ -56,10 +54,7 @@ mod tests {
         assert_eq!(c.access(0, true), CacheOutcome::Miss { writeback: false });
         assert_eq!(c.access(8, false), CacheOutcome::Hit);
         // Line 4 maps to the same slot as line 0.
-        assert_eq!(
-            c.access(4 * 64, false),
-            CacheOutcome::Miss { writeback: true }
-        );
+        assert_eq!(c.access(4 * 64, false), CacheOutcome::Miss { writeback: true });
         assert_eq!(c.access(0, false), CacheOutcome::Miss { writeback: false });
         assert_eq!(c.access(64, false), CacheOutcome::Miss { writeback: false });
         assert_eq!(c.access(64, false), CacheOutcome::Hit);

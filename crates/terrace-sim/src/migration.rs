@@ -95,10 +95,7 @@ pub fn cost(
     if huge && opts.concurrent_batches > 1 {
         mover_ns /= m.huge_concurrency_gain;
     }
-    MoveCost {
-        mover_ns,
-        tlb_shootdowns: shootdowns,
-    }
+    MoveCost { mover_ns, tlb_shootdowns: shootdowns }
 }
 
 #[cfg(test)]
@@ -108,11 +105,7 @@ mod tests {
 
     /// A promotion: slow to fast.
     fn one_way(pages: u64, page: PageSize) -> MoveWork {
-        MoveWork {
-            pages,
-            pairs: 0,
-            bytes: [[0, 0], [pages * page.bytes(), 0]],
-        }
+        MoveWork { pages, pairs: 0, bytes: [[0, 0], [pages * page.bytes(), 0]] }
     }
 
     #[test]
@@ -133,35 +126,17 @@ mod tests {
     fn huge_pages_move_faster_per_byte_than_base_pages() {
         let p = Profile::load("remote-socket").unwrap();
         let o = MoveOptions::default();
-        let base = cost(
-            &p.migration,
-            &p.tiers,
-            &o,
-            PageSize::Base4K,
-            &one_way(512, PageSize::Base4K),
-        );
-        let huge = cost(
-            &p.migration,
-            &p.tiers,
-            &o,
-            PageSize::Huge2M,
-            &one_way(1, PageSize::Huge2M),
-        );
+        let base = cost(&p.migration, &p.tiers, &o, PageSize::Base4K, &one_way(512, PageSize::Base4K));
+        let huge = cost(&p.migration, &p.tiers, &o, PageSize::Huge2M, &one_way(1, PageSize::Huge2M));
         let ratio = base.mover_ns / huge.mover_ns;
-        assert!(
-            ratio > 2.5 && ratio < 3.5,
-            "THP gain {ratio} (Nimble: 2.9x)"
-        );
+        assert!(ratio > 2.5 && ratio < 3.5, "THP gain {ratio} (Nimble: 2.9x)");
     }
 
     #[test]
     fn copy_threads_help_huge_pages_only() {
         let p = Profile::load("remote-socket").unwrap();
         let one = MoveOptions::default();
-        let four = MoveOptions {
-            copy_threads: 4,
-            ..one
-        };
+        let four = MoveOptions { copy_threads: 4, ..one };
         for (size, helps) in [(PageSize::Huge2M, true), (PageSize::Base4K, false)] {
             let w = one_way(16, size);
             let a = cost(&p.migration, &p.tiers, &one, size, &w).mover_ns;
@@ -173,18 +148,8 @@ mod tests {
     #[test]
     fn batched_flush_needs_one_shootdown_per_call() {
         let p = Profile::load("optane-2019").unwrap();
-        let o = MoveOptions {
-            batch_pages: 100,
-            tlb_flush: TlbFlush::PerBatch,
-            ..Default::default()
-        };
-        let c = cost(
-            &p.migration,
-            &p.tiers,
-            &o,
-            PageSize::Base4K,
-            &one_way(1000, PageSize::Base4K),
-        );
+        let o = MoveOptions { batch_pages: 100, tlb_flush: TlbFlush::PerBatch, ..Default::default() };
+        let c = cost(&p.migration, &p.tiers, &o, PageSize::Base4K, &one_way(1000, PageSize::Base4K));
         assert_eq!(c.tlb_shootdowns, 10);
         let per_page = cost(
             &p.migration,
@@ -199,19 +164,10 @@ mod tests {
     #[test]
     fn copies_into_optane_are_capped_by_its_write_bandwidth() {
         let p = Profile::load("optane-2019").unwrap();
-        let o = MoveOptions {
-            copy_threads: 4,
-            ..Default::default()
-        };
+        let o = MoveOptions { copy_threads: 4, ..Default::default() };
         let r = copy_bytes_per_ns(&p.migration, &o, true, &p.tiers[0], &p.tiers[1]);
         assert!(r <= 12.5 + 1e-9);
-        let r1 = copy_bytes_per_ns(
-            &p.migration,
-            &MoveOptions::default(),
-            true,
-            &p.tiers[0],
-            &p.tiers[1],
-        );
+        let r1 = copy_bytes_per_ns(&p.migration, &MoveOptions::default(), true, &p.tiers[0], &p.tiers[1]);
         assert!(
             (r1 - 2.78).abs() < 1e-9,
             "one-thread copy into Optane runs at its one-thread write bandwidth, got {r1}"

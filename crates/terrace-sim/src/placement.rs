@@ -44,12 +44,7 @@ impl Placement {
             InitialPlacement::FirstTouch => 0,
             InitialPlacement::Tier(t) => t.index().min(1),
             InitialPlacement::Interleave { weights } => {
-                let total: u64 = weights
-                    .iter()
-                    .take(2)
-                    .map(|&w| w as u64)
-                    .sum::<u64>()
-                    .max(1);
+                let total: u64 = weights.iter().take(2).map(|&w| w as u64).sum::<u64>().max(1);
                 let mut turn = self.interleave_turn % total;
                 self.interleave_turn += 1;
                 let mut pick = 0;
@@ -117,13 +112,7 @@ mod tests {
 
     #[test]
     fn weighted_interleave_follows_its_weights() {
-        let mut p = Placement::new(
-            12,
-            [None, None],
-            InitialPlacement::Interleave {
-                weights: vec![2, 1],
-            },
-        );
+        let mut p = Placement::new(12, [None, None], InitialPlacement::Interleave { weights: vec![2, 1] });
         let got: Vec<_> = (0..6).map(|i| p.first_touch(i).unwrap().0).collect();
         assert_eq!(got, [0, 0, 1, 0, 0, 1]);
     }

@@ -108,15 +108,9 @@ pub enum ProfileError {
 
 /// The profiles shipped with Terrace: (name, TOML text).
 pub const BUILT_IN: &[(&str, &str)] = &[
-    (
-        "optane-2019",
-        include_str!("../../../profiles/optane-2019.toml"),
-    ),
+    ("optane-2019", include_str!("../../../profiles/optane-2019.toml")),
     ("cxl", include_str!("../../../profiles/cxl.toml")),
-    (
-        "remote-socket",
-        include_str!("../../../profiles/remote-socket.toml"),
-    ),
+    ("remote-socket", include_str!("../../../profiles/remote-socket.toml")),
 ];
 
 /// The profile used when none is named.
@@ -129,11 +123,8 @@ impl Profile {
             return Profile::parse(name, text);
         }
         if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
-            let text =
-                std::fs::read_to_string(name_or_path).map_err(|source| ProfileError::Io {
-                    path: name_or_path.to_string(),
-                    source,
-                })?;
+            let text = std::fs::read_to_string(name_or_path)
+                .map_err(|source| ProfileError::Io { path: name_or_path.to_string(), source })?;
             return Profile::parse(name_or_path, &text);
         }
         Err(ProfileError::Unknown(name_or_path.to_string()))
@@ -141,10 +132,7 @@ impl Profile {
 
     /// Parses and validates a profile.
     pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
-        let malformed = |message: String| ProfileError::Malformed {
-            name: name.to_string(),
-            message,
-        };
+        let malformed = |message: String| ProfileError::Malformed { name: name.to_string(), message };
         let p: Profile = toml::from_str(text).map_err(|e| malformed(e.message().to_string()))?;
         p.validate().map_err(malformed)?;
         Ok(p)
@@ -152,10 +140,7 @@ impl Profile {
 
     fn validate(&self) -> Result<(), String> {
         if self.tiers.len() != 2 {
-            return Err(format!(
-                "it has {} tiers; the simulator models exactly 2",
-                self.tiers.len()
-            ));
+            return Err(format!("it has {} tiers; the simulator models exactly 2", self.tiers.len()));
         }
         let positive = |what: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
@@ -193,16 +178,10 @@ impl Profile {
                 ("write_bandwidth_gb_s", &t.write_bandwidth_gb_s),
             ] {
                 if curve.is_empty() {
-                    return Err(format!(
-                        "tier {}: {what} needs at least one (threads, GB/s) point",
-                        t.name
-                    ));
+                    return Err(format!("tier {}: {what} needs at least one (threads, GB/s) point", t.name));
                 }
                 if curve.windows(2).any(|w| w[1].0 <= w[0].0) {
-                    return Err(format!(
-                        "tier {}: {what} points must have increasing thread counts",
-                        t.name
-                    ));
+                    return Err(format!("tier {}: {what} points must have increasing thread counts", t.name));
                 }
                 for &(n, g) in curve {
                     positive(&format!("tier {}: {what} threads", t.name), n)?;
@@ -210,10 +189,7 @@ impl Profile {
                 }
             }
             if !t.media_granularity_bytes.is_power_of_two() || t.media_granularity_bytes < 64 {
-                return Err(format!(
-                    "tier {}: media_granularity_bytes must be a power of two >= 64",
-                    t.name
-                ));
+                return Err(format!("tier {}: media_granularity_bytes must be a power of two >= 64", t.name));
             }
         }
         let m = &self.migration;
@@ -222,10 +198,7 @@ impl Profile {
             ("migration.page_us", m.page_us),
             ("migration.copy_gb_s", m.copy_gb_s),
             ("migration.huge_copy_speedup", m.huge_copy_speedup),
-            (
-                "migration.huge_copy_threads_at_best",
-                m.huge_copy_threads_at_best,
-            ),
+            ("migration.huge_copy_threads_at_best", m.huge_copy_threads_at_best),
             ("migration.huge_concurrency_gain", m.huge_concurrency_gain),
             ("migration.huge_exchange_gain", m.huge_exchange_gain),
             ("migration.tlb_shootdown_us", m.tlb_shootdown_us),
@@ -235,7 +208,10 @@ impl Profile {
             positive(what, v)?;
         }
         if m.tlb_shootdown_us > m.page_us {
-            return Err("migration.tlb_shootdown_us cannot exceed migration.page_us, which includes one shootdown".into());
+            return Err(
+                "migration.tlb_shootdown_us cannot exceed migration.page_us, which includes one shootdown"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -272,18 +248,11 @@ mod tests {
                     "write_bandwidth_gb_s",
                     "read_energy_j_per_m",
                 ] {
-                    assert!(
-                        t.sources.contains_key(field),
-                        "{name}/{}: no source for {field}",
-                        t.name
-                    );
+                    assert!(t.sources.contains_key(field), "{name}/{}: no source for {field}", t.name);
                 }
             }
             for field in ["call_us", "page_us", "copy_gb_s", "tlb_shootdown_us"] {
-                assert!(
-                    p.migration.sources.contains_key(field),
-                    "{name}: no source for migration.{field}"
-                );
+                assert!(p.migration.sources.contains_key(field), "{name}: no source for migration.{field}");
             }
         }
     }
@@ -291,18 +260,12 @@ mod tests {
     #[test]
     fn unknown_profile_names_the_known_ones() {
         let e = Profile::load("nope").unwrap_err().to_string();
-        assert!(
-            e.contains("optane-2019") && e.contains("terrace list profiles"),
-            "{e}"
-        );
+        assert!(e.contains("optane-2019") && e.contains("terrace list profiles"), "{e}");
     }
 
     #[test]
     fn malformed_profile_is_an_error_not_a_panic() {
-        let text = BUILT_IN[0].1.replace(
-            "media_granularity_bytes = 256",
-            "media_granularity_bytes = 100",
-        );
+        let text = BUILT_IN[0].1.replace("media_granularity_bytes = 256", "media_granularity_bytes = 100");
         let e = Profile::parse("x", &text).unwrap_err().to_string();
         assert!(e.contains("power of two"), "{e}");
         assert!(Profile::parse("x", "not toml [").is_err());

@@ -51,17 +51,11 @@ impl RunReport {
     }
     /// Share of reads served by the fast tier.
     pub fn fast_read_hit_rate(&self) -> f64 {
-        Self::share(
-            self.tiers[0].reads,
-            self.tiers[0].reads + self.tiers[1].reads,
-        )
+        Self::share(self.tiers[0].reads, self.tiers[0].reads + self.tiers[1].reads)
     }
     /// Share of writes served by the fast tier.
     pub fn fast_write_hit_rate(&self) -> f64 {
-        Self::share(
-            self.tiers[0].writes,
-            self.tiers[0].writes + self.tiers[1].writes,
-        )
+        Self::share(self.tiers[0].writes, self.tiers[0].writes + self.tiers[1].writes)
     }
     /// Bytes written to the slow tier's media, by the program and by migration (wear).
     pub fn slow_bytes_written(&self) -> u64 {

@@ -42,16 +42,14 @@ impl TierTiming {
             loaded_span_gb_s: t.loaded_max_gb_s - t.loaded_light_gb_s,
             read_bytes_per_ns: interpolate(&t.read_bandwidth_gb_s, n),
             write_bytes_per_ns: interpolate(&t.write_bandwidth_gb_s, n),
-            mlp_per_thread: (one_thread_read * t.read_latency_random_ns / LINE_BYTES as f64)
-                .max(1.0),
+            mlp_per_thread: (one_thread_read * t.read_latency_random_ns / LINE_BYTES as f64).max(1.0),
             granularity_shift: t.media_granularity_bytes.trailing_zeros(),
         }
     }
 
     /// Latency added by load: zero at light load, rising linearly to the max-load point, flat beyond.
     pub fn loaded_extra_ns(&self, gb_s: f64) -> f64 {
-        self.loaded_slope_ns_per_gb_s
-            * (gb_s - self.loaded_light_gb_s).clamp(0.0, self.loaded_span_gb_s)
+        self.loaded_slope_ns_per_gb_s * (gb_s - self.loaded_light_gb_s).clamp(0.0, self.loaded_span_gb_s)
     }
 }
 
@@ -66,11 +64,7 @@ pub struct Timing {
 impl Timing {
     pub fn new(profile: &Profile, threads: u32) -> Self {
         Timing {
-            tiers: profile
-                .tiers
-                .iter()
-                .map(|t| TierTiming::new(t, threads))
-                .collect(),
+            tiers: profile.tiers.iter().map(|t| TierTiming::new(t, threads)).collect(),
             threads: threads.max(1) as f64,
             ns_per_instruction: 1.0 / profile.cpu_ghz,
         }
@@ -97,8 +91,7 @@ impl TierLoad {
         let taken = (self.copy_read_bytes_per_ns / t.read_bytes_per_ns
             + self.copy_write_bytes_per_ns / t.write_bytes_per_ns)
             .min(0.9);
-        (self.read_bytes as f64 / t.read_bytes_per_ns
-            + self.write_bytes as f64 / t.write_bytes_per_ns)
+        (self.read_bytes as f64 / t.read_bytes_per_ns + self.write_bytes as f64 / t.write_bytes_per_ns)
             / (1.0 - taken)
     }
     fn stall_ns(&self, t: &TierTiming, slice_ns: f64) -> f64 {
@@ -114,11 +107,7 @@ impl TierLoad {
 /// Time of one slice, ns: the fixed point of `T = max(latency path(T) + compute, bandwidth path)`.
 pub fn slice_ns(timing: &Timing, loads: &[TierLoad], instructions: u64) -> f64 {
     let compute = instructions as f64 * timing.ns_per_instruction / timing.threads;
-    let bandwidth = loads
-        .iter()
-        .zip(&timing.tiers)
-        .map(|(l, t)| l.bandwidth_ns(t))
-        .fold(0.0, f64::max);
+    let bandwidth = loads.iter().zip(&timing.tiers).map(|(l, t)| l.bandwidth_ns(t)).fold(0.0, f64::max);
     let f = |slice: f64| {
         let latency: f64 = loads
             .iter()
@@ -164,11 +153,7 @@ mod tests {
     fn one_thread_dependent_reads_cost_idle_latency_over_mlp() {
         // 1000 random reads of DRAM by one thread at light load: 1000 x 101.5 ns / MLP.
         let t = optane(1);
-        let load = TierLoad {
-            random_reads: 1000,
-            read_bytes: 64,
-            ..Default::default()
-        };
+        let load = TierLoad { random_reads: 1000, read_bytes: 64, ..Default::default() };
         let got = slice_ns(&t, &[load, TierLoad::default()], 0);
         let mlp = 7.38 * 101.5 / 64.0;
         let want = 1000.0 * 101.5 / mlp;
@@ -178,30 +163,18 @@ mod tests {
     #[test]
     fn slow_tier_reads_cost_its_own_latency() {
         let t = optane(1);
-        let load = TierLoad {
-            random_reads: 1000,
-            read_bytes: 256,
-            ..Default::default()
-        };
+        let load = TierLoad { random_reads: 1000, read_bytes: 256, ..Default::default() };
         let fast = slice_ns(&t, &[load, TierLoad::default()], 0);
         let slow = slice_ns(&t, &[TierLoad::default(), load], 0);
         let want_ratio = (305.0 / (2.88 * 305.0 / 64.0)) / (101.5 / (7.38 * 101.5 / 64.0));
-        assert!(
-            ((slow / fast) - want_ratio).abs() < 1e-3,
-            "ratio {} want {want_ratio}",
-            slow / fast
-        );
+        assert!(((slow / fast) - want_ratio).abs() < 1e-3, "ratio {} want {want_ratio}", slow / fast);
     }
 
     #[test]
     fn write_stream_runs_at_write_bandwidth() {
         // 1 GB written to Optane by 24 threads: 1e9 B / 7.50 GB/s = 133.3 ms.
         let t = optane(24);
-        let load = TierLoad {
-            writes: 1 << 24,
-            write_bytes: 1_000_000_000,
-            ..Default::default()
-        };
+        let load = TierLoad { writes: 1 << 24, write_bytes: 1_000_000_000, ..Default::default() };
         let got = slice_ns(&t, &[TierLoad::default(), load], 0);
         assert!((got - 1e9 / 7.5).abs() / got < 1e-6, "got {got}");
     }
@@ -247,11 +220,7 @@ mod tests {
             .map(|(l, tt)| l.stall_ns(tt, s) / (t.threads * tt.mlp_per_thread))
             .sum();
         let compute = 100_000.0 / 2.3 / 16.0;
-        let bw = loads
-            .iter()
-            .zip(&t.tiers)
-            .map(|(l, tt)| l.bandwidth_ns(tt))
-            .fold(0.0, f64::max);
+        let bw = loads.iter().zip(&t.tiers).map(|(l, tt)| l.bandwidth_ns(tt)).fold(0.0, f64::max);
         let f = (latency + compute).max(bw);
         assert!((f - s).abs() / s < 1e-3, "T={s} f(T)={f}");
     }
@@ -259,18 +228,10 @@ mod tests {
     #[test]
     fn copy_traffic_slows_bandwidth_bound_slices() {
         let t = optane(8);
-        let quiet = TierLoad {
-            writes: 1000,
-            write_bytes: 1 << 20,
-            ..Default::default()
-        };
-        let busy = TierLoad {
-            copy_write_bytes_per_ns: 2.0,
-            ..quiet
-        };
+        let quiet = TierLoad { writes: 1000, write_bytes: 1 << 20, ..Default::default() };
+        let busy = TierLoad { copy_write_bytes_per_ns: 2.0, ..quiet };
         assert!(
-            slice_ns(&t, &[TierLoad::default(), busy], 0)
-                > slice_ns(&t, &[TierLoad::default(), quiet], 0)
+            slice_ns(&t, &[TierLoad::default(), busy], 0) > slice_ns(&t, &[TierLoad::default(), quiet], 0)
         );
     }
 }

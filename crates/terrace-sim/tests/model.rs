@@ -3,8 +3,7 @@
 
 use proptest::prelude::*;
 use terrace_model::{
-    Access, Exchange, Machine, Move, MoveOptions, Observations, PageSize, Plan, Policy,
-    Requirements, TierId,
+    Access, Exchange, Machine, Move, MoveOptions, Observations, PageSize, Plan, Policy, Requirements, TierId,
 };
 use terrace_sim::{simulate, Capacity, Profile, SimMachine, SimOptions};
 use terrace_workloads::{AccessSource, WorkloadInfo};
@@ -27,11 +26,7 @@ impl VecSource {
             suggested_fast_bytes: footprint_bytes,
             accesses: accesses.len() as u64,
         };
-        Box::new(VecSource {
-            info,
-            accesses,
-            pos: 0,
-        })
+        Box::new(VecSource { info, accesses, pos: 0 })
     }
 }
 
@@ -59,20 +54,14 @@ fn run(source: Box<dyn AccessSource>, policy: &str, fast: Capacity) -> terrace_s
         source,
         p.as_mut(),
         &profile(),
-        &SimOptions {
-            fast_capacity: fast,
-            slow_capacity: slow,
-            ..Default::default()
-        },
+        &SimOptions { fast_capacity: fast, slow_capacity: slow, ..Default::default() },
     )
     .unwrap()
 }
 
 /// One thread reading `n` distinct pages, each once: dependent random reads.
 fn random_reads(n: u64) -> Vec<Access> {
-    (0..n)
-        .map(|i| Access::read(((i * 7919) % n) * 4096 * 2, 64, 0, 0))
-        .collect()
+    (0..n).map(|i| Access::read(((i * 7919) % n) * 4096 * 2, 64, 0, 0)).collect()
 }
 
 #[test]
@@ -84,34 +73,10 @@ fn one_thread_random_reads_take_loaded_latency_over_mlp_in_each_tier() {
     // bandwidth-bound, because each 64 B read moves a 256 B XPLine (A, Fig. 5).
     let n = 100_000u64;
     for (policy, tier, lat, light, max_ns, max_gb, bw1, gran, latency_bound) in [
-        (
-            "all-fast",
-            0,
-            101.5,
-            (87.9, 0.74),
-            121.4,
-            52.3,
-            7.38,
-            64.0,
-            true,
-        ),
-        (
-            "all-slow",
-            1,
-            305.0,
-            (163.8, 0.41),
-            260.0,
-            11.5,
-            2.88,
-            256.0,
-            false,
-        ),
+        ("all-fast", 0, 101.5, (87.9, 0.74), 121.4, 52.3, 7.38, 64.0, true),
+        ("all-slow", 1, 305.0, (163.8, 0.41), 260.0, 11.5, 2.88, 256.0, false),
     ] {
-        let r = run(
-            VecSource::new(n * 8192, 1, random_reads(n)),
-            policy,
-            Capacity::Bytes(n * 8192),
-        );
+        let r = run(VecSource::new(n * 8192, 1, random_reads(n)), policy, Capacity::Bytes(n * 8192));
         let (light_ns, light_gb) = light;
         let s = (max_ns - light_ns) / (max_gb - light_gb);
         let mlp = bw1 * lat / 64.0;
@@ -123,16 +88,9 @@ fn one_thread_random_reads_take_loaded_latency_over_mlp_in_each_tier() {
         assert_eq!(latency_path > bandwidth_path, latency_bound, "tier {tier}");
         let t = latency_path.max(bandwidth_path);
         // Below the max-load point, where the loaded-latency curve is linear.
-        assert!(
-            n as f64 * gran / t < max_gb,
-            "tier {tier}: the hand computation assumes a linear region"
-        );
+        assert!(n as f64 * gran / t < max_gb, "tier {tier}: the hand computation assumes a linear region");
         let err = (r.runtime_ns - t).abs() / t;
-        assert!(
-            err < 2e-3,
-            "tier {tier}: simulated {} ns, hand-computed {t} ns",
-            r.runtime_ns
-        );
+        assert!(err < 2e-3, "tier {tier}: simulated {} ns, hand-computed {t} ns", r.runtime_ns);
         assert_eq!(r.tiers[tier].reads, n);
     }
 }
@@ -150,34 +108,18 @@ fn a_write_only_stream_runs_at_the_slow_tiers_write_bandwidth() {
         }
     }
     let footprint = per_thread * threads as u64;
-    let r = run(
-        VecSource::new(footprint, threads, v),
-        "all-slow",
-        Capacity::Bytes(4096),
-    );
+    let r = run(VecSource::new(footprint, threads, v), "all-slow", Capacity::Bytes(4096));
     assert_eq!(r.tiers[1].write_bytes, footprint);
     let want = footprint as f64 / 7.50;
-    assert!(
-        (r.runtime_ns - want).abs() / want < 1e-3,
-        "{} vs {want}",
-        r.runtime_ns
-    );
+    assert!((r.runtime_ns - want).abs() / want < 1e-3, "{} vs {want}", r.runtime_ns);
 }
 
 #[test]
 fn optane_charges_a_whole_xpline_for_a_small_random_write() {
     let n = 10_000u64;
     let v: Vec<Access> = (0..n).map(|i| Access::write(i * 4096, 8, 0, 0)).collect();
-    let slow = run(
-        VecSource::new(n * 4096, 1, v.clone()),
-        "all-slow",
-        Capacity::Bytes(4096),
-    );
-    let fast = run(
-        VecSource::new(n * 4096, 1, v),
-        "all-fast",
-        Capacity::Bytes(4096),
-    );
+    let slow = run(VecSource::new(n * 4096, 1, v.clone()), "all-slow", Capacity::Bytes(4096));
+    let fast = run(VecSource::new(n * 4096, 1, v), "all-fast", Capacity::Bytes(4096));
     assert_eq!(slow.tiers[1].write_bytes, n * 256);
     assert_eq!(fast.tiers[0].write_bytes, n * 64);
 }
@@ -185,10 +127,7 @@ fn optane_charges_a_whole_xpline_for_a_small_random_write() {
 const SMALL: f64 = 1.0 / 16.0;
 
 fn suite() -> Vec<String> {
-    terrace_workloads::list()
-        .iter()
-        .map(|w| w.name.to_string())
-        .collect()
+    terrace_workloads::list().iter().map(|w| w.name.to_string()).collect()
 }
 
 fn build(name: &str) -> Box<dyn AccessSource> {
@@ -203,16 +142,8 @@ fn placements_without_migration_lie_between_all_fast_and_all_slow() {
         for p in ["first-touch", "interleave", "weighted-interleave"] {
             let r = run(build(&w), p, Capacity::Suggested);
             assert_eq!(r.pages_migrated, 0, "{w}/{p} migrated");
-            assert!(
-                fast <= r.runtime_ns * 1.0001,
-                "{w}/{p}: {} faster than all-fast {fast}",
-                r.runtime_ns
-            );
-            assert!(
-                r.runtime_ns <= slow * 1.0001,
-                "{w}/{p}: {} slower than all-slow {slow}",
-                r.runtime_ns
-            );
+            assert!(fast <= r.runtime_ns * 1.0001, "{w}/{p}: {} faster than all-fast {fast}", r.runtime_ns);
+            assert!(r.runtime_ns <= slow * 1.0001, "{w}/{p}: {} slower than all-slow {slow}", r.runtime_ns);
         }
     }
 }
@@ -224,20 +155,10 @@ fn no_tier_ever_exceeds_its_capacity_and_migrated_bytes_are_whole_pages() {
             let r = run(build(&w), p.name, Capacity::Percent(30.0));
             for t in &r.tiers {
                 if let Some(c) = t.capacity_pages {
-                    assert!(
-                        t.peak_pages <= c,
-                        "{w}/{}: {} pages in a tier of {c}",
-                        p.name,
-                        t.peak_pages
-                    );
+                    assert!(t.peak_pages <= c, "{w}/{}: {} pages in a tier of {c}", p.name, t.peak_pages);
                 }
             }
-            assert_eq!(
-                r.bytes_migrated,
-                r.pages_migrated * r.page_bytes,
-                "{w}/{}",
-                p.name
-            );
+            assert_eq!(r.bytes_migrated, r.pages_migrated * r.page_bytes, "{w}/{}", p.name);
             if p.name == "first-touch" {
                 assert_eq!(r.pages_migrated, 0);
             }
@@ -253,39 +174,19 @@ fn the_same_seed_gives_the_same_result_bit_for_bit() {
         assert_eq!(a, b, "{p}");
         assert_eq!(a.runtime_ns.to_bits(), b.runtime_ns.to_bits());
     }
-    let other = run(
-        terrace_workloads::build("gups", 8, SMALL).unwrap(),
-        "first-touch",
-        Capacity::Suggested,
-    );
-    assert_ne!(
-        run(build("gups"), "first-touch", Capacity::Suggested).runtime_ns,
-        other.runtime_ns
-    );
+    let other = run(terrace_workloads::build("gups", 8, SMALL).unwrap(), "first-touch", Capacity::Suggested);
+    assert_ne!(run(build("gups"), "first-touch", Capacity::Suggested).runtime_ns, other.runtime_ns);
 }
 
 #[test]
 fn a_footprint_that_fits_nowhere_is_refused_with_advice() {
     let mut p = terrace_policy::build("first-touch").unwrap();
-    let opts = SimOptions {
-        fast_capacity: Capacity::Percent(1.0),
-        slow_capacity: Some(4096),
-        ..Default::default()
-    };
-    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("does not fit") && e.contains("--fast-capacity"),
-        "{e}"
-    );
-    let opts = SimOptions {
-        fast_capacity: Capacity::Bytes(0),
-        ..Default::default()
-    };
-    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts)
-        .unwrap_err()
-        .to_string();
+    let opts =
+        SimOptions { fast_capacity: Capacity::Percent(1.0), slow_capacity: Some(4096), ..Default::default() };
+    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts).unwrap_err().to_string();
+    assert!(e.contains("does not fit") && e.contains("--fast-capacity"), "{e}");
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(0), ..Default::default() };
+    let e = simulate(build("gups"), p.as_mut(), &profile(), &opts).unwrap_err().to_string();
     assert!(e.contains("zero"), "{e}");
 }
 
@@ -293,17 +194,8 @@ fn a_footprint_that_fits_nowhere_is_refused_with_advice() {
 fn an_access_outside_the_footprint_is_an_error_not_a_panic() {
     let v = vec![Access::read(0, 64, 0, 0), Access::read(1 << 30, 64, 0, 0)];
     let mut p = terrace_policy::build("first-touch").unwrap();
-    let e = simulate(
-        VecSource::new(8192, 1, v),
-        p.as_mut(),
-        &profile(),
-        &SimOptions::default(),
-    )
-    .unwrap_err();
-    assert!(
-        e.to_string().contains("outside the workload's footprint"),
-        "{e}"
-    );
+    let e = simulate(VecSource::new(8192, 1, v), p.as_mut(), &profile(), &SimOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("outside the workload's footprint"), "{e}");
 }
 
 /// A policy that does nothing, to set a machine up for the executor tests.
@@ -323,9 +215,7 @@ impl Policy for Idle {
 const PAGES: u64 = 64;
 
 fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine {
-    let v: Vec<Access> = (0..touched)
-        .map(|p| Access::write(p * 4096, 64, 0, 0))
-        .collect();
+    let v: Vec<Access> = (0..touched).map(|p| Access::write(p * 4096, 64, 0, 0)).collect();
     let mut m = SimMachine::new(
         profile(),
         VecSource::new(PAGES * 4096, 1, v),
@@ -339,10 +229,7 @@ fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine
 }
 
 fn arb_plan() -> impl Strategy<Value = Plan> {
-    let mv = (0u32..PAGES as u32 + 4, 0u8..3).prop_map(|(page, to)| Move {
-        page,
-        to: TierId(to),
-    });
+    let mv = (0u32..PAGES as u32 + 4, 0u8..3).prop_map(|(page, to)| Move { page, to: TierId(to) });
     let ex = (0u32..PAGES as u32 + 4, 0u32..PAGES as u32 + 4).prop_map(|(a, b)| Exchange { a, b });
     (
         prop::collection::vec(mv, 0..80),
@@ -353,11 +240,7 @@ fn arb_plan() -> impl Strategy<Value = Plan> {
         .prop_map(|(moves, exchanges, batch, rate)| Plan {
             moves,
             exchanges,
-            options: MoveOptions {
-                batch_pages: batch,
-                rate_limit_mb_s: rate,
-                ..Default::default()
-            },
+            options: MoveOptions { batch_pages: batch, rate_limit_mb_s: rate, ..Default::default() },
             reason: "proptest".into(),
         })
 }

@@ -6,7 +6,7 @@
 //! (GB -> MB) and keeps updates per page equal to the seed's, so a policy sees the same
 //! per-page heat, in a run a simulator finishes in seconds.
 
-use crate::phases::{Generator, Phase, Step, Sweep, LINE};
+use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
 use crate::registry::{scaled_bytes, scaled_count, scaled_fast_bytes, SEED_SCALE};
 use crate::rng::Rng;
 use crate::{WorkloadError, WorkloadInfo};
@@ -40,19 +40,12 @@ pub(crate) fn build(
 ) -> Result<Generator, WorkloadError> {
     let footprint = scaled_bytes(name, WORKING_SET, size_scale, THREADS)?;
     let elements = footprint / ELEMENT;
-    let hot_elements =
-        (scaled_count((hot_mib << 20) as f64, size_scale) / ELEMENT).clamp(1, elements);
+    let hot_elements = (scaled_count((hot_mib << 20) as f64, size_scale) / ELEMENT).clamp(1, elements);
     let mut rng = Rng::new(seed);
     let hot_start = rng.below(elements - hot_elements + 1);
     let updates_per_thread = scaled_count(SEED_UPDATES_PER_THREAD / SEED_SCALE, size_scale);
 
-    let init = Sweep::new(
-        footprint / LINE,
-        THREADS,
-        vec![Step::write(0, INIT_INSTRUCTIONS)],
-        1,
-        true,
-    );
+    let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, INIT_INSTRUCTIONS)], 1, true);
     let updates = GupsUpdates {
         rng,
         hot_start,
@@ -76,10 +69,7 @@ pub(crate) fn build(
         suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
         accesses: 0,
     };
-    Ok(Generator::new(
-        info,
-        vec![Phase::Sweep(init), Phase::Gups(updates)],
-    ))
+    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gups(updates)]))
 }
 
 /// The update phase: each thread reads a random element, then writes it back.
@@ -123,9 +113,8 @@ impl GupsUpdates {
 
     pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let n = (max as u64).min(self.remaining) as usize;
-        // Writing into initialised slots skips `push`'s capacity check per access.
         let start = buf.len();
-        buf.resize(start + n, Access::read(0, 0, 0, 0));
+        append_slots(buf, n);
         let threads = self.pending.len();
         for out in &mut buf[start..] {
             let t = self.next_thread;

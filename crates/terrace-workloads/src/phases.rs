@@ -23,18 +23,10 @@ pub(crate) struct Step {
 
 impl Step {
     pub(crate) const fn read(base: u64, instructions: u32) -> Self {
-        Step {
-            base,
-            kind: AccessKind::Read,
-            instructions,
-        }
+        Step { base, kind: AccessKind::Read, instructions }
     }
     pub(crate) const fn write(base: u64, instructions: u32) -> Self {
-        Step {
-            base,
-            kind: AccessKind::Write,
-            instructions,
-        }
+        Step { base, kind: AccessKind::Write, instructions }
     }
 }
 
@@ -66,13 +58,7 @@ pub(crate) struct Sweep {
 impl Sweep {
     /// Thread `t` owns lines `[t * lines / threads, (t + 1) * lines / threads)`, so chunk lengths
     /// differ by at most one line.
-    pub(crate) fn new(
-        lines: u64,
-        threads: u32,
-        steps: Vec<Step>,
-        iterations: u32,
-        interleave: bool,
-    ) -> Self {
+    pub(crate) fn new(lines: u64, threads: u32, steps: Vec<Step>, iterations: u32, interleave: bool) -> Self {
         assert!((1..=256).contains(&threads) && !steps.is_empty());
         let t = u64::from(threads);
         let cursors = (0..t)
@@ -80,24 +66,11 @@ impl Sweep {
                 let (start, end) = (i * lines / t, (i + 1) * lines / t);
                 // An empty chunk starts out finished.
                 let iteration = if start == end { iterations } else { 0 };
-                Cursor {
-                    start,
-                    end,
-                    line: start,
-                    step: 0,
-                    iteration,
-                }
+                Cursor { start, end, line: start, step: 0, iteration }
             })
             .collect();
         let remaining = lines * steps.len() as u64 * u64::from(iterations);
-        Sweep {
-            steps,
-            iterations,
-            cursors,
-            interleave,
-            next_thread: 0,
-            remaining,
-        }
+        Sweep { steps, iterations, cursors, interleave, next_thread: 0, remaining }
     }
 
     pub(crate) fn remaining(&self) -> u64 {
@@ -106,9 +79,8 @@ impl Sweep {
 
     pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let n = (max as u64).min(self.remaining) as usize;
-        // Writing into initialised slots skips `push`'s capacity check per access.
         let start = buf.len();
-        buf.resize(start + n, Access::read(0, 0, 0, 0));
+        append_slots(buf, n);
         let threads = self.cursors.len();
         for out in &mut buf[start..] {
             // Skip threads that are done; one exists that is not, since `remaining` > 0.
@@ -185,11 +157,7 @@ impl Generator {
     /// Sets `info.accesses` from the phases, so the count is exact by construction.
     pub(crate) fn new(mut info: WorkloadInfo, phases: Vec<Phase>) -> Self {
         info.accesses = phases.iter().map(Phase::remaining).sum();
-        Generator {
-            info,
-            phases,
-            current: 0,
-        }
+        Generator { info, phases, current: 0 }
     }
 }
 
@@ -281,4 +249,10 @@ mod tests {
         let out = collect(Sweep::new(3, 8, vec![Step::write(0, 1)], 1, true));
         assert_eq!(out.len(), 3);
     }
+}
+
+/// Appends `n` placeholder accesses for a generator to overwrite: writing into initialised slots
+/// skips `push`'s capacity check per access.
+pub(crate) fn append_slots(buf: &mut Vec<Access>, n: usize) {
+    buf.resize(buf.len() + n, Access::read(0, 0, 0, 0));
 }

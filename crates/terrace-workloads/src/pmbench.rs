@@ -5,7 +5,7 @@
 //! array's middle with sigma 12.5% or 25% of the array, 20/50/80% reads, ~27 GB usable DRAM.
 //! Terrace runs the 64 GB size divided by 1024 (GB -> MB).
 
-use crate::phases::{Generator, Phase, Step, Sweep, LINE};
+use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
 use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
 use crate::rng::Rng;
 use crate::{WorkloadError, WorkloadInfo};
@@ -42,13 +42,7 @@ pub(crate) fn build(
     let table = prob.into_iter().zip(alias).collect();
     // Sequential initialisation in address order, each chunk by its owner thread: it is the
     // order, not the interleaving, that puts the array's low end in DRAM (Ambix §4).
-    let init = Sweep::new(
-        footprint / LINE,
-        THREADS,
-        vec![Step::write(0, INSTRUCTIONS)],
-        1,
-        false,
-    );
+    let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, INSTRUCTIONS)], 1, false);
     let gaussian = GaussianAccesses {
         rng: Rng::new(seed),
         table,
@@ -71,10 +65,7 @@ pub(crate) fn build(
         suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
         accesses: 0,
     };
-    Ok(Generator::new(
-        info,
-        vec![Phase::Sweep(init), Phase::Gaussian(gaussian)],
-    ))
+    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gaussian(gaussian)]))
 }
 
 /// Probability weight of each page: the Gaussian's mass over `[p, p + 1)` in page units, mean
@@ -146,9 +137,8 @@ impl GaussianAccesses {
 
     pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let n = (max as u64).min(self.remaining) as usize;
-        // Writing into initialised slots skips `push`'s capacity check per access.
         let start = buf.len();
-        buf.resize(start + n, Access::read(0, 0, 0, 0));
+        append_slots(buf, n);
         let pages = self.table.len() as u64;
         for out in &mut buf[start..] {
             // Two draws per access. First: the high half picks the slot, the low half decides
@@ -156,11 +146,7 @@ impl GaussianAccesses {
             let x = self.rng.next_u64();
             let slot = (((x >> 32) * pages) >> 32) as usize;
             let (accept, alias) = self.table[slot];
-            let page = if (x as u32) < accept {
-                slot as u64
-            } else {
-                u64::from(alias)
-            };
+            let page = if (x as u32) < accept { slot as u64 } else { u64::from(alias) };
             let y = self.rng.next_u64();
             let addr = page * PAGE + (y >> 58) * LINE;
             let t = self.next_thread as u8;
@@ -239,10 +225,7 @@ mod tests {
     fn read_share_and_gaussian_shape_sigma_12() {
         for target in [0.2, 0.5, 0.8] {
             let (reads, inside) = measure(0.125, target);
-            assert!(
-                (reads - target).abs() < 0.01,
-                "read share {reads} vs {target}"
-            );
+            assert!((reads - target).abs() < 0.01, "read share {reads} vs {target}");
             // The array spans +-4 sigma: truncation changes nothing visible.
             assert!((inside - 0.6827).abs() < 0.02, "within 1 sigma: {inside}");
         }

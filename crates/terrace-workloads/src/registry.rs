@@ -19,13 +19,8 @@ pub struct WorkloadSpec {
 
 /// The names `terrace compare` runs by default: one workload per seed pattern (uniform-with-hot-set,
 /// Gaussian at two spreads and read mixes, streaming with and without writes).
-pub const DEFAULT_SUITE: &[&str] = &[
-    "gups",
-    "pmbench-s12-r50",
-    "pmbench-s25-r20",
-    "stream-triad",
-    "stream-ro",
-];
+pub const DEFAULT_SUITE: &[&str] =
+    &["gups", "pmbench-s12-r50", "pmbench-s25-r20", "stream-triad", "stream-ro"];
 
 #[derive(Clone, Copy)]
 enum Recipe {
@@ -41,11 +36,7 @@ struct Entry {
 }
 
 const fn pmbench(name: &'static str, summary: &'static str, sigma: f64, reads: f64) -> Entry {
-    Entry {
-        name,
-        summary,
-        recipe: Recipe::Pmbench { sigma, reads },
-    }
+    Entry { name, summary, recipe: Recipe::Pmbench { sigma, reads } }
 }
 
 const ENTRIES: &[Entry] = &[
@@ -129,41 +120,21 @@ const ENTRIES: &[Entry] = &[
 
 /// Every workload `build` accepts, in a stable order.
 pub fn list() -> Vec<WorkloadSpec> {
-    ENTRIES
-        .iter()
-        .map(|e| WorkloadSpec {
-            name: e.name,
-            summary: e.summary,
-        })
-        .collect()
+    ENTRIES.iter().map(|e| WorkloadSpec { name: e.name, summary: e.summary }).collect()
 }
 
 /// Builds a named workload. `seed` makes it deterministic (STREAM has no randomness and ignores
 /// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
-pub fn build(
-    name: &str,
-    seed: u64,
-    size_scale: f64,
-) -> Result<Box<dyn AccessSource>, WorkloadError> {
-    let entry = ENTRIES
-        .iter()
-        .find(|e| e.name == name)
-        .ok_or_else(|| WorkloadError::Unknown {
-            name: name.to_string(),
-            known: ENTRIES
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })?;
+pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSource>, WorkloadError> {
+    let entry = ENTRIES.iter().find(|e| e.name == name).ok_or_else(|| WorkloadError::Unknown {
+        name: name.to_string(),
+        known: ENTRIES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+    })?;
     if !(size_scale.is_finite() && size_scale > 0.0) {
         return Err(WorkloadError::InvalidScale { size_scale });
     }
     if size_scale > MAX_SIZE_SCALE {
-        return Err(WorkloadError::TooLarge {
-            name: name.to_string(),
-            size_scale,
-        });
+        return Err(WorkloadError::TooLarge { name: name.to_string(), size_scale });
     }
     let generator: Generator = match entry.recipe {
         Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
@@ -183,10 +154,7 @@ pub(crate) fn scaled_bytes(
 ) -> Result<u64, WorkloadError> {
     let scaled = (bytes as f64 * size_scale) as u64 / PAGE * PAGE;
     if scaled < u64::from(threads) * PAGE {
-        return Err(WorkloadError::TooSmall {
-            name: name.to_string(),
-            size_scale,
-        });
+        return Err(WorkloadError::TooSmall { name: name.to_string(), size_scale });
     }
     Ok(scaled)
 }
@@ -218,24 +186,12 @@ mod tests {
     #[test]
     fn errors_say_what_to_do() {
         let err = build("nope", 1, 1.0).err().unwrap().to_string();
-        assert!(
-            err.starts_with("unknown workload 'nope'; known: gups, gups-hot16"),
-            "{err}"
-        );
+        assert!(err.starts_with("unknown workload 'nope'; known: gups, gups-hot16"), "{err}");
         assert!(err.ends_with("(see `terrace list workloads`)"), "{err}");
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert!(matches!(
-                build("gups", 1, bad),
-                Err(WorkloadError::InvalidScale { .. })
-            ));
+            assert!(matches!(build("gups", 1, bad), Err(WorkloadError::InvalidScale { .. })));
         }
-        assert!(matches!(
-            build("gups", 1, 1e-9),
-            Err(WorkloadError::TooSmall { .. })
-        ));
-        assert!(matches!(
-            build("gups", 1, 4096.0),
-            Err(WorkloadError::TooLarge { .. })
-        ));
+        assert!(matches!(build("gups", 1, 1e-9), Err(WorkloadError::TooSmall { .. })));
+        assert!(matches!(build("gups", 1, 4096.0), Err(WorkloadError::TooLarge { .. })));
     }
 }

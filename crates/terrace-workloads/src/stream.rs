@@ -44,24 +44,12 @@ impl Kernel {
         match self {
             Kernel::Copy => vec![Step::read(a, per(2)), Step::write(c, per(2))],
             Kernel::Scale => vec![Step::read(c, per(2)), Step::write(b, per(2))],
-            Kernel::Add => vec![
-                Step::read(a, per(3)),
-                Step::read(b, per(3)),
-                Step::write(c, per(3)),
-            ],
+            Kernel::Add => vec![Step::read(a, per(3)), Step::read(b, per(3)), Step::write(c, per(3))],
             Kernel::Triad => {
-                vec![
-                    Step::read(b, per(3)),
-                    Step::read(c, per(3)),
-                    Step::write(a, per(3)),
-                ]
+                vec![Step::read(b, per(3)), Step::read(c, per(3)), Step::write(a, per(3))]
             }
             Kernel::ReadOnly => {
-                vec![
-                    Step::read(a, per(3)),
-                    Step::read(b, per(3)),
-                    Step::read(c, per(3)),
-                ]
+                vec![Step::read(a, per(3)), Step::read(b, per(3)), Step::read(c, per(3))]
             }
         }
     }
@@ -78,11 +66,7 @@ impl Kernel {
 }
 
 /// Builds a STREAM workload. STREAM has no randomness, so it takes no seed.
-pub(crate) fn build(
-    name: &str,
-    kernel: Kernel,
-    size_scale: f64,
-) -> Result<Generator, WorkloadError> {
+pub(crate) fn build(name: &str, kernel: Kernel, size_scale: f64) -> Result<Generator, WorkloadError> {
     let array = scaled_bytes(name, ARRAY, size_scale, THREADS)?;
     let bases = [0, array, 2 * array];
     let lines = array / LINE;
@@ -106,10 +90,7 @@ pub(crate) fn build(
         suggested_fast_bytes: footprint / 4 / 4096 * 4096,
         accesses: 0,
     };
-    Ok(Generator::new(
-        info,
-        vec![Phase::Sweep(init), Phase::Sweep(run)],
-    ))
+    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Sweep(run)]))
 }
 
 #[cfg(test)]
@@ -140,16 +121,11 @@ mod tests {
         let array = g.info().footprint_bytes / 3;
         let init = (3 * array / LINE) as usize;
         assert!(all[..init].iter().all(|a| a.kind == AccessKind::Write));
-        let reads = all[init..]
-            .iter()
-            .filter(|a| a.kind == AccessKind::Read)
-            .count();
+        let reads = all[init..].iter().filter(|a| a.kind == AccessKind::Read).count();
         let writes = all.len() - init - reads;
         assert_eq!(reads, 2 * writes);
         // Writes go to a, reads to b and c.
-        assert!(all[init..]
-            .iter()
-            .all(|a| (a.kind == AccessKind::Write) == (a.addr < array)));
+        assert!(all[init..].iter().all(|a| (a.kind == AccessKind::Write) == (a.addr < array)));
     }
 
     #[test]

@@ -28,12 +28,7 @@ fn all(source: &mut dyn AccessSource) -> Vec<Access> {
 }
 
 fn write_exact(events: &[Access]) -> Vec<u8> {
-    let mut w = TraceWriter::new(
-        Vec::new(),
-        info(events.len() as u64, 1 << 20),
-        TraceForm::Exact,
-    )
-    .unwrap();
+    let mut w = TraceWriter::new(Vec::new(), info(events.len() as u64, 1 << 20), TraceForm::Exact).unwrap();
     // Uneven batches, so block boundaries fall inside them.
     for chunk in events.chunks(1000) {
         w.write_batch(chunk).unwrap();
@@ -91,28 +86,10 @@ fn awkward_events(n: usize) -> Vec<Access> {
                 1 => u64::MAX - (r >> 40),
                 _ => next(),
             };
-            let size = if r & (1 << 30) != 0 {
-                64
-            } else {
-                (r >> 31) as u16
-            };
-            let instructions = if r & (1 << 50) != 0 {
-                8
-            } else {
-                (r >> 20) as u32
-            };
-            let kind = if r & (1 << 60) != 0 {
-                AccessKind::Write
-            } else {
-                AccessKind::Read
-            };
-            Access {
-                addr,
-                instructions,
-                size,
-                thread,
-                kind,
-            }
+            let size = if r & (1 << 30) != 0 { 64 } else { (r >> 31) as u16 };
+            let instructions = if r & (1 << 50) != 0 { 8 } else { (r >> 20) as u32 };
+            let kind = if r & (1 << 60) != 0 { AccessKind::Write } else { AccessKind::Read };
+            Access { addr, instructions, size, thread, kind }
         })
         .collect()
 }
@@ -129,10 +106,7 @@ fn generated_workloads_round_trip_exactly() {
         assert!(replay.error().is_none());
         assert!(got == expected, "{name} did not round-trip");
         assert_eq!(read_exact(&bytes).unwrap(), expected);
-        eprintln!(
-            "{name}: {:.2} bytes per access",
-            bytes.len() as f64 / expected.len() as f64
-        );
+        eprintln!("{name}: {:.2} bytes per access", bytes.len() as f64 / expected.len() as f64);
     }
 }
 
@@ -167,12 +141,8 @@ proptest! {
 fn aggregated_trace_equals_a_direct_aggregation() {
     let epoch = 10_000u32;
     let events = all(build("pmbench-s12-r50", 3, 1.0 / 64.0).unwrap().as_mut());
-    let bytes = aggregate(
-        build("pmbench-s12-r50", 3, 1.0 / 64.0).unwrap().as_mut(),
-        epoch,
-        Vec::new(),
-    )
-    .unwrap();
+    let bytes =
+        aggregate(build("pmbench-s12-r50", 3, 1.0 / 64.0).unwrap().as_mut(), epoch, Vec::new()).unwrap();
     let expected: Vec<Vec<(u32, PageCounts)>> = events
         .chunks(epoch as usize)
         .map(|chunk| {
@@ -188,31 +158,19 @@ fn aggregated_trace_equals_a_direct_aggregation() {
         })
         .collect();
     let r = TraceReader::from_reader(bytes.as_slice()).unwrap();
-    assert_eq!(
-        r.form(),
-        TraceForm::Aggregated {
-            epoch_accesses: epoch
-        }
-    );
+    assert_eq!(r.form(), TraceForm::Aggregated { epoch_accesses: epoch });
     assert_eq!(read_epochs(&bytes).unwrap(), expected);
 }
 
 /// A small trace of each form, for the damage tests.
 fn small_traces() -> Vec<Vec<u8>> {
-    let events: Vec<Access> = awkward_events(300)
-        .into_iter()
-        .map(|a| Access {
-            addr: a.addr % 40_000,
-            ..a
-        })
-        .collect();
+    let events: Vec<Access> =
+        awkward_events(300).into_iter().map(|a| Access { addr: a.addr % 40_000, ..a }).collect();
     let exact = write_exact(&events);
     let mut w = TraceWriter::new(
         Vec::new(),
         info(events.len() as u64, 40_000),
-        TraceForm::Aggregated {
-            epoch_accesses: 100,
-        },
+        TraceForm::Aggregated { epoch_accesses: 100 },
     )
     .unwrap();
     w.write_batch(&events).unwrap();
@@ -224,11 +182,7 @@ fn truncation_at_every_offset_is_an_error() {
     for bytes in small_traces() {
         read_any(&bytes).unwrap();
         for cut in 0..bytes.len() {
-            assert!(
-                read_any(&bytes[..cut]).is_err(),
-                "cut at {cut} of {} read fine",
-                bytes.len()
-            );
+            assert!(read_any(&bytes[..cut]).is_err(), "cut at {cut} of {} read fine", bytes.len());
         }
     }
 }
@@ -240,10 +194,7 @@ fn a_flipped_byte_anywhere_is_an_error() {
             for flip in [0x01, 0x80, 0xff] {
                 let mut bad = bytes.clone();
                 bad[i] ^= flip;
-                assert!(
-                    read_any(&bad).is_err(),
-                    "flip {flip:#x} at {i} went unnoticed"
-                );
+                assert!(read_any(&bad).is_err(), "flip {flip:#x} at {i} went unnoticed");
             }
         }
     }
@@ -268,9 +219,7 @@ fn trailing_garbage_is_an_error() {
 
 #[test]
 fn bad_magic_says_how_to_make_a_trace() {
-    let err = TraceReader::from_reader(&b"PK\x03\x04 definitely a zip file"[..])
-        .err()
-        .unwrap();
+    let err = TraceReader::from_reader(&b"PK\x03\x04 definitely a zip file"[..]).err().unwrap();
     assert_eq!(
         err.to_string(),
         "trace input is not a Terrace trace (bad magic); make one with `terrace trace generate`"
@@ -282,26 +231,14 @@ fn other_versions_are_refused_by_number() {
     let mut bytes = write_exact(&awkward_events(3));
     bytes[8..10].copy_from_slice(&2u16.to_le_bytes());
     let err = read_exact(&bytes).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            TraceError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, TraceError::UnsupportedVersion { found: 2, supported: 1, .. }), "{err}");
 }
 
 #[test]
 fn truncation_reports_where() {
     let bytes = write_exact(&awkward_events(100));
     let err = read_exact(&bytes[..bytes.len() - 3]).unwrap_err();
-    let TraceError::Truncated { place, offset, .. } = &err else {
-        panic!("{err}")
-    };
+    let TraceError::Truncated { place, offset, .. } = &err else { panic!("{err}") };
     assert_eq!(place, "block 1");
     assert_eq!(*offset, bytes.len() as u64 - 3);
 }
@@ -310,13 +247,7 @@ fn truncation_reports_where() {
 fn the_writer_insists_on_the_declared_count() {
     let mut w = TraceWriter::new(Vec::new(), info(5, 1 << 20), TraceForm::Exact).unwrap();
     w.write_batch(&awkward_events(4)).unwrap();
-    assert!(matches!(
-        w.finish(),
-        Err(TraceError::CountMismatch {
-            declared: 5,
-            written: 4
-        })
-    ));
+    assert!(matches!(w.finish(), Err(TraceError::CountMismatch { declared: 5, written: 4 })));
 }
 
 #[test]
@@ -333,10 +264,7 @@ fn aggregation_needs_addresses_inside_the_footprint_and_a_real_epoch() {
 fn reading_the_wrong_form_is_an_error_not_a_panic() {
     let [exact, aggregated]: [Vec<u8>; 2] = small_traces().try_into().unwrap();
     let mut r = TraceReader::from_reader(Cursor::new(aggregated)).unwrap();
-    assert!(matches!(
-        r.read_batch(&mut Vec::new(), 10),
-        Err(TraceError::WrongForm { .. })
-    ));
+    assert!(matches!(r.read_batch(&mut Vec::new(), 10), Err(TraceError::WrongForm { .. })));
     assert_eq!(r.fill(&mut Vec::new(), 10), 0);
     assert!(r.error().is_some());
     let mut r = TraceReader::from_reader(Cursor::new(exact)).unwrap();
@@ -365,19 +293,13 @@ fn files_and_trace_info() {
 
     let s = trace_info(&exact).unwrap();
     assert_eq!(s.info, info);
-    assert_eq!(
-        (s.events, s.reads, s.writes),
-        (info.accesses, reads, info.accesses - reads)
-    );
+    assert_eq!((s.events, s.reads, s.writes), (info.accesses, reads, info.accesses - reads));
     assert_eq!(s.distinct_pages, pages.len() as u64);
     assert_eq!(s.footprint_bytes, info.footprint_bytes);
     assert_eq!((s.threads, s.epochs), (Some(16), None));
 
     let a = trace_info(&agg).unwrap();
-    assert_eq!(
-        (a.events, a.reads, a.distinct_pages),
-        (s.events, s.reads, s.distinct_pages)
-    );
+    assert_eq!((a.events, a.reads, a.distinct_pages), (s.events, s.reads, s.distinct_pages));
     assert_eq!(a.threads, None);
     assert_eq!(a.epochs, Some(info.accesses.div_ceil(50_000)));
     assert!(std::fs::metadata(&agg).unwrap().len() < std::fs::metadata(&exact).unwrap().len());

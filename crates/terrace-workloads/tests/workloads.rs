@@ -74,17 +74,9 @@ fn size_scale_shrinks_footprint_and_accesses_proportionally() {
         let (b, s) = (big.info(), small.info());
         assert_eq!(b.footprint_bytes, 4 * s.footprint_bytes, "{}", spec.name);
         let ratio = b.accesses as f64 / s.accesses as f64;
-        assert!(
-            (ratio - 4.0).abs() < 0.04,
-            "{}: accesses ratio {ratio}",
-            spec.name
-        );
+        assert!((ratio - 4.0).abs() < 0.04, "{}: accesses ratio {ratio}", spec.name);
         let fast = b.suggested_fast_bytes as f64 / s.suggested_fast_bytes as f64;
-        assert!(
-            (fast - 4.0).abs() < 0.04,
-            "{}: fast ratio {fast}",
-            spec.name
-        );
+        assert!((fast - 4.0).abs() < 0.04, "{}: fast ratio {fast}", spec.name);
         assert_eq!(s.scale, 4.0 * b.scale, "{}", spec.name);
     }
 }
@@ -93,23 +85,14 @@ fn size_scale_shrinks_footprint_and_accesses_proportionally() {
 fn default_sizes_follow_the_seeds() {
     let info = |name: &str| build(name, 0, 1.0).unwrap().info().clone();
     let g = info("gups");
-    assert_eq!(
-        (g.footprint_bytes, g.threads, g.suggested_fast_bytes),
-        (128 << 20, 16, 48 << 20)
-    );
+    assert_eq!((g.footprint_bytes, g.threads, g.suggested_fast_bytes), (128 << 20, 16, 48 << 20));
     assert_eq!(g.scale, 1024.0);
     let p = info("pmbench-s12-r50");
-    assert_eq!(
-        (p.footprint_bytes, p.threads, p.suggested_fast_bytes),
-        (64 << 20, 32, 27 << 20)
-    );
+    assert_eq!((p.footprint_bytes, p.threads, p.suggested_fast_bytes), (64 << 20, 32, 27 << 20));
     // 64-byte init writes, then 256 accesses per page.
     assert_eq!(p.accesses, (64 << 20) / 64 + 256 * ((64 << 20) / 4096));
     let s = info("stream-triad");
-    assert_eq!(
-        (s.footprint_bytes, s.threads, s.suggested_fast_bytes),
-        (96 << 20, 6, 24 << 20)
-    );
+    assert_eq!((s.footprint_bytes, s.threads, s.suggested_fast_bytes), (96 << 20, 6, 24 << 20));
     for name in DEFAULT_SUITE {
         assert!(!info(name).description.is_empty());
     }

@@ -90,10 +90,7 @@ fn drain(source: &mut dyn AccessSource) -> u64 {
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
-    let BenchCommand::Sim {
-        workload,
-        size_scale,
-    } = cmd;
+    let BenchCommand::Sim { workload, size_scale } = cmd;
     let profile = Profile::load(terrace_sim::DEFAULT_PROFILE)?;
     let build = || terrace_workloads::build(&workload, 1, size_scale);
     println!("one core; workload {workload} at size scale {size_scale}");
@@ -102,11 +99,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     println!("generate only                 {}", rate(n, generate));
 
     let bytes: std::sync::Arc<[u8]> = trace::record(build()?.as_mut(), Vec::new())?.into();
-    let (decode, decoded) = best_of(2, || {
-        Ok(drain(&mut TraceReader::from_reader(std::io::Cursor::new(
-            &bytes,
-        ))?))
-    })?;
+    let (decode, decoded) =
+        best_of(2, || Ok(drain(&mut TraceReader::from_reader(std::io::Cursor::new(&bytes))?)))?;
     println!(
         "decode trace only             {}   ({:.2} bytes per access)",
         rate(decoded, decode),
@@ -117,11 +111,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     let mut all = Vec::with_capacity(n as usize);
     build()?.fill(&mut all, n as usize);
     let all = std::sync::Arc::new(all);
-    let in_memory = || MemorySource {
-        info: info.clone(),
-        accesses: all.clone(),
-        pos: 0,
-    };
+    let in_memory = || MemorySource { info: info.clone(), accesses: all.clone(), pos: 0 };
     let mut sim_rates = Vec::new();
     for label in ["first-touch", "sampling tracker"] {
         let (secs, r) = best_of(2, || {
@@ -130,39 +120,20 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
             } else {
                 Box::new(SamplingProbe)
             };
-            Ok(terrace_sim::simulate(
-                Box::new(in_memory()),
-                p.as_mut(),
-                &profile,
-                &SimOptions::default(),
-            )?)
+            Ok(terrace_sim::simulate(Box::new(in_memory()), p.as_mut(), &profile, &SimOptions::default())?)
         })?;
-        println!(
-            "simulate, {label:<19} {}   (stream already in memory)",
-            rate(r.accesses, secs)
-        );
+        println!("simulate, {label:<19} {}   (stream already in memory)", rate(r.accesses, secs));
         sim_rates.push((label, r.accesses as f64 / secs));
     }
     let (replay, r) = best_of(2, || {
         let mut ft = terrace_policy::build("first-touch")?;
         let reader = TraceReader::from_reader(std::io::Cursor::new(bytes.clone()))?;
-        Ok(terrace_sim::simulate(
-            Box::new(reader),
-            ft.as_mut(),
-            &profile,
-            &SimOptions::default(),
-        )?)
+        Ok(terrace_sim::simulate(Box::new(reader), ft.as_mut(), &profile, &SimOptions::default())?)
     })?;
-    println!(
-        "replay trace, first-touch     {}   (decode included)",
-        rate(r.accesses, replay)
-    );
+    println!("replay trace, first-touch     {}   (decode included)", rate(r.accesses, replay));
     let decode_rate = decoded as f64 / decode;
     let replay_rate = r.accesses as f64 / replay;
-    println!(
-        "ratio decode / trace replay   {:>8.2}x  (goal: at most 3x)",
-        decode_rate / replay_rate
-    );
+    println!("ratio decode / trace replay   {:>8.2}x  (goal: at most 3x)", decode_rate / replay_rate);
     for (label, s) in sim_rates {
         println!("ratio decode / sim {label:<11}{:>8.2}x", decode_rate / s);
     }

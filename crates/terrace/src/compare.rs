@@ -59,18 +59,12 @@ struct CsvRow<'a> {
 
 pub fn compare(args: CompareArgs) -> Result<()> {
     let workloads: Vec<String> = if args.workloads.is_empty() {
-        terrace_workloads::DEFAULT_SUITE
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        terrace_workloads::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()
     } else {
         args.workloads.clone()
     };
     let mut policies: Vec<String> = if args.policies.is_empty() {
-        terrace_policy::registry::DEFAULT_COMPARISON
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        terrace_policy::registry::DEFAULT_COMPARISON.iter().map(|s| s.to_string()).collect()
     } else {
         args.policies.clone()
     };
@@ -86,10 +80,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     for w in &workloads {
         total += args.machine.source(w)?.info().accesses * policies.len() as u64;
     }
-    let pairs: Vec<(&String, &String)> = workloads
-        .iter()
-        .flat_map(|w| policies.iter().map(move |p| (w, p)))
-        .collect();
+    let pairs: Vec<(&String, &String)> =
+        workloads.iter().flat_map(|w| policies.iter().map(move |p| (w, p))).collect();
     let results: Vec<Result<RunReport>> = table::with_progress(total, |progress| {
         pairs
             .par_iter()
@@ -104,41 +96,29 @@ pub fn compare(args: CompareArgs) -> Result<()> {
             Err(e) => failures.push(format!("{e:#}")),
         }
     }
-    let reference = |w: &str, p: &str| {
-        reports
-            .iter()
-            .find(|r| r.workload == w && r.policy == p)
-            .map(|r| r.runtime_ns)
-    };
+    let reference =
+        |w: &str, p: &str| reports.iter().find(|r| r.workload == w && r.policy == p).map(|r| r.runtime_ns);
     let rows: Vec<Row> = reports
         .iter()
         .map(|r| Row {
             report: r,
-            speedup_over_first_touch: reference(&r.workload, "first-touch")
-                .map(|t| t / r.runtime_ns),
+            speedup_over_first_touch: reference(&r.workload, "first-touch").map(|t| t / r.runtime_ns),
             speedup_over_all_fast: reference(&r.workload, "all-fast").map(|t| t / r.runtime_ns),
             fast_read_hit_rate: r.fast_read_hit_rate(),
             fast_write_hit_rate: r.fast_write_hit_rate(),
             slow_bytes_written: r.slow_bytes_written(),
         })
         .collect();
-    println!(
-        "profile {}; fast tier {}",
-        profile.name,
-        describe_capacity(&args.machine)
-    );
+    println!("profile {}; fast tier {}", profile.name, describe_capacity(&args.machine));
     table::print_table(
-        &rows
-            .iter()
-            .map(|r| table::row(r.report, r.speedup_over_first_touch))
-            .collect::<Vec<_>>(),
+        &rows.iter().map(|r| table::row(r.report, r.speedup_over_first_touch)).collect::<Vec<_>>(),
     );
     if let Some(path) = &args.json {
         crate::write_json(path, &rows)?;
     }
     if let Some(path) = &args.csv {
-        let mut w = csv::Writer::from_path(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        let mut w =
+            csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
         for r in &rows {
             w.serialize(CsvRow {
                 workload: &r.report.workload,

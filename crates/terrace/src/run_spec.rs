@@ -52,11 +52,7 @@ impl MachineArgs {
             }
             return Ok(Box::new(reader));
         }
-        Ok(terrace_workloads::build(
-            workload,
-            self.seed,
-            self.size_scale,
-        )?)
+        Ok(terrace_workloads::build(workload, self.seed, self.size_scale)?)
     }
 }
 
@@ -78,10 +74,7 @@ pub struct SimArgs {
 /// Parses "40%", "48MiB", "1.5GiB", "4096".
 pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
     if let Some(p) = s.strip_suffix('%') {
-        let v: f64 = p
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a percentage; write e.g. 40%"))?;
+        let v: f64 = p.trim().parse().map_err(|_| format!("'{s}' is not a percentage; write e.g. 40%"))?;
         if !(v.is_finite() && v > 0.0) {
             return Err(format!("'{s}': the fast tier needs a capacity above 0%"));
         }
@@ -97,24 +90,16 @@ pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
 /// Parses a byte size with an optional binary unit (KiB, MiB, GiB, TiB; K, M, G, T alike).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size; write e.g. 48MiB or 1GiB"))?;
+    let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a size; write e.g. 48MiB or 1GiB"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "'{s}': unknown unit '{other}'; use KiB, MiB, GiB or TiB"
-            ))
-        }
+        other => return Err(format!("'{s}': unknown unit '{other}'; use KiB, MiB, GiB or TiB")),
     };
     let bytes = v * mult as f64;
     if !bytes.is_finite() || bytes > u64::MAX as f64 / 2.0 {
@@ -144,13 +129,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
     terrace_policy::build(&args.policy)?;
     let accesses = args.machine.source(&args.workload)?.info().accesses;
     let report = table::with_progress(accesses, |progress| {
-        run_one(
-            &args.machine,
-            &profile,
-            &args.workload,
-            &args.policy,
-            Some(progress),
-        )
+        run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
     })?;
     if report.accesses == 0 {
         bail!("{} made no accesses; nothing to report", args.workload);

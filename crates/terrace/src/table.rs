@@ -33,10 +33,7 @@ pub fn print_report(r: &RunReport) {
         percent(r.fast_read_hit_rate()),
         percent(r.fast_write_hit_rate())
     );
-    println!(
-        "slow-tier written   {}",
-        human_bytes(r.slow_bytes_written())
-    );
+    println!("slow-tier written   {}", human_bytes(r.slow_bytes_written()));
     println!(
         "migrated            {} ({} pages of {}, {} failed)",
         human_bytes(r.bytes_migrated),
@@ -46,11 +43,7 @@ pub fn print_report(r: &RunReport) {
     );
     println!("time in migration   {}", human_time(r.migration_ns));
     println!("time in tracking    {}", human_time(r.tracking_ns));
-    println!(
-        "program stalls      {} ({} TLB shootdowns)",
-        human_time(r.stall_ns),
-        r.tlb_shootdowns
-    );
+    println!("program stalls      {} ({} TLB shootdowns)", human_time(r.stall_ns), r.tlb_shootdowns);
     println!("energy              {:.3} J", r.energy_j);
 }
 
@@ -98,13 +91,7 @@ pub fn print_table(rows: &[[String; 11]]) {
             .iter()
             .zip(&width)
             .enumerate()
-            .map(|(i, (c, w))| {
-                if i < 2 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
+            .map(|(i, (c, w))| if i < 2 { format!("{c:<w$}") } else { format!("{c:>w$}") })
             .collect();
         println!("{}", padded.join("  ").trim_end());
     };
@@ -119,8 +106,10 @@ pub fn with_progress<T>(total: u64, work: impl FnOnce(Arc<AtomicU64>) -> T) -> T
     let counter = Arc::new(AtomicU64::new(0));
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% of {human_len} accesses, eta {eta}")
-            .expect("static template"),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {percent}% of {human_len} accesses, eta {eta}",
+        )
+        .expect("static template"),
     );
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {

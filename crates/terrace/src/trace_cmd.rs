@@ -57,23 +57,14 @@ impl AccessSource for Counted<'_> {
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
-        TraceCommand::Generate {
-            workload,
-            output,
-            seed,
-            size_scale,
-            aggregate_epoch,
-        } => {
+        TraceCommand::Generate { workload, output, seed, size_scale, aggregate_epoch } => {
             let source = terrace_workloads::build(&workload, seed, size_scale)?;
             let total = source.info().accesses;
-            let file = File::create(&output)
-                .with_context(|| format!("cannot create {}", output.display()))?;
+            let file =
+                File::create(&output).with_context(|| format!("cannot create {}", output.display()))?;
             let out = BufWriter::with_capacity(1 << 20, file);
             with_progress(total, |counter| -> Result<()> {
-                let mut counted = Counted {
-                    inner: source,
-                    counter: &counter,
-                };
+                let mut counted = Counted { inner: source, counter: &counter };
                 match aggregate_epoch {
                     None => trace::record(&mut counted, out)?,
                     Some(n) => trace::aggregate(&mut counted, n, out)?,
@@ -107,19 +98,9 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
                     ),
                 }
             );
-            println!(
-                "accesses        {} ({} reads, {} writes)",
-                s.events, s.reads, s.writes
-            );
-            println!(
-                "pages touched   {} ({})",
-                s.distinct_pages,
-                human_bytes(s.footprint_bytes)
-            );
-            println!(
-                "footprint       {} declared",
-                human_bytes(s.info.footprint_bytes)
-            );
+            println!("accesses        {} ({} reads, {} writes)", s.events, s.reads, s.writes);
+            println!("pages touched   {} ({})", s.distinct_pages, human_bytes(s.footprint_bytes));
+            println!("footprint       {} declared", human_bytes(s.info.footprint_bytes));
             if let Some(t) = s.threads {
                 println!("threads         {t}");
             }

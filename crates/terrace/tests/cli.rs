@@ -17,22 +17,14 @@ fn fails(args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(2), "{args:?} should fail with 2");
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert_eq!(
-        err.trim_end().lines().count(),
-        1,
-        "{args:?}: not one line: {err}"
-    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
     assert!(err.starts_with("terrace: "), "{err}");
     err
 }
 
 fn stdout(args: &[&str]) -> String {
     let out = terrace().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -43,15 +35,9 @@ fn lists_name_every_workload_policy_and_profile() {
         assert!(w.contains(name), "{name} missing");
     }
     let p = stdout(&["list", "policies"]);
-    for name in [
-        "first-touch",
-        "interleave",
-        "weighted-interleave",
-        "all-fast",
-        "all-slow",
-        "memory-mode",
-        "oracle",
-    ] {
+    for name in
+        ["first-touch", "interleave", "weighted-interleave", "all-fast", "all-slow", "memory-mode", "oracle"]
+    {
         assert!(p.contains(name), "{name} missing");
     }
     let f = stdout(&["list", "profiles"]);
@@ -75,18 +61,11 @@ fn sim_prints_a_report_and_writes_json() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert!(
-        out.contains("run time") && out.contains("fast-tier hits"),
-        "{out}"
-    );
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(out.contains("run time") && out.contains("fast-tier hits"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(v["policy"], "oracle");
     assert!(v["runtime_ns"].as_f64().unwrap() > 0.0);
-    assert!(
-        v["pages_migrated"].as_u64().unwrap() > 0,
-        "the oracle moves pages on GUPS"
-    );
+    assert!(v["pages_migrated"].as_u64().unwrap() > 0, "the oracle moves pages on GUPS");
 }
 
 #[test]
@@ -107,26 +86,16 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
         json.to_str().unwrap(),
     ]);
     // first-touch is always added as the reference: 2 workloads x 3 policies.
-    let rows = out
-        .lines()
-        .filter(|l| l.starts_with("gups") || l.starts_with("stream-ro"))
-        .count();
+    let rows = out.lines().filter(|l| l.starts_with("gups") || l.starts_with("stream-ro")).count();
     assert_eq!(rows, 6, "{out}");
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 7);
     assert!(text.starts_with("workload,policy,profile,runtime_s,speedup_over_first_touch"));
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v.as_array().unwrap();
-    let ft = rows
-        .iter()
-        .find(|r| r["workload"] == "gups" && r["policy"] == "first-touch")
-        .unwrap();
+    let ft = rows.iter().find(|r| r["workload"] == "gups" && r["policy"] == "first-touch").unwrap();
     assert_eq!(ft["speedup_over_first_touch"], 1.0);
-    let fast = rows
-        .iter()
-        .find(|r| r["workload"] == "gups" && r["policy"] == "all-fast")
-        .unwrap();
+    let fast = rows.iter().find(|r| r["workload"] == "gups" && r["policy"] == "all-fast").unwrap();
     assert!(fast["speedup_over_first_touch"].as_f64().unwrap() > 1.0);
 }
 
@@ -134,16 +103,8 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
 fn traces_round_trip_through_generate_info_and_sim() {
     let dir = tempfile::tempdir().unwrap();
     let exact = dir.path().join("g.trc");
-    let out = stdout(&[
-        "trace",
-        "generate",
-        "-w",
-        "gups",
-        "--size-scale",
-        TINY,
-        "-o",
-        exact.to_str().unwrap(),
-    ]);
+    let out =
+        stdout(&["trace", "generate", "-w", "gups", "--size-scale", TINY, "-o", exact.to_str().unwrap()]);
     assert!(out.contains("wrote"), "{out}");
     let info = stdout(&["trace", "info", exact.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&info).unwrap();
@@ -183,22 +144,9 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
     assert!(fails(&["sim", "-w", "nope"]).contains("unknown workload 'nope'"));
     assert!(fails(&["sim", "-w", "gups", "-p", "nope"]).contains("unknown policy 'nope'"));
     assert!(fails(&["sim", "-w", "gups", "--profile", "nope"]).contains("unknown profile 'nope'"));
-    assert!(
-        fails(&["compare", "--workloads", "gups", "--policies", "nope"]).contains("unknown policy")
-    );
-    let err = fails(&[
-        "sim",
-        "-w",
-        "gups",
-        "--fast-capacity",
-        "1%",
-        "--slow-capacity",
-        "1MiB",
-    ]);
-    assert!(
-        err.contains("does not fit") && err.contains("--fast-capacity"),
-        "{err}"
-    );
+    assert!(fails(&["compare", "--workloads", "gups", "--policies", "nope"]).contains("unknown policy"));
+    let err = fails(&["sim", "-w", "gups", "--fast-capacity", "1%", "--slow-capacity", "1MiB"]);
+    assert!(err.contains("does not fit") && err.contains("--fast-capacity"), "{err}");
     assert!(fails(&["sim", "-w", "gups", "--size-scale=-1"]).contains("size scale"));
 
     let dir = tempfile::tempdir().unwrap();
@@ -207,16 +155,7 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
     assert!(fails(&["trace", "info", &junk]).contains("not a Terrace trace"));
 
     let good = dir.path().join("g.trc");
-    stdout(&[
-        "trace",
-        "generate",
-        "-w",
-        "gups",
-        "--size-scale",
-        TINY,
-        "-o",
-        good.to_str().unwrap(),
-    ]);
+    stdout(&["trace", "generate", "-w", "gups", "--size-scale", TINY, "-o", good.to_str().unwrap()]);
     let bytes = std::fs::read(&good).unwrap();
     let cut = write(&dir.path().join("cut.trc"), &bytes[..bytes.len() / 2]);
     assert!(fails(&["sim", "-w", &cut]).contains("truncated"));
@@ -233,16 +172,10 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
 
 #[test]
 fn zero_capacity_is_refused_by_the_argument_parser() {
-    let out = terrace()
-        .args(["sim", "-w", "gups", "--fast-capacity", "0"])
-        .output()
-        .unwrap();
+    let out = terrace().args(["sim", "-w", "gups", "--fast-capacity", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(
-        err.contains("above zero") && !err.contains("panicked"),
-        "{err}"
-    );
+    assert!(err.contains("above zero") && !err.contains("panicked"), "{err}");
 }
 
 #[test]

@@ -4,8 +4,7 @@
 use terrace_model::{MachineInfo, MemoryMode, Observations, Plan, Policy, Requirements};
 
 pub const NAME: &str = "all-fast";
-pub const SUMMARY: &str =
-    "bound: an unbounded fast tier holds everything (the best any policy can do)";
+pub const SUMMARY: &str = "bound: an unbounded fast tier holds everything (the best any policy can do)";
 
 pub struct AllFast;
 
@@ -14,10 +13,7 @@ impl Policy for AllFast {
         NAME
     }
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            memory_mode: MemoryMode::UnboundedFast,
-            ..Requirements::default()
-        }
+        Requirements { memory_mode: MemoryMode::UnboundedFast, ..Requirements::default() }
     }
     fn tick(&mut self, _: &Observations<'_>) -> Plan {
         Plan::none()

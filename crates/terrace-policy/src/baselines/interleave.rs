@@ -5,8 +5,7 @@
 use terrace_model::{InitialPlacement, MachineInfo, Observations, Plan, Policy, Requirements};
 
 pub const NAME: &str = "interleave";
-pub const SUMMARY: &str =
-    "pages alternate between tiers at first touch (MPOL_INTERLEAVE); never migrates";
+pub const SUMMARY: &str = "pages alternate between tiers at first touch (MPOL_INTERLEAVE); never migrates";
 pub const WEIGHTED_NAME: &str = "weighted-interleave";
 pub const WEIGHTED_SUMMARY: &str =
     "pages spread over tiers in proportion to their read bandwidth (MPOL_WEIGHTED_INTERLEAVE); never migrates";
@@ -26,17 +25,11 @@ impl Interleave {
     /// Weights proportional to each tier's read bandwidth, the slowest getting 1 (as the kernel
     /// derives them from HMAT); 1:1 where a tier's bandwidth is unknown.
     pub fn weights(machine: &MachineInfo) -> Vec<u32> {
-        let bw: Option<Vec<f64>> = machine
-            .tiers
-            .iter()
-            .map(|t| t.read_bandwidth_gb_s)
-            .collect();
+        let bw: Option<Vec<f64>> = machine.tiers.iter().map(|t| t.read_bandwidth_gb_s).collect();
         match bw {
             Some(bw) if bw.iter().all(|b| *b > 0.0) => {
                 let min = bw.iter().cloned().fold(f64::INFINITY, f64::min);
-                bw.iter()
-                    .map(|b| (b / min).round().clamp(1.0, 255.0) as u32)
-                    .collect()
+                bw.iter().map(|b| (b / min).round().clamp(1.0, 255.0) as u32).collect()
             }
             _ => vec![1; machine.tiers.len()],
         }
@@ -52,15 +45,9 @@ impl Policy for Interleave {
         }
     }
     fn requirements(&self, machine: &MachineInfo) -> Requirements {
-        let weights = if self.weighted {
-            Self::weights(machine)
-        } else {
-            vec![1; machine.tiers.len().max(2)]
-        };
-        Requirements {
-            initial: InitialPlacement::Interleave { weights },
-            ..Requirements::default()
-        }
+        let weights =
+            if self.weighted { Self::weights(machine) } else { vec![1; machine.tiers.len().max(2)] };
+        Requirements { initial: InitialPlacement::Interleave { weights }, ..Requirements::default() }
     }
     fn tick(&mut self, _: &Observations<'_>) -> Plan {
         Plan::none()
@@ -97,13 +84,7 @@ mod tests {
 
     #[test]
     fn weights_follow_bandwidth_and_fall_back_to_even() {
-        assert_eq!(
-            Interleave::weights(&machine(vec![tier(0, Some(100.0)), tier(1, Some(25.0))])),
-            [4, 1]
-        );
-        assert_eq!(
-            Interleave::weights(&machine(vec![tier(0, Some(100.0)), tier(1, None)])),
-            [1, 1]
-        );
+        assert_eq!(Interleave::weights(&machine(vec![tier(0, Some(100.0)), tier(1, Some(25.0))])), [4, 1]);
+        assert_eq!(Interleave::weights(&machine(vec![tier(0, Some(100.0)), tier(1, None)])), [1, 1]);
     }
 }

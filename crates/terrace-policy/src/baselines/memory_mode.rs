@@ -14,10 +14,7 @@ impl Policy for MemoryModeCache {
         NAME
     }
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            memory_mode: MemoryMode::FastTierAsCache,
-            ..Requirements::default()
-        }
+        Requirements { memory_mode: MemoryMode::FastTierAsCache, ..Requirements::default() }
     }
     fn tick(&mut self, _: &Observations<'_>) -> Plan {
         Plan::none()

@@ -15,12 +15,13 @@
 //! explainable reference.
 
 use terrace_model::{
-    Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements,
-    TierId, TrackerRequest,
+    Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
+    TrackerRequest,
 };
 
 pub const NAME: &str = "oracle";
-pub const SUMMARY: &str = "reference: knows each interval's future accesses, places the pages that gain most (simulator only)";
+pub const SUMMARY: &str =
+    "reference: knows each interval's future accesses, places the pages that gain most (simulator only)";
 
 /// Promotions on a tick before the machine has said what a move costs: a probe, so that a
 /// wrong guess of the cost cannot move much.
@@ -71,8 +72,7 @@ impl Policy for Oracle {
         let (fast, slow) = (&m.tiers[0], &m.tiers[m.tiers.len() - 1]);
         let threads = m.threads.max(1) as f64;
         self.read_gain_ns =
-            (slow.read_latency_ns.unwrap_or(1.0) - fast.read_latency_ns.unwrap_or(1.0)).max(0.0)
-                / threads;
+            (slow.read_latency_ns.unwrap_or(1.0) - fast.read_latency_ns.unwrap_or(1.0)).max(0.0) / threads;
         let per_write = |bw: Option<f64>| bw.map_or(0.0, |b| 64.0 / b);
         self.write_gain_ns =
             (per_write(slow.write_bandwidth_gb_s) - per_write(fast.write_bandwidth_gb_s)).max(0.0);
@@ -101,32 +101,22 @@ impl Policy for Oracle {
                 .map(|(i, c)| (self.page_gain(c.reads, c.writes), i as PageIdx)),
         );
         self.ranked = ranked;
-        self.ranked
-            .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let target = (capacity as usize).min(self.ranked.len());
         let (inside, outside) = self.ranked.split_at(target);
         // Promote in falling gain; demote the least-gain fast pages outside the target set.
-        let promote = inside
-            .iter()
-            .filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
-        let mut victims = outside
-            .iter()
-            .rev()
-            .filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST);
+        let promote = inside.iter().filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
+        let mut victims = outside.iter().rev().filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST);
         let mut free = obs.tiers[0].free_pages();
-        let mut plan = Plan {
-            options: MoveOptions::default(),
-            reason: "future accesses".into(),
-            ..Plan::none()
-        };
+        let mut plan =
+            Plan { options: MoveOptions::default(), reason: "future accesses".into(), ..Plan::none() };
         let mut demotions = Vec::new();
         let (cost, limit) = match self.move_cost_ns {
             // The mover runs beside the program: what it can finish in half an interval bounds a plan
             // (a plan counts a promotion and its demotion).
-            Some((stall, mover)) => (
-                stall + self.copy_ns,
-                (obs.interval_ns() as f64 / mover.max(1.0) / 2.0) as usize,
-            ),
+            Some((stall, mover)) => {
+                (stall + self.copy_ns, (obs.interval_ns() as f64 / mover.max(1.0) / 2.0) as usize)
+            }
             None => (0.0, PROBE_MOVES),
         };
         for &(gain, page) in promote.take(limit) {
@@ -142,15 +132,9 @@ impl Policy for Oracle {
                 if gain - victim_gain <= 2.0 * cost {
                     break;
                 }
-                demotions.push(Move {
-                    page: victim,
-                    to: TierId::SLOW,
-                });
+                demotions.push(Move { page: victim, to: TierId::SLOW });
             }
-            plan.moves.push(Move {
-                page,
-                to: TierId::FAST,
-            });
+            plan.moves.push(Move { page, to: TierId::FAST });
         }
         // Demotions first, so that the fast tier has room for the promotions.
         demotions.append(&mut plan.moves);
@@ -183,10 +167,7 @@ mod tests {
         };
         MachineInfo {
             name: String::new(),
-            tiers: vec![
-                tier(0, 100.0, 10.0, Some(fast_pages)),
-                tier(1, 300.0, 2.0, Some(100)),
-            ],
+            tiers: vec![tier(0, 100.0, 10.0, Some(fast_pages)), tier(1, 300.0, 2.0, Some(100))],
             page_size: Default::default(),
             pages: 4,
             threads: 1,
@@ -194,60 +175,34 @@ mod tests {
         }
     }
 
-    #[test]
-    fn swaps_a_cold_fast_page_for_a_hot_slow_one_and_demotes_first() {
-        let mut o = Oracle::default();
-        o.start(&machine(2));
-        let placement = [TierId::FAST, TierId::FAST, TierId::SLOW, TierId::SLOW];
-        let future = [
-            PageCounts {
-                reads: 0,
-                writes: 0,
-            },
-            PageCounts {
-                reads: 50,
-                writes: 0,
-            },
-            PageCounts {
-                reads: 100,
-                writes: 0,
-            },
-            PageCounts {
-                reads: 1,
-                writes: 0,
-            },
-        ];
+    /// One tick with the fast tier full and the given future reads per page.
+    fn tick(o: &mut Oracle, placement: &[TierId], future_reads: &[u32]) -> Plan {
+        let fast = placement.iter().filter(|t| **t == TierId::FAST).count() as u64;
+        let future: Vec<PageCounts> =
+            future_reads.iter().map(|&reads| PageCounts { reads, writes: 0 }).collect();
         let tiers = [
-            TierStatus {
-                used_pages: 2,
-                capacity_pages: Some(2),
-                ..Default::default()
-            },
+            TierStatus { used_pages: fast, capacity_pages: Some(fast), ..Default::default() },
             TierStatus::default(),
         ];
+        // A 10 ms interval.
         let obs = Observations {
-            now_ns: 1,
+            now_ns: 10_000_000,
             previous_ns: 0,
-            placement: &placement,
+            placement,
             tiers: &tiers,
             page_bits: None,
             samples: &[],
             future: Some(&future),
         };
-        let plan = o.tick(&obs);
-        assert_eq!(
-            plan.moves,
-            vec![
-                Move {
-                    page: 0,
-                    to: TierId::SLOW
-                },
-                Move {
-                    page: 2,
-                    to: TierId::FAST
-                }
-            ]
-        );
+        o.tick(&obs)
+    }
+
+    #[test]
+    fn swaps_a_cold_fast_page_for_a_hot_slow_one_and_demotes_first() {
+        let mut o = Oracle::default();
+        o.start(&machine(2));
+        let plan = tick(&mut o, &[TierId::FAST, TierId::FAST, TierId::SLOW, TierId::SLOW], &[0, 50, 100, 1]);
+        assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 2, to: TierId::FAST }]);
     }
 
     #[test]
@@ -260,34 +215,21 @@ mod tests {
             program_stall_ns: 1_000,
             ..Default::default()
         });
-        let placement = [TierId::FAST, TierId::SLOW];
-        let future = [
-            PageCounts {
-                reads: 0,
-                writes: 0,
-            },
-            PageCounts {
-                reads: 100,
-                writes: 0,
-            },
-        ];
-        let tiers = [
-            TierStatus {
-                used_pages: 1,
-                capacity_pages: Some(1),
-                ..Default::default()
-            },
-            TierStatus::default(),
-        ];
-        let obs = Observations {
-            now_ns: 1,
-            previous_ns: 0,
-            placement: &placement,
-            tiers: &tiers,
-            page_bits: None,
-            samples: &[],
-            future: Some(&future),
-        };
-        assert!(o.tick(&obs).is_empty());
+        // Cost per page: 1 us of stall plus 4096 B x (1/10 + 1/2) ns of copy = 3.46 us; a read
+        // gains 200 ns, and a swap must repay two moves: 10 reads do not, 1000 do.
+        assert!(tick(&mut o, &[TierId::FAST, TierId::SLOW], &[0, 10]).is_empty());
+        assert_eq!(tick(&mut o, &[TierId::FAST, TierId::SLOW], &[0, 1000]).moves.len(), 2);
+    }
+
+    #[test]
+    fn probes_with_a_few_pages_before_it_knows_the_cost() {
+        let mut o = Oracle::default();
+        o.start(&machine(100));
+        let mut placement = vec![TierId::FAST; 100];
+        placement.extend([TierId::SLOW; 100]);
+        let mut reads = vec![0; 100];
+        reads.extend([1000; 100]);
+        let plan = tick(&mut o, &placement, &reads);
+        assert_eq!(plan.moves.iter().filter(|m| m.to == TierId::FAST).count(), PROBE_MOVES);
     }
 }

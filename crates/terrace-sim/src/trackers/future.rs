@@ -44,10 +44,7 @@ impl FutureWindow {
 
     /// Takes `replayed` (starting at absolute index `first`) out of the window.
     pub fn consume(&mut self, first: u64, replayed: &[Access], shift: u32) {
-        let counted = self
-            .counted_upto
-            .saturating_sub(first)
-            .min(replayed.len() as u64) as usize;
+        let counted = self.counted_upto.saturating_sub(first).min(replayed.len() as u64) as usize;
         for a in &replayed[..counted] {
             self.bump(a, shift, false);
         }
@@ -60,17 +57,14 @@ mod tests {
 
     #[test]
     fn the_window_counts_exactly_what_lies_ahead() {
-        let stream: Vec<Access> = (0..100u64)
-            .map(|i| Access::read((i % 7) * 4096, 64, 0, 0))
-            .collect();
+        let stream: Vec<Access> = (0..100u64).map(|i| Access::read((i % 7) * 4096, 64, 0, 0)).collect();
         let mut w = FutureWindow::new(7, 1);
         w.extend(0, &stream[..40], 12);
         w.consume(0, &stream[..10], 12);
         w.extend(10, &stream[10..60], 12);
         w.consume(10, &stream[10..25], 12);
-        let want: Vec<u32> = (0..7)
-            .map(|p| stream[25..60].iter().filter(|a| a.addr / 4096 == p).count() as u32)
-            .collect();
+        let want: Vec<u32> =
+            (0..7).map(|p| stream[25..60].iter().filter(|a| a.addr / 4096 == p).count() as u32).collect();
         assert_eq!(w.counts.iter().map(|c| c.reads).collect::<Vec<_>>(), want);
     }
 }

@@ -10,9 +10,7 @@ pub struct PageBits {
 
 impl PageBits {
     pub fn new(pages: u64) -> Self {
-        PageBits {
-            bits: vec![0; pages as usize],
-        }
+        PageBits { bits: vec![0; pages as usize] }
     }
 
     /// What the hardware does on an access.

@@ -15,12 +15,7 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(period: u32) -> Self {
         let period = period.max(1);
-        Sampler {
-            period,
-            countdown: period,
-            samples: Vec::new(),
-            taken: 0,
-        }
+        Sampler { period, countdown: period, samples: Vec::new(), taken: 0 }
     }
 
     /// Counts one access; records it if it is the period-th.
@@ -36,14 +31,7 @@ impl Sampler {
     #[inline(never)]
     fn take(&mut self, page: PageIdx, write: bool) {
         self.taken += 1;
-        self.samples.push(Sample {
-            page,
-            kind: if write {
-                AccessKind::Write
-            } else {
-                AccessKind::Read
-            },
-        });
+        self.samples.push(Sample { page, kind: if write { AccessKind::Write } else { AccessKind::Read } });
     }
 }
 

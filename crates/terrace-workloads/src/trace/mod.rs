@@ -92,38 +92,22 @@ pub enum TraceError {
         "{what} is trace format version {found}, but this build reads version {supported}; \
          regenerate it with `terrace trace generate`"
     )]
-    UnsupportedVersion {
-        what: String,
-        found: u16,
-        supported: u16,
-    },
+    UnsupportedVersion { what: String, found: u16, supported: u16 },
     #[error(
         "{what} is truncated in {place} (the file ends at byte offset {offset}); it was not \
          written completely: regenerate it with `terrace trace generate`"
     )]
-    Truncated {
-        what: String,
-        place: String,
-        offset: u64,
-    },
+    Truncated { what: String, place: String, offset: u64 },
     #[error(
         "{what} is corrupt: checksum mismatch in {place} (byte offset {offset}); regenerate it \
          with `terrace trace generate`"
     )]
-    Checksum {
-        what: String,
-        place: String,
-        offset: u64,
-    },
+    Checksum { what: String, place: String, offset: u64 },
     #[error(
         "{what} is corrupt: malformed varint in block {block} (byte offset {offset}); \
          regenerate it with `terrace trace generate`"
     )]
-    BadVarint {
-        what: String,
-        block: u64,
-        offset: u64,
-    },
+    BadVarint { what: String, block: u64, offset: u64 },
     #[error(
         "{what} has a malformed JSON header ({source}); regenerate it with `terrace trace \
          generate`"
@@ -137,21 +121,12 @@ pub enum TraceError {
         "{what} is corrupt: {reason} in {place} (byte offset {offset}); regenerate it with \
          `terrace trace generate`"
     )]
-    Malformed {
-        what: String,
-        place: String,
-        offset: u64,
-        reason: String,
-    },
+    Malformed { what: String, place: String, offset: u64, reason: String },
     #[error(
         "{what} is an {found} trace, but this needs an {expected} one; make one with `terrace \
          trace generate`"
     )]
-    WrongForm {
-        what: String,
-        expected: &'static str,
-        found: &'static str,
-    },
+    WrongForm { what: String, expected: &'static str, found: &'static str },
     #[error(
         "the trace header declares {declared} accesses but {written} were written; set \
          WorkloadInfo::accesses to the number of accesses you write"
@@ -296,20 +271,12 @@ impl PageSet {
     const MAX_BITMAP_PAGES: u64 = 1 << 28;
 
     fn new(footprint_bytes: u64) -> Self {
-        let pages = footprint_bytes
-            .div_ceil(1 << PAGE_SHIFT)
-            .min(Self::MAX_BITMAP_PAGES);
-        PageSet {
-            bits: vec![0; pages.div_ceil(64) as usize],
-            outside: HashSet::new(),
-            count: 0,
-        }
+        let pages = footprint_bytes.div_ceil(1 << PAGE_SHIFT).min(Self::MAX_BITMAP_PAGES);
+        PageSet { bits: vec![0; pages.div_ceil(64) as usize], outside: HashSet::new(), count: 0 }
     }
 
     fn insert(&mut self, page: u64) {
-        let word = usize::try_from(page / 64)
-            .ok()
-            .and_then(|i| self.bits.get_mut(i));
+        let word = usize::try_from(page / 64).ok().and_then(|i| self.bits.get_mut(i));
         match word {
             Some(word) => {
                 let bit = 1u64 << (page % 64);
@@ -411,13 +378,8 @@ struct ThreadContext {
 }
 
 impl ThreadContext {
-    const START: ThreadContext = ThreadContext {
-        addrs: [0; 4],
-        strides: [0; 4],
-        head: 0,
-        size: 64,
-        instructions: 0,
-    };
+    const START: ThreadContext =
+        ThreadContext { addrs: [0; 4], strides: [0; 4], head: 0, size: 64, instructions: 0 };
 
     /// Ring index of the address `k` accesses back (0 = the newest).
     #[inline(always)]
@@ -457,17 +419,7 @@ mod tests {
 
     #[test]
     fn varints_round_trip_at_the_edges() {
-        for v in [
-            0,
-            1,
-            127,
-            128,
-            16_383,
-            16_384,
-            u64::from(u32::MAX),
-            u64::MAX - 1,
-            u64::MAX,
-        ] {
+        for v in [0, 1, 127, 128, 16_383, 16_384, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
             let mut buf = Vec::new();
             put_varint(&mut buf, v);
             let mut pos = 0;
@@ -497,15 +449,7 @@ mod tests {
 
     #[test]
     fn zigzag_round_trips() {
-        for d in [
-            0u64,
-            1,
-            u64::MAX,
-            64,
-            64u64.wrapping_neg(),
-            1 << 63,
-            (1 << 63) - 1,
-        ] {
+        for d in [0u64, 1, u64::MAX, 64, 64u64.wrapping_neg(), 1 << 63, (1 << 63) - 1] {
             assert_eq!(unzigzag(zigzag(d)), d);
         }
         assert_eq!(zigzag(u64::MAX), 1); // -1

@@ -2,9 +2,8 @@
 //! the accesses that were written or an error, never a panic or a huge allocation.
 
 use super::{
-    block_crc, get_varint, tag, unzigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS,
-    BLOCK_HEADER, END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES,
-    MAX_HEADER_JSON, VERSION,
+    block_crc, get_varint, tag, unzigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS, BLOCK_HEADER,
+    END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES, MAX_HEADER_JSON, VERSION,
 };
 use crate::{AccessSource, WorkloadInfo};
 use std::fs::File;
@@ -48,10 +47,7 @@ impl TraceReader<BufReader<File>> {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let what = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Io {
-            what: what.clone(),
-            source,
-        })?;
+        let file = File::open(path).map_err(|source| TraceError::Io { what: what.clone(), source })?;
         Self::with_name(BufReader::with_capacity(1 << 20, file), what)
     }
 }
@@ -154,10 +150,7 @@ impl<R: Read> TraceReader<R> {
 
     /// Reads the next epoch of an aggregated trace into `out` (cleared first), pages in
     /// increasing order; returns false at the end.
-    pub fn read_epoch_into(
-        &mut self,
-        out: &mut Vec<(PageIdx, PageCounts)>,
-    ) -> Result<bool, TraceError> {
+    pub fn read_epoch_into(&mut self, out: &mut Vec<(PageIdx, PageCounts)>) -> Result<bool, TraceError> {
         out.clear();
         let TraceForm::Aggregated { epoch_accesses } = self.form else {
             return Err(self.wrong_form("aggregated"));
@@ -165,12 +158,7 @@ impl<R: Read> TraceReader<R> {
         let Some(count) = self.next_block_or_fail()? else {
             return Ok(false);
         };
-        match decode_epoch(
-            &self.payload[..self.payload_len],
-            count,
-            epoch_accesses,
-            out,
-        ) {
+        match decode_epoch(&self.payload[..self.payload_len], count, epoch_accesses, out) {
             Ok(accesses) => {
                 self.accesses += accesses;
                 Ok(true)
@@ -189,20 +177,14 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn wrong_form(&self, expected: &'static str) -> TraceError {
-        TraceError::WrongForm {
-            what: self.what.clone(),
-            expected,
-            found: self.form.name(),
-        }
+        TraceError::WrongForm { what: self.what.clone(), expected, found: self.form.name() }
     }
 
     fn read_header(&mut self) -> Result<(), TraceError> {
         let mut fixed = [0u8; HEADER_FIXED];
         let got = self.read_some(&mut fixed)?;
         if fixed[..got.min(8)] != MAGIC[..got.min(8)] {
-            return Err(TraceError::BadMagic {
-                what: self.what.clone(),
-            });
+            return Err(TraceError::BadMagic { what: self.what.clone() });
         }
         if got < 10 {
             return Err(self.truncated("the header", got));
@@ -246,10 +228,8 @@ impl<R: Read> TraceReader<R> {
                 return Err(self.malformed("the header", 10, reason));
             }
         };
-        self.info = serde_json::from_slice(json).map_err(|source| TraceError::BadHeader {
-            what: self.what.clone(),
-            source,
-        })?;
+        self.info = serde_json::from_slice(json)
+            .map_err(|source| TraceError::BadHeader { what: self.what.clone(), source })?;
         Ok(())
     }
 
@@ -279,17 +259,14 @@ impl<R: Read> TraceReader<R> {
         let end = count == END_MARKER;
         let (max_entries, min_bytes, max_bytes) = match self.form {
             TraceForm::Exact => (BLOCK_EVENTS, 1, MAX_EVENT_BYTES),
-            TraceForm::Aggregated { epoch_accesses } => {
-                (epoch_accesses as usize, 3, MAX_ENTRY_BYTES)
-            }
+            TraceForm::Aggregated { epoch_accesses } => (epoch_accesses as usize, 3, MAX_ENTRY_BYTES),
         };
         let entries = count as usize;
         let fits = if end {
             len == 8
         } else {
             (1..=max_entries).contains(&entries)
-                && (entries.saturating_mul(min_bytes)..=entries.saturating_mul(max_bytes))
-                    .contains(&len)
+                && (entries.saturating_mul(min_bytes)..=entries.saturating_mul(max_bytes)).contains(&len)
         };
         if !fits {
             let reason = format!("impossible block size ({count} entries in {len} bytes)");
@@ -310,11 +287,7 @@ impl<R: Read> TraceReader<R> {
         self.payload = payload;
         read?;
         if block_crc(&head[..8], &self.payload[..len]) != crc {
-            return Err(TraceError::Checksum {
-                what: self.what.clone(),
-                place: place(),
-                offset: start,
-            });
+            return Err(TraceError::Checksum { what: self.what.clone(), place: place(), offset: start });
         }
         if end {
             let total = u64::from_le_bytes(self.payload[..8].try_into().expect("8 bytes"));
@@ -378,12 +351,7 @@ impl<R: Read> TraceReader<R> {
                 Ok(0) => break,
                 Ok(k) => got += k,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(TraceError::Io {
-                        what: self.what.clone(),
-                        source,
-                    })
-                }
+                Err(source) => return Err(TraceError::Io { what: self.what.clone(), source }),
             }
         }
         Ok(got)
@@ -398,12 +366,7 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn malformed(&self, place: &str, offset: u64, reason: String) -> TraceError {
-        TraceError::Malformed {
-            what: self.what.clone(),
-            place: place.to_string(),
-            offset,
-            reason,
-        }
+        TraceError::Malformed { what: self.what.clone(), place: place.to_string(), offset, reason }
     }
 }
 
@@ -439,10 +402,8 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
     }
     #[inline(always)]
     fn byte(payload: &[u8], pos: &mut usize) -> Result<u8, Problem> {
-        let b = *payload.get(*pos).ok_or(Problem::Malformed(
-            *pos,
-            "block holds fewer events than its count",
-        ))?;
+        let b =
+            *payload.get(*pos).ok_or(Problem::Malformed(*pos, "block holds fewer events than its count"))?;
         *pos += 1;
         Ok(b)
     }
@@ -474,11 +435,7 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
         let ctx = &mut threads[usize::from(thread)];
         let slot = ctx.slot((t >> tag::SLOT_SHIFT) & 3);
         let addr_mode = (t >> tag::ADDR_SHIFT) & 3;
-        let mut stride = if addr_mode == tag::ADDR_SAME {
-            0
-        } else {
-            ctx.strides[slot]
-        };
+        let mut stride = if addr_mode == tag::ADDR_SAME { 0 } else { ctx.strides[slot] };
         if addr_mode == tag::ADDR_DELTA {
             stride = unzigzag(varint(payload, &mut pos)?);
         } else if addr_mode > tag::ADDR_SAME {
@@ -501,18 +458,11 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
             instructions: ctx.instructions,
             size: ctx.size,
             thread,
-            kind: if t & tag::WRITE != 0 {
-                AccessKind::Write
-            } else {
-                AccessKind::Read
-            },
+            kind: if t & tag::WRITE != 0 { AccessKind::Write } else { AccessKind::Read },
         };
     }
     if pos != payload.len() {
-        return Err(Problem::Malformed(
-            pos,
-            "bytes after the block's last event",
-        ));
+        return Err(Problem::Malformed(pos, "bytes after the block's last event"));
     }
     Ok(())
 }
@@ -543,10 +493,7 @@ fn decode_epoch(
         let Ok(p) = PageIdx::try_from(page) else {
             return Err(Problem::Malformed(at, "page index beyond 2^32"));
         };
-        let c = PageCounts {
-            reads: field(&mut pos)?,
-            writes: field(&mut pos)?,
-        };
+        let c = PageCounts { reads: field(&mut pos)?, writes: field(&mut pos)? };
         if c.reads == 0 && c.writes == 0 {
             return Err(Problem::Malformed(at, "a page entry with no accesses"));
         }

@@ -1,8 +1,8 @@
 //! Streaming trace writer: constant memory however long the stream.
 
 use super::{
-    block_crc, put_varint, tag, zigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS,
-    END_MARKER, HEADER_FIXED, MAGIC, PAGE_SHIFT, VERSION,
+    block_crc, put_varint, tag, zigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS, END_MARKER,
+    HEADER_FIXED, MAGIC, PAGE_SHIFT, VERSION,
 };
 use crate::WorkloadInfo;
 use std::fs::File;
@@ -29,17 +29,10 @@ pub struct TraceWriter<W: Write> {
 
 impl TraceWriter<BufWriter<File>> {
     /// Creates (or truncates) the file at `path` and writes the header.
-    pub fn create(
-        path: impl AsRef<Path>,
-        info: WorkloadInfo,
-        form: TraceForm,
-    ) -> Result<Self, TraceError> {
+    pub fn create(path: impl AsRef<Path>, info: WorkloadInfo, form: TraceForm) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let what = path.display().to_string();
-        let file = File::create(path).map_err(|source| TraceError::Io {
-            what: what.clone(),
-            source,
-        })?;
+        let file = File::create(path).map_err(|source| TraceError::Io { what: what.clone(), source })?;
         Self::with_name(BufWriter::with_capacity(1 << 20, file), what, info, form)
     }
 }
@@ -51,18 +44,10 @@ impl<W: Write> TraceWriter<W> {
         Self::with_name(out, "trace output".to_string(), info, form)
     }
 
-    fn with_name(
-        out: W,
-        what: String,
-        info: WorkloadInfo,
-        form: TraceForm,
-    ) -> Result<Self, TraceError> {
+    fn with_name(out: W, what: String, info: WorkloadInfo, form: TraceForm) -> Result<Self, TraceError> {
         if let TraceForm::Aggregated { epoch_accesses } = form {
             if epoch_accesses == 0 || info.footprint_bytes > 1 << (32 + PAGE_SHIFT) {
-                return Err(TraceError::CannotAggregate {
-                    footprint: info.footprint_bytes,
-                    epoch_accesses,
-                });
+                return Err(TraceError::CannotAggregate { footprint: info.footprint_bytes, epoch_accesses });
             }
         }
         let json = serde_json::to_vec(&info).expect("WorkloadInfo always serialises");
@@ -106,10 +91,7 @@ impl<W: Write> TraceWriter<W> {
             TraceForm::Aggregated { epoch_accesses } => {
                 for a in batch {
                     if a.addr >= self.footprint {
-                        return Err(TraceError::OutOfFootprint {
-                            addr: a.addr,
-                            footprint: self.footprint,
-                        });
+                        return Err(TraceError::OutOfFootprint { addr: a.addr, footprint: self.footprint });
                     }
                     self.epoch.add(a);
                     if self.epoch.accesses == epoch_accesses {
@@ -130,19 +112,13 @@ impl<W: Write> TraceWriter<W> {
             _ => {}
         }
         if self.written != self.declared {
-            return Err(TraceError::CountMismatch {
-                declared: self.declared,
-                written: self.written,
-            });
+            return Err(TraceError::CountMismatch { declared: self.declared, written: self.written });
         }
         self.payload.clear();
         self.payload.extend_from_slice(&self.written.to_le_bytes());
         self.entries = END_MARKER;
         self.flush_block()?;
-        self.out.flush().map_err(|source| TraceError::Io {
-            what: self.what.clone(),
-            source,
-        })?;
+        self.out.flush().map_err(|source| TraceError::Io { what: self.what.clone(), source })?;
         Ok(self.out)
     }
 
@@ -181,10 +157,7 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn put(&mut self, bytes: &[u8]) -> Result<(), TraceError> {
-        self.out.write_all(bytes).map_err(|source| TraceError::Io {
-            what: self.what.clone(),
-            source,
-        })
+        self.out.write_all(bytes).map_err(|source| TraceError::Io { what: self.what.clone(), source })
     }
 }
 
@@ -196,10 +169,7 @@ struct ExactEncoder {
 
 impl ExactEncoder {
     fn new() -> Self {
-        ExactEncoder {
-            threads: Box::new([ThreadContext::START; 256]),
-            previous_thread: 0,
-        }
+        ExactEncoder { threads: Box::new([ThreadContext::START; 256]), previous_thread: 0 }
     }
 
     fn reset(&mut self) {
@@ -227,11 +197,7 @@ impl ExactEncoder {
         if a.instructions != ctx.instructions {
             fields |= tag::FIELD_INSTRUCTIONS;
         }
-        let mut tag = if a.kind == AccessKind::Write {
-            tag::WRITE
-        } else {
-            0
-        };
+        let mut tag = if a.kind == AccessKind::Write { tag::WRITE } else { 0 };
         tag |= thread_mode << tag::THREAD_SHIFT;
         tag |= slot << tag::SLOT_SHIFT;
         tag |= addr_mode << tag::ADDR_SHIFT;
@@ -272,9 +238,7 @@ fn predict(ctx: &ThreadContext, addr: u64) -> (u8, u8, u64) {
     if let Some(k) = (0..4).find(|&k| from(k) == addr) {
         return (k, tag::ADDR_SAME, 0);
     }
-    let k = (0..4)
-        .min_by_key(|&k| zigzag(addr.wrapping_sub(from(k))))
-        .unwrap_or(0);
+    let k = (0..4).min_by_key(|&k| zigzag(addr.wrapping_sub(from(k)))).unwrap_or(0);
     (k, tag::ADDR_DELTA, addr.wrapping_sub(from(k)))
 }
 
