@@ -192,6 +192,12 @@ impl AccessSource for Generator {
     }
 }
 
+/// Appends `n` placeholder accesses for a generator to overwrite: writing into initialised slots
+/// skips `push`'s capacity check per access.
+pub(crate) fn append_slots(buf: &mut Vec<Access>, n: usize) {
+    buf.resize(buf.len() + n, Access::read(0, 0, 0, 0));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,10 +255,4 @@ mod tests {
         let out = collect(Sweep::new(3, 8, vec![Step::write(0, 1)], 1, true));
         assert_eq!(out.len(), 3);
     }
-}
-
-/// Appends `n` placeholder accesses for a generator to overwrite: writing into initialised slots
-/// skips `push`'s capacity check per access.
-pub(crate) fn append_slots(buf: &mut Vec<Access>, n: usize) {
-    buf.resize(buf.len() + n, Access::read(0, 0, 0, 0));
 }
