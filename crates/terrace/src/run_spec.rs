@@ -48,7 +48,8 @@ impl MachineArgs {
             let reader = terrace_workloads::trace::TraceReader::open(path)
                 .with_context(|| format!("cannot replay {workload}"))?;
             if reader.form() != terrace_workloads::trace::TraceForm::Exact {
-                bail!("{workload} holds per-epoch page counts, which cannot be replayed; record it without --aggregate-epoch");
+                // Counts per page and epoch replay as random 64 B accesses (trace/expand.rs).
+                return Ok(Box::new(terrace_workloads::trace::ExpandedTrace::new(reader)));
             }
             return Ok(Box::new(reader));
         }

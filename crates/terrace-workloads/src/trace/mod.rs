@@ -6,9 +6,11 @@
 //! JSON), then checksummed blocks, then an end marker holding the total access count, so that
 //! truncation anywhere (even at a block boundary) is detected.
 
+mod expand;
 mod reader;
 mod writer;
 
+pub use expand::ExpandedTrace;
 pub use reader::TraceReader;
 pub use writer::TraceWriter;
 
