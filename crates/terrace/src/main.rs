@@ -13,10 +13,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Terrace places a program's memory pages across fast and slow memory tiers (DRAM, Optane, CXL,
-/// a remote socket). Every policy runs unchanged on a calibrated simulated machine (the default,
-/// needs no special hardware) or on a live Linux machine.
+/// a remote socket). Policies run on a calibrated simulated machine that needs no special
+/// hardware; the same policies will drive a live Linux machine.
 #[derive(Parser)]
-#[command(name = "terrace", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "terrace",
+    version,
+    propagate_version = true,
+    after_help = "Start with `terrace compare` (every built-in workload under every baseline on the default \
+                  simulated machine), then `terrace list policies` and `terrace sim --workload gups --policy oracle`."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -19,7 +19,8 @@ pub struct MachineArgs {
     /// Default: the seed experiment's DRAM, scaled like the workload.
     #[arg(long, value_parser = parse_capacity)]
     pub fast_capacity: Option<Capacity>,
-    /// Slow-tier capacity as a size. Default: the profile's slow:fast ratio times the fast tier.
+    /// Slow-tier capacity as a size. Default: the profile's slow:fast ratio times the fast tier, and
+    /// at least the footprint.
     #[arg(long, value_parser = parse_size)]
     pub slow_capacity: Option<u64>,
     /// Seed of the workload generators.
