@@ -91,6 +91,8 @@ pub enum MoveFailure {
     Permission,
     /// Cut by the plan's rate limit; the policy may ask again.
     RateLimited,
+    /// Reported moved, but found on another node than asked when checked afterwards.
+    Misplaced,
 }
 
 /// What a machine reports after carrying out a plan: what really moved and what it cost.

@@ -5,7 +5,9 @@
 //! compare against live in [`baselines`]; the seed systems get a module each, named after the
 //! seed, as they are implemented. docs/policies.md maps every rule to its seed section.
 
+pub mod age;
 pub mod baselines;
+pub mod ping_pong;
 pub mod registry;
 
 pub use registry::{build, list, PolicyError, PolicySpec};

@@ -1,6 +1,7 @@
 //! Policies by name: what `terrace list policies` shows and `--policy NAME` builds.
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
+use crate::{age, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy.
@@ -39,6 +40,12 @@ const POLICIES: &[PolicySpec] = &[
         summary: oracle::SUMMARY,
         build: || Box::new(oracle::Oracle::default()),
     },
+    PolicySpec { name: age::NAME, summary: age::SUMMARY, build: || Box::new(age::Age::default()) },
+    PolicySpec {
+        name: ping_pong::NAME,
+        summary: ping_pong::SUMMARY,
+        build: || Box::new(ping_pong::PingPong),
+    },
 ];
 
 /// The policies `terrace compare` runs when none are named.
@@ -49,6 +56,7 @@ pub const DEFAULT_COMPARISON: &[&str] = &[
     all_slow::NAME,
     memory_mode::NAME,
     oracle::NAME,
+    age::NAME,
 ];
 
 #[derive(Debug, thiserror::Error)]

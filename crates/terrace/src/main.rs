@@ -3,6 +3,8 @@
 
 mod bench;
 mod compare;
+mod doctor_cmd;
+mod run_cmd;
 mod run_spec;
 mod table;
 mod trace_cmd;
@@ -45,6 +47,10 @@ enum Command {
     /// Measure the simulator's own speed.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Show this host's memory tiers, what Terrace can track here, and what is misconfigured.
+    Doctor(doctor_cmd::DoctorArgs),
+    /// Start a program and manage where its pages live (live machine).
+    Run(run_cmd::RunArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -89,11 +95,24 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Doctor(args) => doctor_cmd::run(args),
+        Command::Run(args) => run_cmd::run(args),
     }
 }
 
 fn main() -> ExitCode {
+    // Die quietly when the reader of our output goes away (`terrace doctor | head`), as CLI tools do.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
+    // Logs (one line per migration batch on the live machine) go to stderr; RUST_LOG overrides.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -1,0 +1,204 @@
+//! `terrace-hotcold`: the workload the live-machine tests manage.
+//!
+//! It maps a hot set and a cold set of anonymous memory, optionally first-touched on one NUMA
+//! node, fills every 8-byte word with a value derived from its index, then for a while keeps
+//! rewriting random words of the hot set while never touching the cold set. A running checksum
+//! follows every write, so at the end (and every `--verify-every` seconds) a full pass can prove
+//! that no write was lost and no page was corrupted by however many migrations happened
+//! underneath. It reports where its pages are, as the kernel says (move_pages with no target).
+
+use clap::Parser;
+use std::time::{Duration, Instant};
+use terrace_linux::numa_sys;
+
+#[derive(Parser)]
+#[command(about = "Keep a hot set busy and a cold set idle, and prove the data survives migration")]
+struct Args {
+    /// Hot set size, MiB.
+    #[arg(long, default_value_t = 4)]
+    hot_mib: usize,
+    /// Cold set size, MiB.
+    #[arg(long, default_value_t = 16)]
+    cold_mib: usize,
+    /// How long to run, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// First-touch both sets on this NUMA node (MPOL_BIND while filling, then default policy).
+    #[arg(long)]
+    start_node: Option<u32>,
+    /// Also verify every N seconds (0: only at the end).
+    #[arg(long, default_value_t = 0.0)]
+    verify_every: f64,
+    /// Print where the pages are every N seconds (0: only at the end).
+    #[arg(long, default_value_t = 0.0)]
+    report_every: f64,
+}
+
+const PAGE: usize = 4096;
+const WORDS_PER_PAGE: usize = PAGE / 8;
+
+/// An anonymous private mapping, page-aligned.
+struct Region {
+    ptr: *mut u64,
+    words: usize,
+}
+
+impl Region {
+    fn map(bytes: usize) -> Region {
+        // SAFETY: a fresh anonymous private mapping; checked for failure below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            eprintln!("terrace-hotcold: cannot map {bytes} bytes: {}", std::io::Error::last_os_error());
+            std::process::exit(2);
+        }
+        // Base pages only: the tests count 4 KiB pages.
+        // SAFETY: advice on the mapping just made.
+        unsafe { libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE) };
+        Region { ptr: p as *mut u64, words: bytes / 8 }
+    }
+    fn words(&mut self) -> &mut [u64] {
+        // SAFETY: the mapping is `words` u64s long, readable and writable, and owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
+    }
+    fn range(&self) -> (u64, u64) {
+        (self.ptr as u64, self.ptr as u64 + self.words as u64 * 8)
+    }
+    fn bind(&self, node: Option<u32>) {
+        let (mode, what) = match node {
+            Some(_) => (numa_sys::MPOL_BIND, "bind"),
+            None => (numa_sys::MPOL_DEFAULT, "unbind"),
+        };
+        if let Err(e) = numa_sys::mbind(self.ptr as usize, self.words * 8, mode, node, 0) {
+            eprintln!("terrace-hotcold: cannot {what} memory ({node:?}): {e}");
+            std::process::exit(2);
+        }
+    }
+    /// Pages per node: (node id or -1 for "not present/error", count).
+    fn nodes(&self) -> Vec<(i32, usize)> {
+        let pages: Vec<u64> =
+            (0..self.words / WORDS_PER_PAGE).map(|i| self.range().0 + (i * PAGE) as u64).collect();
+        let mut status = vec![0i32; pages.len()];
+        if numa_sys::query_nodes(0, &pages, &mut status).is_err() {
+            return vec![(-1, pages.len())];
+        }
+        let mut counts: Vec<(i32, usize)> = Vec::new();
+        for s in status {
+            let n = s.max(-1);
+            match counts.iter_mut().find(|(k, _)| *k == n) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((n, 1)),
+            }
+        }
+        counts.sort();
+        counts
+    }
+}
+
+/// The initial value of word `i`: distinct per word, so a misplaced or zeroed page shows.
+fn initial(i: usize) -> u64 {
+    (i as u64 ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9).rotate_left(31)
+}
+
+fn placement(name: &str, r: &Region) -> String {
+    let parts: Vec<String> = r
+        .nodes()
+        .iter()
+        .map(|(n, c)| if *n >= 0 { format!("node{n}={c}") } else { format!("absent={c}") })
+        .collect();
+    format!("{name} {}", parts.join(" "))
+}
+
+fn main() {
+    let args = Args::parse();
+    let mut hot = Region::map(args.hot_mib.max(1) << 20);
+    let mut cold = Region::map(args.cold_mib.max(1) << 20);
+    for r in [&hot, &cold] {
+        if args.start_node.is_some() {
+            r.bind(args.start_node);
+        }
+    }
+    let mut sum = 0u64;
+    for (i, w) in hot.words().iter_mut().enumerate() {
+        *w = initial(i);
+        sum = sum.wrapping_add(*w);
+    }
+    let hot_words = hot.words;
+    for (i, w) in cold.words().iter_mut().enumerate() {
+        *w = initial(hot_words + i);
+        sum = sum.wrapping_add(*w);
+    }
+    if args.start_node.is_some() {
+        // Later moves are Terrace's business, not the policy's.
+        hot.bind(None);
+        cold.bind(None);
+    }
+    let (h, c) = (hot.range(), cold.range());
+    println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);
+    println!("hotcold start {} | {}", placement("hot", &hot), placement("cold", &cold));
+
+    let verify = |hot: &mut Region, cold: &mut Region, sum: u64| -> bool {
+        let mut total = 0u64;
+        for w in hot.words().iter() {
+            total = total.wrapping_add(*w);
+        }
+        let mut cold_ok = true;
+        for (i, w) in cold.words().iter().enumerate() {
+            total = total.wrapping_add(*w);
+            cold_ok &= *w == initial(hot_words + i);
+        }
+        cold_ok && total == sum
+    };
+
+    let start = Instant::now();
+    let mut rng = 0x2545_f491_4f6c_dd1du64 ^ std::process::id() as u64;
+    let (mut updates, mut next_verify, mut next_report) = (0u64, args.verify_every, args.report_every);
+    let words = hot.words;
+    loop {
+        // A burst of writes between clock checks.
+        for _ in 0..4096 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let i = (rng % words as u64) as usize;
+            let w = &mut hot.words()[i];
+            let new = w.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            sum = sum.wrapping_add(new.wrapping_sub(*w));
+            // A volatile write, so that every update really reaches memory.
+            // SAFETY: `w` is a valid, aligned word of the hot mapping.
+            unsafe { std::ptr::write_volatile(w, new) };
+            updates += 1;
+        }
+        let t = start.elapsed().as_secs_f64();
+        if args.verify_every > 0.0 && t >= next_verify {
+            if !verify(&mut hot, &mut cold, sum) {
+                println!("hotcold checksum MISMATCH at t={t:.1}s after {updates} updates");
+                std::process::exit(3);
+            }
+            next_verify += args.verify_every;
+        }
+        if args.report_every > 0.0 && t >= next_report {
+            println!("hotcold t={t:.1}s {} | {}", placement("hot", &hot), placement("cold", &cold));
+            next_report += args.report_every;
+        }
+        if t >= args.seconds {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    println!("hotcold end {} | {}", placement("hot", &hot), placement("cold", &cold));
+    if verify(&mut hot, &mut cold, sum) {
+        println!("hotcold checksum ok after {updates} updates");
+    } else {
+        println!("hotcold checksum MISMATCH after {updates} updates");
+        std::process::exit(3);
+    }
+}

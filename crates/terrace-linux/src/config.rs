@@ -1,0 +1,119 @@
+//! Terrace's configuration file for the live machine (TOML), validated on load.
+//!
+//! ```toml
+//! [tiers]              # optional: which NUMA nodes are fast and slow (default: detected)
+//! fast_nodes = [0]
+//! slow_nodes = [1]
+//!
+//! [daemon]
+//! socket = "/run/terrace.sock"    # where `terrace bind` finds the daemon
+//! metrics = "127.0.0.1:9464"      # Prometheus text endpoint (localhost only)
+//! dry_run = false                 # track and decide, move nothing
+//! policy = "age"                  # the policy for processes bound without one
+//! ```
+
+use crate::topology::TierOverride;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub tiers: TierOverride,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    /// Address of the metrics endpoint; must be a loopback address.
+    pub metrics: Option<String>,
+    pub dry_run: bool,
+    pub policy: String,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: PathBuf::from("/run/terrace.sock"),
+            metrics: None,
+            dry_run: false,
+            policy: "age".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config {path} is invalid: {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: p.clone(), source })?;
+        Config::parse(&p, &text)
+    }
+
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_string(), message };
+        let c: Config = toml::from_str(text).map_err(|e| invalid(e.message().replace('\n', " ")))?;
+        if let (Some(f), Some(s)) = (&c.tiers.fast_nodes, &c.tiers.slow_nodes) {
+            if let Some(n) = f.iter().find(|n| s.contains(n)) {
+                return Err(invalid(format!("node {n} is listed as both fast and slow")));
+            }
+        }
+        if let Some(addr) = &c.daemon.metrics {
+            let sock: std::net::SocketAddr =
+                addr.parse().map_err(|_| invalid(format!("metrics address '{addr}' is not IP:PORT")))?;
+            if !sock.ip().is_loopback() {
+                return Err(invalid(format!(
+                    "metrics address '{addr}' is not on loopback; use 127.0.0.1:PORT"
+                )));
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_config_parses() {
+        let c = Config::parse(
+            "t",
+            "[tiers]\nfast_nodes = [0]\nslow_nodes = [1, 2]\n[daemon]\nsocket = \"/tmp/t.sock\"\nmetrics = \"127.0.0.1:9464\"\ndry_run = true\npolicy = \"age\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.tiers.slow_nodes, Some(vec![1, 2]));
+        assert!(c.daemon.dry_run);
+    }
+
+    #[test]
+    fn bad_configs_say_what_is_wrong() {
+        let e = Config::parse("t", "[tiers]\nfast_nodes = [0]\nslow_nodes = [0]\n").unwrap_err().to_string();
+        assert!(e.contains("both fast and slow"), "{e}");
+        let e = Config::parse("t", "[tires]\n").unwrap_err().to_string();
+        assert!(e.contains("tires"), "{e}");
+        let e = Config::parse(
+            "t",
+            "[daemon]\nsocket=\"/x\"\nmetrics=\"0.0.0.0:1\"\ndry_run=false\npolicy=\"age\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("loopback"), "{e}");
+    }
+}

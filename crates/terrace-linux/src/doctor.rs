@@ -1,0 +1,675 @@
+//! `terrace doctor`: what this host offers for tiering and what is misconfigured, with fixes.
+//!
+//! [`examine`] only reads files, so fixture trees test it; [`probe_live`] makes the system calls
+//! that only mean something on the real kernel.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::topology::{format_list, Classification, ClassifiedBy, TierOverride, Topology, TopologyError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrackerKind {
+    IdlePage,
+    SoftDirty,
+    DamonVaddr,
+    PerfSampling,
+    UffdWp,
+    NumaBalancingTiering,
+    Demotion,
+}
+
+impl TrackerKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            TrackerKind::IdlePage => "idle-page bitmap",
+            TrackerKind::SoftDirty => "soft-dirty bits",
+            TrackerKind::DamonVaddr => "DAMON (vaddr)",
+            TrackerKind::PerfSampling => "perf load/store sampling",
+            TrackerKind::UffdWp => "userfaultfd write-protect",
+            TrackerKind::NumaBalancingTiering => "NUMA balancing tiering mode",
+            TrackerKind::Demotion => "kernel demotion",
+        }
+    }
+}
+
+/// Whether one access-tracking or kernel-tiering interface works here, and what to do if not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TrackerCheck {
+    pub kind: TrackerKind,
+    pub available: bool,
+    /// What was checked and what it showed.
+    pub detail: String,
+    /// How to turn it on, when it is off and can be.
+    pub enable: Option<String>,
+}
+
+/// What the running user may do; decides which processes Terrace can manage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Permissions {
+    pub euid: u32,
+    pub root: bool,
+    /// CapEff from /proc/self/status; `None` where it could not be read.
+    pub cap_eff: Option<u64>,
+    /// move_pages(2) on another user's process.
+    pub cap_sys_nice: Option<bool>,
+    /// DAMON sysfs, the idle-page bitmap and physical frame numbers in pagemap.
+    pub cap_sys_admin: Option<bool>,
+    /// Reading another user's /proc/PID/pagemap and process_madvise(2).
+    pub cap_sys_ptrace: Option<bool>,
+}
+
+const CAP_SYS_PTRACE: u32 = 19;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_SYS_NICE: u32 = 23;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One piece of advice: what is wrong and the one thing to do about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    /// Stable identifier for scripts and tests.
+    pub code: &'static str,
+    pub message: String,
+    pub fix: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub topology: Topology,
+    pub classification: Classification,
+    pub trackers: Vec<TrackerCheck>,
+    pub permissions: Permissions,
+    pub findings: Vec<Finding>,
+}
+
+/// Reads everything doctor can learn from files under the two roots, with no tier override.
+pub fn examine(sys: &Path, proc_: &Path) -> Result<Report, TopologyError> {
+    examine_with(sys, proc_, &TierOverride::default())
+}
+
+/// [`examine`] with the fast/slow nodes from Terrace's config, so the report shows the classification in use.
+pub fn examine_with(sys: &Path, proc_: &Path, overrides: &TierOverride) -> Result<Report, TopologyError> {
+    let topology = Topology::read(sys, proc_)?;
+    let classification = topology.classify(overrides);
+    let trackers = file_trackers(sys, &topology);
+    let permissions = read_permissions(proc_);
+    let mut findings = findings(&topology, &classification);
+    let unknown: Vec<u32> = [&overrides.fast_nodes, &overrides.slow_nodes]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .copied()
+        .filter(|&id| topology.node(id).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        findings.push(Finding {
+            severity: Severity::Error,
+            code: "override-unknown-node",
+            message: format!("the config names node {} which this host does not have", format_list(&unknown)),
+            fix: format!(
+                "set fast_nodes/slow_nodes to nodes that exist here: {}",
+                format_list(&topology.nodes.iter().map(|n| n.id).collect::<Vec<_>>())
+            ),
+        });
+    }
+    Ok(Report { topology, classification, trackers, permissions, findings })
+}
+
+fn file_trackers(sys: &Path, topo: &Topology) -> Vec<TrackerCheck> {
+    let mut out = Vec::new();
+    let idle = sys.join("kernel/mm/page_idle/bitmap");
+    out.push(if idle.exists() {
+        TrackerCheck {
+            kind: TrackerKind::IdlePage,
+            available: true,
+            detail: format!("{} exists (reading it needs root)", idle.display()),
+            enable: None,
+        }
+    } else {
+        TrackerCheck {
+            kind: TrackerKind::IdlePage,
+            available: false,
+            detail: "kernel built without CONFIG_IDLE_PAGE_TRACKING".into(),
+            enable: Some("use a kernel built with CONFIG_IDLE_PAGE_TRACKING=y".into()),
+        }
+    });
+
+    let damon = sys.join("kernel/mm/damon/admin");
+    out.push(if damon.is_dir() {
+        TrackerCheck {
+            kind: TrackerKind::DamonVaddr,
+            available: true,
+            detail: format!("{} exists (DAMON sysfs; writing it needs root)", damon.display()),
+            enable: None,
+        }
+    } else {
+        TrackerCheck {
+            kind: TrackerKind::DamonVaddr,
+            available: false,
+            detail: "no DAMON sysfs interface (kernel without CONFIG_DAMON_SYSFS, or older than 5.18)".into(),
+            enable: Some(
+                "use a kernel with CONFIG_DAMON=y, CONFIG_DAMON_VADDR=y and CONFIG_DAMON_SYSFS=y".into(),
+            ),
+        }
+    });
+
+    out.push(match topo.numa_balancing {
+        None => TrackerCheck {
+            kind: TrackerKind::NumaBalancingTiering,
+            available: false,
+            detail: "no /proc/sys/kernel/numa_balancing (kernel without CONFIG_NUMA_BALANCING)".into(),
+            enable: Some("use a kernel with CONFIG_NUMA_BALANCING=y (tiering mode needs 5.18+)".into()),
+        },
+        Some(v) if v & 2 != 0 => TrackerCheck {
+            kind: TrackerKind::NumaBalancingTiering,
+            available: true,
+            detail: format!("numa_balancing = {v}: the kernel promotes hot slow-tier pages itself"),
+            enable: None,
+        },
+        Some(v) => TrackerCheck {
+            kind: TrackerKind::NumaBalancingTiering,
+            available: false,
+            detail: format!("numa_balancing = {v}: memory-tiering mode (2) is off"),
+            enable: Some("echo 2 > /proc/sys/kernel/numa_balancing".into()),
+        },
+    });
+
+    out.push(match topo.demotion_enabled {
+        None => TrackerCheck {
+            kind: TrackerKind::Demotion,
+            available: false,
+            detail:
+                "no /sys/kernel/mm/numa/demotion_enabled (kernel older than 5.15 or without CONFIG_MIGRATION)"
+                    .into(),
+            enable: Some("use a 5.15+ kernel with CONFIG_NUMA and CONFIG_MIGRATION".into()),
+        },
+        Some(true) => TrackerCheck {
+            kind: TrackerKind::Demotion,
+            available: true,
+            detail: "demotion_enabled = true: reclaim demotes to the next lower tier instead of swapping"
+                .into(),
+            enable: None,
+        },
+        Some(false) => TrackerCheck {
+            kind: TrackerKind::Demotion,
+            available: false,
+            detail: "demotion_enabled = false: reclaim swaps or drops pages instead of demoting them".into(),
+            enable: Some("echo 1 > /sys/kernel/mm/numa/demotion_enabled".into()),
+        },
+    });
+    out
+}
+
+fn read_permissions(proc_: &Path) -> Permissions {
+    let status = fs::read_to_string(proc_.join("self/status")).ok();
+    let field = |name: &str| {
+        status.as_deref()?.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned())
+    };
+    // Uid: real effective saved fs
+    let euid = field("Uid:")
+        .and_then(|v| v.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
+    let cap_eff = field("CapEff:").and_then(|v| u64::from_str_radix(&v, 16).ok());
+    let has = |bit: u32| cap_eff.map(|c| c & (1u64 << bit) != 0);
+    Permissions {
+        euid,
+        root: euid == 0,
+        cap_eff,
+        cap_sys_nice: has(CAP_SYS_NICE),
+        cap_sys_admin: has(CAP_SYS_ADMIN),
+        cap_sys_ptrace: has(CAP_SYS_PTRACE),
+    }
+}
+
+const SLOW_NODES_FIX: &str =
+    "give the firmware HMAT attributes (with QEMU: -machine hmat=on and hmat-lb latency \
+     and bandwidth for every node), or tell Terrace which nodes are slow with slow_nodes in its config";
+
+fn findings(topo: &Topology, class: &Classification) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if topo.nodes.len() == 1 {
+        out.push(Finding {
+            severity: Severity::Error,
+            code: "single-node",
+            message: "this host has a single NUMA node: there is nothing to tier".into(),
+            fix: "run the simulator (`terrace sim`, `terrace compare`), or a guest with two NUMA nodes as in docs".into(),
+        });
+    }
+
+    for tier in &topo.tiers {
+        let nodes: Vec<_> = tier.nodes.iter().filter_map(|&id| topo.node(id)).collect();
+        let cpuless: Vec<u32> =
+            nodes.iter().filter(|n| n.cpus.is_empty() && n.mem_total_bytes > 0).map(|n| n.id).collect();
+        let dram: Vec<u32> = nodes.iter().filter(|n| !n.cpus.is_empty()).map(|n| n.id).collect();
+        if !cpuless.is_empty() && !dram.is_empty() {
+            out.push(Finding {
+                severity: Severity::Warning,
+                code: "cpuless-same-tier",
+                message: format!(
+                    "CPU-less node {} is in memory_tier{} with CPU node {}, so the kernel never demotes or \
+                     promotes between them",
+                    format_list(&cpuless),
+                    tier.id,
+                    format_list(&dram)
+                ),
+                fix: SLOW_NODES_FIX.into(),
+            });
+        }
+    }
+
+    let populated = topo.tiers.iter().filter(|t| !t.nodes.is_empty()).count();
+    if populated > 1 && topo.demotion_enabled == Some(false) {
+        out.push(Finding {
+            severity: Severity::Warning,
+            code: "demotion-disabled",
+            message: format!(
+                "kernel demotion is off while the kernel has {populated} memory tiers: under memory pressure \
+                 pages are swapped instead of moved to the slow tier"
+            ),
+            fix: "echo 1 > /sys/kernel/mm/numa/demotion_enabled (or leave it off if Terrace alone places pages)"
+                .into(),
+        });
+    }
+
+    if topo.nodes.len() > 1 && class.by == ClassifiedBy::CpulessAndDistance {
+        out.push(Finding {
+            severity: Severity::Info,
+            code: "no-hmat",
+            message:
+                "no HMAT attributes and one memory tier: fast and slow were guessed from CPUs and distance"
+                    .into(),
+            fix: "check the class column; if it is wrong, set fast_nodes/slow_nodes in Terrace's config \
+                  (firmware HMAT, with QEMU -machine hmat=on, makes it exact)"
+                .into(),
+        });
+    }
+    out
+}
+
+/// Checks that need the real kernel: only meaningful on the host itself, never on fixture trees.
+pub fn probe_live() -> Vec<TrackerCheck> {
+    vec![live::soft_dirty(), live::perf_sampling(), live::uffd_wp()]
+}
+
+mod live {
+    use std::fs::{self, File, OpenOptions};
+    use std::io::{self, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+
+    use super::{TrackerCheck, TrackerKind};
+
+    fn errno_text(e: &io::Error) -> String {
+        match e.raw_os_error() {
+            Some(n) => {
+                let errno = nix::errno::Errno::from_raw(n);
+                format!("{errno:?} ({})", errno.desc())
+            }
+            None => e.to_string(),
+        }
+    }
+
+    /// Clears our own soft-dirty bits, writes a page of our own and looks for bit 55 in pagemap.
+    pub(super) fn soft_dirty() -> TrackerCheck {
+        let check = |available: bool, detail: String, enable: Option<&str>| TrackerCheck {
+            kind: TrackerKind::SoftDirty,
+            available,
+            detail,
+            enable: enable.map(str::to_owned),
+        };
+        match probe_soft_dirty() {
+            Ok((false, true)) => {
+                check(true, "bit 55 of /proc/self/pagemap cleared and set as expected".into(), None)
+            }
+            Ok((before, after)) => check(
+                false,
+                format!(
+                    "after clear_refs 4 bit 55 was {before}, after a write {after}: kernel built without \
+                     CONFIG_MEM_SOFT_DIRTY"
+                ),
+                Some("use a kernel built with CONFIG_MEM_SOFT_DIRTY=y"),
+            ),
+            Err(e) => check(false, format!("probe failed: {}", errno_text(&e)), None),
+        }
+    }
+
+    /// Returns (soft-dirty right after clearing, soft-dirty after a write).
+    fn probe_soft_dirty() -> io::Result<(bool, bool)> {
+        let page = page_size();
+        // A page-aligned buffer of our own; a Vec keeps the probe free of unsafe mmap.
+        let mut buf = vec![0u8; page * 2];
+        let off = buf.as_ptr().align_offset(page);
+        let cell = &mut buf[off..off + page];
+        let addr = cell.as_ptr() as usize;
+        std::hint::black_box(&mut *cell)[0] = 1;
+        let pagemap = File::open("/proc/self/pagemap")?;
+        let bit = |pm: &File| -> io::Result<bool> {
+            let mut entry = [0u8; 8];
+            pm.read_exact_at(&mut entry, (addr / page * 8) as u64)?;
+            Ok(u64::from_ne_bytes(entry) & (1 << 55) != 0)
+        };
+        OpenOptions::new().write(true).open("/proc/self/clear_refs")?.write_all(b"4")?;
+        let before = bit(&pagemap)?;
+        std::hint::black_box(&mut *cell)[0] = 2;
+        let after = bit(&pagemap)?;
+        Ok((before, after))
+    }
+
+    fn page_size() -> usize {
+        // SAFETY: sysconf has no memory effects.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if n > 0 {
+            n as usize
+        } else {
+            4096
+        }
+    }
+
+    /// perf_event_attr up to PERF_ATTR_SIZE_VER0 (64 bytes); the kernel accepts that size.
+    #[repr(C)]
+    #[derive(Default)]
+    struct PerfEventAttr {
+        type_: u32,
+        size: u32,
+        config: u64,
+        sample_period: u64,
+        sample_type: u64,
+        read_format: u64,
+        flags: u64,
+        wakeup_events: u32,
+        bp_type: u32,
+        config1: u64,
+    }
+    const PERF_TYPE_HARDWARE: u32 = 0;
+    const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
+    const PERF_SAMPLE_IP: u64 = 1;
+    const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+    const FLAG_DISABLED: u64 = 1 << 0;
+    const FLAG_EXCLUDE_KERNEL: u64 = 1 << 5;
+    const FLAG_EXCLUDE_HV: u64 = 1 << 6;
+
+    /// Opens (and closes) a sampling cycles event on ourselves, then looks for a PMU that
+    /// samples data addresses (Intel mem-loads, AMD IBS, Arm SPE).
+    pub(super) fn perf_sampling() -> TrackerCheck {
+        let attr = PerfEventAttr {
+            type_: PERF_TYPE_HARDWARE,
+            size: std::mem::size_of::<PerfEventAttr>() as u32,
+            config: PERF_COUNT_HW_CPU_CYCLES,
+            sample_period: 100_000,
+            sample_type: PERF_SAMPLE_IP,
+            flags: FLAG_DISABLED | FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV,
+            ..Default::default()
+        };
+        // SAFETY: attr is a valid, initialised perf_event_attr of the size it declares.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttr,
+                0 as libc::pid_t,
+                -1 as libc::c_int,
+                -1 as libc::c_int,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        };
+        let paranoid = fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "?".into());
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            let enable = match e.raw_os_error() {
+                Some(libc::EACCES) | Some(libc::EPERM) => {
+                    "run as root or with CAP_PERFMON, or echo 1 > /proc/sys/kernel/perf_event_paranoid"
+                }
+                _ => "run on hardware (or a VM) that exposes a PMU; use another tracker meanwhile",
+            };
+            return TrackerCheck {
+                kind: TrackerKind::PerfSampling,
+                available: false,
+                detail: format!(
+                    "not supported: perf_event_open(cycles, sample_period) failed with {} \
+                     (perf_event_paranoid = {paranoid})",
+                    errno_text(&e)
+                ),
+                enable: Some(enable.into()),
+            };
+        }
+        // SAFETY: fd is a fresh descriptor we own; OwnedFd closes it.
+        drop(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        let pmus = Path::new("/sys/bus/event_source/devices");
+        let mem = ["cpu/events/mem-loads", "cpu_core/events/mem-loads", "ibs_op", "arm_spe_0"]
+            .into_iter()
+            .find(|p| pmus.join(p).exists());
+        match mem {
+            Some(p) => TrackerCheck {
+                kind: TrackerKind::PerfSampling,
+                available: true,
+                detail: format!("cycles sampling works; address sampling via {}", pmus.join(p).display()),
+                enable: None,
+            },
+            None => TrackerCheck {
+                kind: TrackerKind::PerfSampling,
+                available: false,
+                detail: "cycles sampling works, but the PMU offers no load/store address sampling \
+                         (no mem-loads event, AMD IBS or Arm SPE)"
+                    .into(),
+                enable: Some("run on a CPU with PEBS, IBS or SPE exposed to this kernel".into()),
+            },
+        }
+    }
+
+    #[repr(C)]
+    struct UffdioApi {
+        api: u64,
+        features: u64,
+        ioctls: u64,
+    }
+    const UFFD_API: u64 = 0xAA;
+    const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+    const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
+    /// _IOWR(0xAA, 0x3F, struct uffdio_api) in the generic ioctl encoding (x86, Arm, RISC-V).
+    pub(super) const UFFDIO_API: u64 =
+        (3 << 30) | ((std::mem::size_of::<UffdioApi>() as u64) << 16) | (0xAA << 8) | 0x3F;
+
+    /// Opens a userfaultfd, asks for write-protect faults, and closes it.
+    pub(super) fn uffd_wp() -> TrackerCheck {
+        let open = |flags: libc::c_int| {
+            // SAFETY: userfaultfd takes only flags and returns a new descriptor or -1.
+            let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
+            if fd < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                // SAFETY: fd is a fresh descriptor we own.
+                Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+            }
+        };
+        let base = libc::O_CLOEXEC | libc::O_NONBLOCK;
+        // User-mode-only works unprivileged where vm.unprivileged_userfaultfd is 0 (5.11+);
+        // older kernels reject the flag, so retry without it.
+        let fd = match open(base | UFFD_USER_MODE_ONLY) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(base),
+            r => r,
+        };
+        let fail = |detail: String, enable: &str| TrackerCheck {
+            kind: TrackerKind::UffdWp,
+            available: false,
+            detail,
+            enable: Some(enable.into()),
+        };
+        let fd = match fd {
+            Ok(fd) => fd,
+            Err(e) => {
+                let enable = match e.raw_os_error() {
+                    Some(libc::EPERM) | Some(libc::EACCES) => {
+                        "run with CAP_SYS_PTRACE, or sysctl vm.unprivileged_userfaultfd=1"
+                    }
+                    _ => "use a kernel with CONFIG_USERFAULTFD=y",
+                };
+                return fail(format!("userfaultfd() failed with {}", errno_text(&e)), enable);
+            }
+        };
+        let mut api = UffdioApi { api: UFFD_API, features: UFFD_FEATURE_PAGEFAULT_FLAG_WP, ioctls: 0 };
+        use std::os::fd::AsRawFd;
+        // SAFETY: UFFDIO_API reads and writes exactly one struct uffdio_api, which `api` is.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API as _, &mut api as *mut UffdioApi) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return fail(
+                format!("UFFDIO_API with UFFD_FEATURE_PAGEFAULT_FLAG_WP failed with {}", errno_text(&e)),
+                "use a kernel with CONFIG_HAVE_ARCH_USERFAULTFD_WP (5.7+ on x86-64, 6.x on arm64)",
+            );
+        }
+        if api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 {
+            return fail(
+                "userfaultfd works but does not offer write-protect faults".into(),
+                "use a kernel with CONFIG_HAVE_ARCH_USERFAULTFD_WP",
+            );
+        }
+        TrackerCheck {
+            kind: TrackerKind::UffdWp,
+            available: true,
+            detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP".into(),
+            enable: None,
+        }
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    }
+}
+
+impl Report {
+    /// Human-readable text for the terminal.
+    pub fn render(&self) -> String {
+        let t = &self.topology;
+        let mut s = String::new();
+        let _ = writeln!(s, "Nodes");
+        let rows: Vec<[String; 8]> = t
+            .nodes
+            .iter()
+            .map(|n| {
+                let hmat = match n.hmat {
+                    Some(h) => {
+                        let v = |x: Option<u64>, unit: &str| x.map_or("?".into(), |x| format!("{x} {unit}"));
+                        format!("read {} / {}", v(h.read_latency_ns, "ns"), v(h.read_bandwidth_mb_s, "MB/s"))
+                    }
+                    None => "-".into(),
+                };
+                [
+                    format!("node{}", n.id),
+                    if n.cpus.is_empty() { "-".into() } else { format_list(&n.cpus) },
+                    human_bytes(n.mem_total_bytes),
+                    human_bytes(n.mem_free_bytes),
+                    n.distances.iter().map(u32::to_string).collect::<Vec<_>>().join(" "),
+                    t.memory_tier_of(n.id).map_or("-".into(), |id| format!("memory_tier{id}")),
+                    hmat,
+                    self.classification.class_of(n.id).map_or("-".into(), |c| c.to_string()),
+                ]
+            })
+            .collect();
+        let header =
+            ["node", "cpus", "total", "free", "distances", "kernel tier", "HMAT", "class"].map(String::from);
+        let mut widths = header.clone().map(|h| h.len());
+        for r in &rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(c.len());
+            }
+        }
+        for r in std::iter::once(&header).chain(&rows) {
+            let line: Vec<String> = r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+            let _ = writeln!(s, "  {}", line.join("  ").trim_end());
+        }
+        let _ = writeln!(s, "  fast/slow decided by {}", self.classification.by);
+        let balancing = t.numa_balancing.map_or("absent".into(), |v| v.to_string());
+        let demotion = t.demotion_enabled.map_or("absent", |d| if d { "true" } else { "false" });
+        let _ = writeln!(s, "  numa_balancing = {balancing}, demotion_enabled = {demotion}");
+
+        let _ = writeln!(s, "\nTrackers");
+        let label_w = self.trackers.iter().map(|c| c.kind.label().len()).max().unwrap_or(0);
+        for c in &self.trackers {
+            let mark = if c.available { "yes" } else { "no " };
+            let _ = writeln!(s, "  [{mark}] {:<label_w$}  {}", c.kind.label(), c.detail);
+            if let Some(e) = &c.enable {
+                let _ = writeln!(s, "        {:<label_w$}  enable: {e}", "");
+            }
+        }
+
+        let p = &self.permissions;
+        let _ = writeln!(s, "\nPermissions");
+        let _ = writeln!(s, "  effective uid {}{}", p.euid, if p.root { " (root)" } else { "" });
+        let _ = writeln!(
+            s,
+            "  CAP_SYS_NICE   {:<7}  move_pages on another user's process",
+            yes_no(p.cap_sys_nice)
+        );
+        let _ = writeln!(
+            s,
+            "  CAP_SYS_ADMIN  {:<7}  DAMON, idle-page bitmap, frame numbers",
+            yes_no(p.cap_sys_admin)
+        );
+        let _ = writeln!(s, "  CAP_SYS_PTRACE {:<7}  another user's pagemap", yes_no(p.cap_sys_ptrace));
+
+        let _ = writeln!(s, "\nFindings");
+        if self.findings.is_empty() {
+            let _ = writeln!(s, "  none: the tier setup looks right");
+        }
+        for f in &self.findings {
+            let sev = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Info => "info",
+            };
+            let _ = writeln!(s, "  {sev}: {}", f.message);
+            let _ = writeln!(s, "    fix: {}", f.fix);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1 << 30), "1.0 GiB");
+        assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
+    }
+
+    #[test]
+    fn ioctl_number_matches_the_kernel_header() {
+        assert_eq!(live::UFFDIO_API, 0xC018_AA3F);
+    }
+}

@@ -1,0 +1,16 @@
+//! Terrace's live machine: a real Linux host whose memory tiers are NUMA nodes.
+//!
+//! It reads the host's topology and tiers ([`topology`]), checks what the kernel offers and what
+//! is misconfigured ([`doctor`]), finds a process's pages and where they really are
+//! ([`process`]), tracks accesses with the kernel's interfaces ([`trackers`]), moves pages with
+//! move_pages(2) and checks where they landed ([`migrate`]), and implements
+//! `terrace_model::Machine` over all of it ([`machine`]), so every policy that runs on the
+//! simulated machine runs here unchanged. Linux only.
+pub mod config;
+pub mod doctor;
+pub mod machine;
+pub mod migrate;
+pub mod numa_sys;
+pub mod process;
+pub mod topology;
+pub mod trackers;

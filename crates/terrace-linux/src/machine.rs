@@ -1,0 +1,364 @@
+//! The live machine: `terrace_model::Machine` over a real process on a real NUMA host.
+//!
+//! Observing reads the process's mappings, its pagemap (present and soft-dirty bits) and the node
+//! of every present page; applying moves pages with the migrator and records where they really
+//! landed. Time is wall-clock time since the machine was attached. The managed program never
+//! depends on Terrace: if Terrace stops, the program runs on where its pages are.
+
+use crate::migrate::{self, PageMove};
+use crate::process::{ProcessError, ProcessMemory, PAGE_BYTES, PM_PRESENT};
+use crate::topology::LiveTier;
+use crate::trackers::soft_dirty;
+use std::process::{Child, ExitStatus};
+use std::time::{Duration, Instant};
+use terrace_model::{
+    Applied, Machine, MachineError, MachineInfo, MemoryMode, Observations, PageSize, Plan, Progress,
+    Requirements, TierId, TierStatus, TrackerKind, PAGE_DIRTY, PAGE_REFERENCED,
+};
+
+/// Running totals, for logs and the metrics endpoint.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct LiveStats {
+    pub pages_per_tier: Vec<u64>,
+    pub pages_moved: u64,
+    pub moves_failed: u64,
+    pub plans: u64,
+    pub tracking_seconds: f64,
+    pub migration_seconds: f64,
+    pub observations: u64,
+}
+
+/// The process the machine manages: one it started (and can wait for) or one it was given.
+pub enum Target {
+    Child(Child),
+    Pid(i32),
+}
+
+pub struct LiveMachine {
+    info: MachineInfo,
+    tiers: Vec<LiveTier>,
+    target: Target,
+    pid: i32,
+    mem: ProcessMemory,
+    start: Instant,
+    last_observe: Duration,
+    dry_run: bool,
+    page_bits: bool,
+    placement: Vec<TierId>,
+    bits: Vec<u8>,
+    entries: Vec<u64>,
+    present: Vec<u32>,
+    status: Vec<i32>,
+    tier_status: Vec<TierStatus>,
+    stats: LiveStats,
+    exit: Option<ExitStatus>,
+    gone: bool,
+}
+
+impl LiveMachine {
+    /// Attaches to `target` with the host's tiers (fastest first).
+    pub fn attach(target: Target, tiers: Vec<LiveTier>, dry_run: bool) -> Result<Self, ProcessError> {
+        let pid = match &target {
+            Target::Child(c) => c.id() as i32,
+            Target::Pid(p) => *p,
+        };
+        let mem = ProcessMemory::attach(pid)?;
+        let threads = procfs::process::Process::new(pid)
+            .and_then(|p| p.stat())
+            .map(|s| s.num_threads.max(1) as u32)
+            .unwrap_or(1);
+        let info = MachineInfo {
+            name: format!("live pid {pid}"),
+            tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
+            page_size: PageSize::Base4K,
+            pages: mem.pages() as u64,
+            threads,
+            scale: 1.0,
+        };
+        let n = tiers.len();
+        Ok(LiveMachine {
+            info,
+            tiers,
+            target,
+            pid,
+            mem,
+            start: Instant::now(),
+            last_observe: Duration::ZERO,
+            dry_run,
+            page_bits: false,
+            placement: Vec::new(),
+            bits: Vec::new(),
+            entries: Vec::new(),
+            present: Vec::new(),
+            status: Vec::new(),
+            tier_status: vec![TierStatus::default(); n],
+            stats: LiveStats { pages_per_tier: vec![0; n], ..Default::default() },
+            exit: None,
+            gone: false,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+    pub fn stats(&self) -> &LiveStats {
+        &self.stats
+    }
+    /// The program's exit status, once it has exited (only for a program Terrace started).
+    pub fn exit_status(&self) -> Option<ExitStatus> {
+        self.exit
+    }
+
+    fn tier_of_node(&self, node: i32) -> TierId {
+        self.tiers
+            .iter()
+            .position(|t| t.nodes.contains(&(node as u32)))
+            .map_or(TierId::UNPLACED, |i| TierId(i as u8))
+    }
+
+    /// Whether the program is still there; records its exit status if Terrace started it.
+    fn alive(&mut self) -> bool {
+        if self.gone {
+            return false;
+        }
+        let alive = match &mut self.target {
+            Target::Child(c) => match c.try_wait() {
+                Ok(Some(status)) => {
+                    self.exit = Some(status);
+                    false
+                }
+                Ok(None) => true,
+                Err(_) => false,
+            },
+            // Signal 0 checks existence; EPERM still means it exists.
+            Target::Pid(p) => {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), None).is_ok()
+                    || nix::errno::Errno::last() == nix::errno::Errno::EPERM
+            }
+        };
+        self.gone = !alive;
+        alive
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// Reads where every page is and which were written since the last look.
+    fn scan(&mut self) -> Result<(), ProcessError> {
+        self.mem.refresh()?;
+        self.mem.read_pagemap(&mut self.entries)?;
+        let pages = self.mem.pages();
+        self.present.clear();
+        self.present.extend((0..pages as u32).filter(|&i| self.entries[i as usize] & PM_PRESENT != 0));
+        let mut status = std::mem::take(&mut self.status);
+        self.mem.nodes_of(&self.present, &mut status)?;
+        self.placement.clear();
+        self.placement.resize(pages, TierId::UNPLACED);
+        for (&i, &node) in self.present.iter().zip(&status) {
+            if node >= 0 {
+                self.placement[i as usize] = self.tier_of_node(node);
+            }
+        }
+        self.status = status;
+        if self.page_bits {
+            self.bits.clear();
+            self.bits.extend(self.entries.iter().map(|&e| {
+                if soft_dirty::is_dirty(e) && e & PM_PRESENT != 0 {
+                    PAGE_REFERENCED | PAGE_DIRTY
+                } else {
+                    0
+                }
+            }));
+            soft_dirty::clear(self.pid)?;
+        }
+        for (t, st) in self.tier_status.iter_mut().enumerate() {
+            st.used_pages = self.placement.iter().filter(|p| p.index() == t).count() as u64;
+            st.capacity_pages = self.tiers[t].tier.capacity_pages;
+            st.read_bytes = 0;
+            st.write_bytes = 0;
+        }
+        self.stats.pages_per_tier = self.tier_status.iter().map(|s| s.used_pages).collect();
+        Ok(())
+    }
+}
+
+impl Machine for LiveMachine {
+    fn info(&self) -> &MachineInfo {
+        &self.info
+    }
+
+    fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
+        check_requirements(req)?;
+        if req.trackers.iter().any(|t| t.kind == TrackerKind::PageBits) {
+            tracing::info!(
+                "page-table bits: dirty from soft-dirty; referenced also from soft-dirty (no idle-page \
+                 bitmap here), so read-only pages look idle"
+            );
+            self.page_bits = true;
+        }
+        self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
+        self.info.pages = self.mem.pages() as u64;
+        Ok(())
+    }
+
+    fn advance(&mut self, until_ns: u64) -> Progress {
+        loop {
+            if !self.alive() {
+                return Progress::Finished { now_ns: self.now_ns() };
+            }
+            let now = self.now_ns();
+            if now >= until_ns {
+                return Progress::Running { now_ns: now };
+            }
+            std::thread::sleep(Duration::from_nanos((until_ns - now).min(20_000_000)));
+        }
+    }
+
+    fn observe(&mut self) -> Observations<'_> {
+        let t0 = Instant::now();
+        match self.scan() {
+            Ok(()) => {}
+            Err(ProcessError::Gone(_)) => self.gone = true,
+            Err(e) => tracing::warn!("scan of process {} failed: {e}", self.pid),
+        }
+        self.info.pages = self.mem.pages() as u64;
+        self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
+        self.stats.observations += 1;
+        let previous = self.last_observe.as_nanos() as u64;
+        self.last_observe = self.start.elapsed();
+        Observations {
+            now_ns: self.last_observe.as_nanos() as u64,
+            previous_ns: previous,
+            placement: &self.placement,
+            tiers: &self.tier_status,
+            page_bits: self.page_bits.then_some(self.bits.as_slice()),
+            samples: &[],
+            future: None,
+        }
+    }
+
+    fn apply(&mut self, plan: &Plan) -> Applied {
+        let mut applied = Applied::default();
+        let target_node =
+            |t: TierId| self.tiers.get(t.index()).and_then(|t| t.nodes.first()).map(|&n| n as i32);
+        let mut moves = Vec::with_capacity(plan.moves.len() + 2 * plan.exchanges.len());
+        let pages = self.placement.len();
+        let mut push = |page: u32, to: TierId, applied: &mut Applied| match target_node(to) {
+            Some(node) if (page as usize) < pages => {
+                moves.push(PageMove { addr: self.mem.index().addr(page), node, tag: page })
+            }
+            _ => applied.fail(terrace_model::MoveFailure::Invalid),
+        };
+        for m in &plan.moves {
+            push(m.page, m.to, &mut applied);
+        }
+        // Exchange as paired batches: every demotion before its promotion, so the fast tier
+        // never holds more than it did.
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for e in &plan.exchanges {
+            let (ta, tb) =
+                (self.placement.get(e.a as usize).copied(), self.placement.get(e.b as usize).copied());
+            match (ta, tb) {
+                (Some(ta), Some(tb)) if ta.is_placed() && tb.is_placed() && ta != tb => {
+                    let (fast, slow) = if ta < tb { (e.a, e.b) } else { (e.b, e.a) };
+                    down.push((fast, ta.max(tb)));
+                    up.push((slow, ta.min(tb)));
+                }
+                _ => applied.fail(terrace_model::MoveFailure::Invalid),
+            }
+        }
+        for (page, to) in down.into_iter().chain(up) {
+            push(page, to, &mut applied);
+        }
+        if self.dry_run {
+            let mut by_tier = vec![0u64; self.tiers.len()];
+            for m in &moves {
+                let t = self.tier_of_node(m.node);
+                if t.is_placed() {
+                    by_tier[t.index()] += 1;
+                }
+            }
+            let what: Vec<String> =
+                by_tier.iter().enumerate().map(|(t, n)| format!("{n} to tier{t}")).collect();
+            tracing::info!(target: "terrace::plan", "dry run: would move {} ({})", what.join(", "), plan.reason);
+            return applied;
+        }
+        let out = migrate::execute(self.pid, &moves, &plan.options, PAGE_BYTES, &plan.reason);
+        for (_, why) in &out.failed {
+            applied.fail(*why);
+        }
+        let failed: std::collections::HashSet<u32> = out.failed.iter().map(|(t, _)| *t).collect();
+        for m in &moves {
+            if !failed.contains(&m.tag) {
+                self.placement[m.tag as usize] = self.tier_of_node(m.node);
+            }
+        }
+        applied.pages_moved = out.moved;
+        applied.pairs_exchanged = plan.exchanges.len() as u64;
+        applied.bytes_copied = out.moved * PAGE_BYTES;
+        applied.time_ns = out.elapsed.as_nanos() as u64;
+        self.stats.plans += 1;
+        self.stats.pages_moved += out.moved;
+        self.stats.moves_failed += out.failed.len() as u64;
+        self.stats.migration_seconds += out.elapsed.as_secs_f64();
+        applied
+    }
+}
+
+/// Whether this host can give a policy what it asks for; says what is missing and how to get it.
+/// `terrace run` asks before it starts the program.
+pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
+    if req.page_size != PageSize::Base4K {
+        return Err(MachineError::UnsupportedMode {
+            mode: format!("{} pages", req.page_size),
+            hint: "the live machine moves 4 KiB pages for now (a transparent huge page moves whole)".into(),
+        });
+    }
+    match req.memory_mode {
+        MemoryMode::Flat => {}
+        MemoryMode::FastTierAsCache => {
+            return Err(MachineError::UnsupportedMode {
+                mode: "memory-mode".into(),
+                hint: "Optane Memory Mode is a firmware (BIOS) setting, not something software can switch; \
+                       simulate it with `terrace sim`"
+                    .into(),
+            })
+        }
+        MemoryMode::UnboundedFast => {
+            return Err(MachineError::UnsupportedMode {
+                mode: "unbounded fast tier".into(),
+                hint: "no real machine has unbounded DRAM; all-fast is a simulator bound".into(),
+            })
+        }
+    }
+    for t in &req.trackers {
+        match t.kind {
+            TrackerKind::PageBits => {
+                if !soft_dirty::works_here() {
+                    return Err(MachineError::MissingTracker {
+                        tracker: "page-table bits",
+                        hint: "this kernel has no soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY); \
+                               `terrace doctor` lists what it has"
+                            .into(),
+                    });
+                }
+            }
+            TrackerKind::Sampling => {
+                return Err(MachineError::MissingTracker {
+                    tracker: "access sampling",
+                    hint: "the live machine's samplers (perf and fault-based) are not built yet; \
+                           use a policy on page-table bits"
+                        .into(),
+                })
+            }
+            TrackerKind::Future => {
+                return Err(MachineError::MissingTracker {
+                    tracker: "future accesses",
+                    hint: "only the simulator knows the future; run this policy with `terrace sim`".into(),
+                })
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! A process's memory as Terrace manages it: its anonymous mappings, a stable index of their
+//! pages, what pagemap says of each page, and which node each page is really on.
+//!
+//! Everything here tolerates the process exiting at any moment ([`ProcessError::Gone`]) and
+//! mappings changing between calls: the page index only grows (a page keeps its index for the
+//! life of the process, so policy state stays valid), and pages of mappings that went away read
+//! as absent.
+
+use crate::numa_sys;
+use procfs::process::{MMapPath, Process};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+
+pub const PAGE_SHIFT: u32 = 12;
+pub const PAGE_BYTES: u64 = 1 << PAGE_SHIFT;
+
+/// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+pub const PM_PRESENT: u64 = 1 << 63;
+pub const PM_SWAP: u64 = 1 << 62;
+pub const PM_SOFT_DIRTY: u64 = 1 << 55;
+pub const PM_PFN_MASK: u64 = (1 << 55) - 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("process {0} is gone")]
+    Gone(i32),
+    #[error("not permitted to read {what} of process {pid}: run as root or as the process's owner")]
+    Permission { pid: i32, what: &'static str },
+    #[error("cannot read {what} of process {pid}: {source}")]
+    Io {
+        pid: i32,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ProcessError {
+    fn from_io(pid: i32, what: &'static str, e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ESRCH) | Some(libc::ENOENT) => ProcessError::Gone(pid),
+            Some(libc::EPERM) | Some(libc::EACCES) => ProcessError::Permission { pid, what },
+            _ => ProcessError::Io { pid, what, source: e },
+        }
+    }
+    fn from_proc(pid: i32, what: &'static str, e: procfs::ProcError) -> Self {
+        match e {
+            procfs::ProcError::NotFound(_) => ProcessError::Gone(pid),
+            procfs::ProcError::PermissionDenied(_) => ProcessError::Permission { pid, what },
+            procfs::ProcError::Io(e, _) => Self::from_io(pid, what, e),
+            other => ProcessError::Io { pid, what, source: io::Error::other(other.to_string()) },
+        }
+    }
+}
+
+/// A run of consecutive pages with consecutive indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    vpn: u64,
+    pages: u64,
+    first_index: u32,
+}
+
+/// Stable page indexes for a growing set of virtual page ranges.
+#[derive(Clone, Debug, Default)]
+pub struct PageIndex {
+    /// In index order.
+    spans: Vec<Span>,
+    /// Span positions sorted by start vpn.
+    by_vpn: Vec<usize>,
+    pages: u32,
+}
+
+impl PageIndex {
+    pub fn len(&self) -> usize {
+        self.pages as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.pages == 0
+    }
+
+    /// Gives every page of `[vpn, vpn + pages)` an index, keeping the ones it already has.
+    pub fn cover(&mut self, vpn: u64, pages: u64) {
+        let end = vpn + pages;
+        let mut cursor = vpn;
+        let mut gaps = Vec::new();
+        for &s in self.by_vpn.iter().map(|&i| &self.spans[i]) {
+            let (s0, s1) = (s.vpn, s.vpn + s.pages);
+            if s1 <= cursor {
+                continue;
+            }
+            if s0 >= end {
+                break;
+            }
+            if s0 > cursor {
+                gaps.push((cursor, s0));
+            }
+            cursor = cursor.max(s1);
+        }
+        if cursor < end {
+            gaps.push((cursor, end));
+        }
+        for (a, b) in gaps {
+            let span = Span { vpn: a, pages: b - a, first_index: self.pages };
+            self.pages += (b - a) as u32;
+            self.spans.push(span);
+            let pos = self.by_vpn.partition_point(|&i| self.spans[i].vpn < a);
+            self.by_vpn.insert(pos, self.spans.len() - 1);
+        }
+    }
+
+    /// The virtual address of page `index`.
+    pub fn addr(&self, index: u32) -> u64 {
+        let pos = self.spans.partition_point(|s| s.first_index + s.pages as u32 <= index);
+        let s = self.spans[pos];
+        (s.vpn + (index - s.first_index) as u64) << PAGE_SHIFT
+    }
+
+    /// The index of the page holding `addr`, if indexed.
+    pub fn index_of(&self, addr: u64) -> Option<u32> {
+        let vpn = addr >> PAGE_SHIFT;
+        let pos = self.by_vpn.partition_point(|&i| self.spans[i].vpn <= vpn);
+        let s = self.spans[*self.by_vpn.get(pos.checked_sub(1)?)?];
+        (vpn < s.vpn + s.pages).then(|| s.first_index + (vpn - s.vpn) as u32)
+    }
+
+    /// Runs of (first index, first vpn, pages), in index order.
+    pub fn runs(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.spans.iter().map(|s| (s.first_index, s.vpn, s.pages))
+    }
+}
+
+/// Whether a mapping holds memory Terrace should place: private anonymous memory and the heap.
+fn is_managed(path: &MMapPath, perms: &procfs::process::MMPermissions) -> bool {
+    use procfs::process::MMPermissions as P;
+    let private_rw = perms.contains(P::READ | P::WRITE | P::PRIVATE);
+    private_rw && matches!(path, MMapPath::Anonymous | MMapPath::Heap)
+}
+
+/// The managed memory of one process.
+pub struct ProcessMemory {
+    pid: i32,
+    pagemap: File,
+    index: PageIndex,
+    /// Currently mapped managed ranges, as (vpn, pages).
+    mapped: Vec<(u64, u64)>,
+}
+
+impl ProcessMemory {
+    pub fn attach(pid: i32) -> Result<Self, ProcessError> {
+        let pagemap = File::open(format!("/proc/{pid}/pagemap"))
+            .map_err(|e| ProcessError::from_io(pid, "pagemap", e))?;
+        let mut m = ProcessMemory { pid, pagemap, index: PageIndex::default(), mapped: Vec::new() };
+        m.refresh()?;
+        Ok(m)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+    pub fn index(&self) -> &PageIndex {
+        &self.index
+    }
+    pub fn pages(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Re-reads the mappings; new managed pages get indexes.
+    pub fn refresh(&mut self) -> Result<(), ProcessError> {
+        let pid = self.pid;
+        let maps =
+            Process::new(pid).and_then(|p| p.maps()).map_err(|e| ProcessError::from_proc(pid, "maps", e))?;
+        self.mapped.clear();
+        for m in maps {
+            if is_managed(&m.pathname, &m.perms) {
+                let (start, end) = m.address;
+                let (vpn, pages) = (start >> PAGE_SHIFT, (end - start) >> PAGE_SHIFT);
+                self.index.cover(vpn, pages);
+                self.mapped.push((vpn, pages));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the pagemap entry of every indexed page into `entries` (0 for pages whose mapping
+    /// is gone).
+    pub fn read_pagemap(&self, entries: &mut Vec<u64>) -> Result<(), ProcessError> {
+        entries.clear();
+        entries.resize(self.index.len(), 0);
+        let mut raw = Vec::new();
+        for &(vpn, pages) in &self.mapped {
+            raw.resize(pages as usize * 8, 0);
+            if let Err(e) = self.pagemap.read_exact_at(&mut raw, vpn * 8) {
+                if e.kind() == io::ErrorKind::UnexpectedEof {
+                    continue; // the mapping shrank under us
+                }
+                return Err(ProcessError::from_io(self.pid, "pagemap", e));
+            }
+            for (i, chunk) in raw.chunks_exact(8).enumerate() {
+                let addr = (vpn + i as u64) << PAGE_SHIFT;
+                if let Some(idx) = self.index.index_of(addr) {
+                    entries[idx as usize] = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the kernel which node each of `indexes` is on; `status` gets a node id or a
+    /// negative errno per page.
+    pub fn nodes_of(&self, indexes: &[u32], status: &mut Vec<i32>) -> Result<(), ProcessError> {
+        const CHUNK: usize = 16 * 1024;
+        status.clear();
+        let mut addrs = Vec::with_capacity(CHUNK.min(indexes.len()));
+        let mut part = vec![0i32; CHUNK.min(indexes.len())];
+        for chunk in indexes.chunks(CHUNK) {
+            addrs.clear();
+            addrs.extend(chunk.iter().map(|&i| self.index.addr(i)));
+            let part = &mut part[..chunk.len()];
+            numa_sys::query_nodes(self.pid, &addrs, part)
+                .map_err(|e| ProcessError::from_io(self.pid, "page nodes", e))?;
+            status.extend_from_slice(part);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_indexes_are_stable_as_ranges_grow_and_overlap() {
+        let mut ix = PageIndex::default();
+        ix.cover(100, 10);
+        assert_eq!(ix.len(), 10);
+        ix.cover(95, 20); // grows on both sides
+        assert_eq!(ix.len(), 20);
+        assert_eq!(ix.index_of(100 << PAGE_SHIFT), Some(0));
+        assert_eq!(ix.index_of(109 << PAGE_SHIFT), Some(9));
+        let before = ix.index_of(95 << PAGE_SHIFT).unwrap();
+        assert!(before >= 10);
+        assert_eq!(ix.addr(before), 95 << PAGE_SHIFT);
+        assert_eq!(ix.index_of(94 << PAGE_SHIFT), None);
+        assert_eq!(ix.index_of(115 << PAGE_SHIFT), None);
+        for i in 0..ix.len() as u32 {
+            assert_eq!(ix.index_of(ix.addr(i)), Some(i));
+        }
+        ix.cover(100, 5);
+        assert_eq!(ix.len(), 20, "covering known pages adds nothing");
+    }
+
+    #[test]
+    fn this_process_memory_is_indexed_and_present_pages_have_a_node() {
+        let v = vec![7u8; 64 << 20]; // a large anonymous allocation
+        let me = std::process::id() as i32;
+        let mut m = ProcessMemory::attach(me).unwrap();
+        m.refresh().unwrap();
+        let idx = m.index().index_of(v.as_ptr() as u64 + (1 << 20)).expect("the allocation is managed");
+        let mut entries = Vec::new();
+        m.read_pagemap(&mut entries).unwrap();
+        assert!(entries[idx as usize] & PM_PRESENT != 0, "a written page is present");
+        let mut status = Vec::new();
+        m.nodes_of(&[idx], &mut status).unwrap();
+        assert!(status[0] >= 0);
+        assert_eq!(v[1 << 20], 7);
+    }
+
+    #[test]
+    fn a_process_that_is_gone_says_so() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(matches!(ProcessMemory::attach(pid), Err(ProcessError::Gone(_))));
+    }
+}

@@ -1,0 +1,162 @@
+//! `age`: the idle-age policy of Intel's memtierd (shared/reference/anchors.md), on page-table
+//! bits. A page referenced in the last interval is hot and goes to the fast tier; a page idle for
+//! `DEMOTE_AFTER_TICKS` intervals goes to the slow tier. When the fast tier is full, the
+//! longest-idle fast pages make room for hot ones.
+//!
+//! It is the simple hot/cold policy the live machine is tested with, and a baseline for the
+//! seeds: it knows recency only, not frequency or reads versus writes.
+
+use terrace_model::{
+    MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
+    TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+};
+
+pub const NAME: &str = "age";
+pub const SUMMARY: &str =
+    "memtierd's idle-age policy on page-table bits: recently used pages up, long-idle pages down";
+
+/// One interval: 1 s of real time (memtierd's trackers default to intervals of seconds; a shorter
+/// one costs a page-table scan more often).
+const TICK_NS: u64 = 1_000_000_000;
+/// Intervals a fast page must stay idle before it is demoted: 5 s, long enough that a page used
+/// every few seconds is not bounced between tiers.
+const DEMOTE_AFTER_TICKS: u16 = 5;
+/// Mover bandwidth cap: memtierd's default of 100 MB/s, so the policy never floods the memory bus.
+const RATE_LIMIT_MB_S: f64 = 100.0;
+
+#[derive(Default)]
+pub struct Age {
+    /// Intervals since each page was last referenced.
+    idle: Vec<u16>,
+}
+
+impl Policy for Age {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest::page_bits()],
+            tick_ns: Some(TICK_NS),
+            ..Requirements::default()
+        }
+    }
+
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let Some(bits) = obs.page_bits else { return Plan::none() };
+        // The live machine's page count can grow as the program maps memory.
+        self.idle.resize(obs.placement.len(), 0);
+        let mut hot_slow = Vec::new();
+        let mut idle_fast: Vec<(u16, PageIdx)> = Vec::new();
+        for (i, (&tier, &b)) in obs.placement.iter().zip(bits).enumerate() {
+            if !tier.is_placed() {
+                continue;
+            }
+            let idle = &mut self.idle[i];
+            if b & (PAGE_REFERENCED | PAGE_DIRTY) != 0 {
+                *idle = 0;
+                if tier != TierId::FAST {
+                    hot_slow.push(i as PageIdx);
+                }
+            } else {
+                *idle = idle.saturating_add(1);
+                if tier == TierId::FAST {
+                    idle_fast.push((*idle, i as PageIdx));
+                }
+            }
+        }
+        // Longest idle first: those are demoted first, and make room first.
+        idle_fast.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut plan = Plan {
+            options: MoveOptions { rate_limit_mb_s: Some(RATE_LIMIT_MB_S), ..MoveOptions::default() },
+            reason: format!(
+                "age: referenced in the last interval up, idle {DEMOTE_AFTER_TICKS}+ intervals down"
+            ),
+            ..Plan::none()
+        };
+        let mut free = obs.tiers.first().map_or(0, |t| t.free_pages());
+        let mut victims = idle_fast.iter().peekable();
+        // Demote what has been idle long enough.
+        while let Some(&&(idle, page)) = victims.peek() {
+            if idle < DEMOTE_AFTER_TICKS {
+                break;
+            }
+            plan.moves.push(Move { page, to: TierId::SLOW });
+            free = free.saturating_add(1);
+            victims.next();
+        }
+        // Promote hot pages into free room, then against the idlest remaining fast pages.
+        let mut promotions = Vec::new();
+        for page in hot_slow {
+            if free == 0 {
+                match victims.next() {
+                    Some(&(_, v)) => plan.moves.push(Move { page: v, to: TierId::SLOW }),
+                    None => break,
+                }
+            } else {
+                free -= 1;
+            }
+            promotions.push(Move { page, to: TierId::FAST });
+        }
+        plan.moves.extend(promotions);
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::TierStatus;
+
+    fn tick(p: &mut Age, placement: &[TierId], bits: &[u8], fast_capacity: u64) -> Plan {
+        let used = placement.iter().filter(|t| **t == TierId::FAST).count() as u64;
+        let tiers = [
+            TierStatus { used_pages: used, capacity_pages: Some(fast_capacity), ..Default::default() },
+            TierStatus::default(),
+        ];
+        let obs = Observations {
+            now_ns: 0,
+            previous_ns: 0,
+            placement,
+            tiers: &tiers,
+            page_bits: Some(bits),
+            samples: &[],
+            future: None,
+        };
+        p.tick(&obs)
+    }
+
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+
+    #[test]
+    fn a_referenced_slow_page_is_promoted_into_free_room() {
+        let mut p = Age::default();
+        let plan = tick(&mut p, &[F, S, S], &[0, PAGE_REFERENCED, 0], 2);
+        assert_eq!(plan.moves, vec![Move { page: 1, to: F }]);
+    }
+
+    #[test]
+    fn a_fast_page_is_demoted_only_after_staying_idle_long_enough() {
+        let mut p = Age::default();
+        for _ in 1..DEMOTE_AFTER_TICKS {
+            assert!(tick(&mut p, &[F, S], &[0, 0], 10).is_empty());
+        }
+        assert_eq!(tick(&mut p, &[F, S], &[0, 0], 10).moves, vec![Move { page: 0, to: S }]);
+    }
+
+    #[test]
+    fn a_full_fast_tier_trades_its_idlest_page_for_a_hot_one_demotion_first() {
+        let mut p = Age::default();
+        tick(&mut p, &[F, F, S], &[0, PAGE_REFERENCED, 0], 2);
+        let plan = tick(&mut p, &[F, F, S], &[0, PAGE_REFERENCED, PAGE_DIRTY], 2);
+        assert_eq!(plan.moves, vec![Move { page: 0, to: S }, Move { page: 2, to: F }]);
+    }
+
+    #[test]
+    fn an_unplaced_page_is_never_moved() {
+        let mut p = Age::default();
+        assert!(tick(&mut p, &[TierId::UNPLACED], &[PAGE_DIRTY], 1).is_empty());
+    }
+}

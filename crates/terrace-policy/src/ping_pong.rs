@@ -1,0 +1,65 @@
+//! `ping-pong`: a torture test for movers, not a placement policy. Every tick it sends every
+//! placed page to the other tier that has room, so a short run makes thousands of migrations;
+//! a program that checks its data afterwards proves the mover loses nothing.
+
+use terrace_model::{MachineInfo, Move, MoveOptions, Observations, Plan, Policy, Requirements, TierId};
+
+pub const NAME: &str = "ping-pong";
+pub const SUMMARY: &str =
+    "test: every tick, every page to the other tier (proves migration keeps data intact)";
+
+/// 200 ms: five round trips of the whole footprint per second.
+const TICK_NS: u64 = 200_000_000;
+
+#[derive(Default)]
+pub struct PingPong;
+
+impl Policy for PingPong {
+    fn name(&self) -> &str {
+        NAME
+    }
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements { tick_ns: Some(TICK_NS), ..Requirements::default() }
+    }
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let mut room: Vec<u64> = obs.tiers.iter().map(|t| t.free_pages()).collect();
+        let mut plan = Plan { options: MoveOptions::default(), reason: "ping-pong".into(), ..Plan::none() };
+        for (i, &t) in obs.placement.iter().enumerate() {
+            if !t.is_placed() || obs.tiers.len() < 2 {
+                continue;
+            }
+            let to = if t == TierId::FAST { TierId::SLOW } else { TierId::FAST };
+            if let Some(r) = room.get_mut(to.index()).filter(|r| **r > 0) {
+                *r -= 1;
+                plan.moves.push(Move { page: i as u32, to });
+            }
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::TierStatus;
+
+    #[test]
+    fn every_placed_page_goes_to_the_other_tier_within_room() {
+        let placement = [TierId::FAST, TierId::SLOW, TierId::UNPLACED, TierId::SLOW];
+        let tiers = [
+            TierStatus { used_pages: 1, capacity_pages: Some(2), ..Default::default() },
+            TierStatus { used_pages: 2, capacity_pages: Some(10), ..Default::default() },
+        ];
+        let obs = Observations {
+            now_ns: 0,
+            previous_ns: 0,
+            placement: &placement,
+            tiers: &tiers,
+            page_bits: None,
+            samples: &[],
+            future: None,
+        };
+        let plan = PingPong.tick(&obs);
+        assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::FAST }]);
+    }
+}

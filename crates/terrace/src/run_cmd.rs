@@ -1,0 +1,111 @@
+//! `terrace run`: start a program and manage its memory with a policy on the live machine.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use terrace_linux::config::Config;
+use terrace_linux::machine::{check_requirements, LiveMachine, Target};
+use terrace_linux::numa_sys;
+use terrace_linux::topology::{ClassifiedBy, LiveTier, Topology};
+use terrace_model::{InitialPlacement, MachineInfo, PageSize};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Policy name (`terrace list policies`).
+    #[arg(long, short, default_value = "age")]
+    pub policy: String,
+    /// Configuration file (TOML; see docs/live.md).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Track and decide, but move nothing: log what would move.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// The host's tiers, fastest first, as the config and the topology say.
+pub fn live_tiers(config: &Config) -> Result<Vec<LiveTier>> {
+    let topo = Topology::read(Path::new("/sys"), Path::new("/proc"))
+        .context("cannot read this host's NUMA topology")?;
+    let class = topo.classify(&config.tiers);
+    let tiers = topo.model_tiers(&class);
+    if class.by == ClassifiedBy::SingleNode || tiers.len() < 2 {
+        bail!(
+            "this host has a single memory tier, so there is nothing to place; `terrace doctor` explains, \
+             and `terrace sim` runs any policy on a simulated machine"
+        );
+    }
+    Ok(tiers)
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let mut policy = terrace_policy::build(&args.policy)?;
+    let tiers = live_tiers(&config)?;
+    let provisional = MachineInfo {
+        name: "live".into(),
+        tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
+        page_size: PageSize::Base4K,
+        pages: 0,
+        threads: 1,
+        scale: 1.0,
+    };
+    let req = policy.requirements(&provisional);
+    // Refuse before starting anything the policy cannot have.
+    check_requirements(&req).with_context(|| format!("policy {} cannot run here", args.policy))?;
+
+    let mut cmd = std::process::Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    // Initial placement is the child's own memory policy, set between fork and exec.
+    let (mode, nodes): (Option<i32>, Vec<u32>) = match &req.initial {
+        InitialPlacement::FirstTouch => (None, vec![]),
+        InitialPlacement::Tier(t) => {
+            (Some(numa_sys::MPOL_PREFERRED), tiers.get(t.index()).map_or(vec![], |t| t.nodes[..1].to_vec()))
+        }
+        InitialPlacement::Interleave { weights } => {
+            if weights.iter().any(|&w| w != weights[0]) {
+                tracing::warn!("weighted interleave is applied as plain interleave on the live machine");
+            }
+            (Some(numa_sys::MPOL_INTERLEAVE), tiers.iter().flat_map(|t| t.nodes.clone()).collect())
+        }
+    };
+    if let Some(mode) = mode {
+        // SAFETY: set_mempolicy allocates nothing and only touches this (child) process.
+        unsafe {
+            cmd.pre_exec(move || numa_sys::set_mempolicy(mode, &nodes));
+        }
+    }
+    let child = cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?;
+    let pid = child.id();
+    tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], args.policy);
+    let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
+        .with_context(|| format!("cannot manage pid {pid}"))?;
+    if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {
+        // The program is running already: it runs on, unmanaged, and we wait for it.
+        tracing::error!("{e:#}; the program runs on unmanaged");
+        let _ = terrace_model::Machine::advance(&mut machine, u64::MAX);
+    }
+    let s = machine.stats();
+    tracing::info!(
+        "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.2} s, migration {:.2} s",
+        s.pages_moved,
+        s.moves_failed,
+        s.plans,
+        s.tracking_seconds,
+        s.migration_seconds
+    );
+    let status = machine.exit_status();
+    drop(machine);
+    // Exit as the program did.
+    let code = match status {
+        Some(st) => st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0)),
+        None => 0,
+    };
+    std::process::exit(code);
+}
