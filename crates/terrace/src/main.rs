@@ -3,6 +3,7 @@
 
 mod bench;
 mod compare;
+mod daemon_cmd;
 mod doctor_cmd;
 mod run_cmd;
 mod run_spec;
@@ -51,6 +52,12 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// Start a program and manage where its pages live (live machine).
     Run(run_cmd::RunArgs),
+    /// Manage several processes, handed over with `terrace bind`, until stopped.
+    Daemon(daemon_cmd::DaemonArgs),
+    /// Ask the daemon to manage a running process.
+    Bind(daemon_cmd::BindArgs),
+    /// Ask the daemon to stop managing a process (its pages stay where they are).
+    Unbind(daemon_cmd::BindArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -97,6 +104,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Doctor(args) => doctor_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
+        Command::Daemon(args) => daemon_cmd::daemon(args),
+        Command::Bind(args) => daemon_cmd::bind(args),
+        Command::Unbind(args) => daemon_cmd::unbind(args),
     }
 }
 
