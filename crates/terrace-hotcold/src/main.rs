@@ -20,6 +20,9 @@ struct Args {
     /// Cold set size, MiB.
     #[arg(long, default_value_t = 16)]
     cold_mib: usize,
+    /// A read-hot set, MiB: read as often as the hot set is written, never written (0: none).
+    #[arg(long, default_value_t = 0)]
+    read_mib: usize,
     /// How long to run, seconds.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
@@ -121,7 +124,8 @@ fn main() {
     let args = Args::parse();
     let mut hot = Region::map(args.hot_mib.max(1) << 20);
     let mut cold = Region::map(args.cold_mib.max(1) << 20);
-    for r in [&hot, &cold] {
+    let mut read = (args.read_mib > 0).then(|| Region::map(args.read_mib << 20));
+    for r in [Some(&hot), Some(&cold), read.as_ref()].into_iter().flatten() {
         if args.start_node.is_some() {
             r.bind(args.start_node);
         }
@@ -136,16 +140,34 @@ fn main() {
         *w = initial(hot_words + i);
         sum = sum.wrapping_add(*w);
     }
+    // The read set's words are checked against their initial values, not summed.
+    let read_base = hot_words + cold.words;
+    if let Some(r) = read.as_mut() {
+        for (i, w) in r.words().iter_mut().enumerate() {
+            *w = initial(read_base + i);
+        }
+    }
     if args.start_node.is_some() {
         // Later moves are Terrace's business, not the policy's.
-        hot.bind(None);
-        cold.bind(None);
+        for r in [Some(&hot), Some(&cold), read.as_ref()].into_iter().flatten() {
+            r.bind(None);
+        }
     }
     let (h, c) = (hot.range(), cold.range());
     println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);
-    println!("hotcold start {} | {}", placement("hot", &hot), placement("cold", &cold));
+    let report = |hot: &Region, cold: &Region, read: &Option<Region>| {
+        let mut line = format!("{} | {}", placement("hot", hot), placement("cold", cold));
+        if let Some(r) = read {
+            line += &format!(" | {}", placement("read", r));
+        }
+        line
+    };
+    println!("hotcold start {}", report(&hot, &cold, &read));
 
-    let verify = |hot: &mut Region, cold: &mut Region, sum: u64| -> bool {
+    let verify = |hot: &mut Region, cold: &mut Region, read: &mut Option<Region>, sum: u64| -> bool {
+        let read_ok = read
+            .as_mut()
+            .is_none_or(|r| r.words().iter().enumerate().all(|(i, w)| *w == initial(read_base + i)));
         let mut total = 0u64;
         for w in hot.words().iter() {
             total = total.wrapping_add(*w);
@@ -155,14 +177,27 @@ fn main() {
             total = total.wrapping_add(*w);
             cold_ok &= *w == initial(hot_words + i);
         }
-        cold_ok && total == sum
+        read_ok && cold_ok && total == sum
     };
 
     let start = Instant::now();
     let mut rng = 0x2545_f491_4f6c_dd1du64 ^ std::process::id() as u64;
     let (mut updates, mut next_verify, mut next_report) = (0u64, args.verify_every, args.report_every);
     let words = hot.words;
+    let mut seen = 0u64;
     loop {
+        // As many reads of the read set as writes of the hot set.
+        if let Some(r) = read.as_mut() {
+            let n = r.words as u64;
+            let rw = r.words();
+            for _ in 0..4096 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // SAFETY: the index is within the read mapping.
+                seen = seen.wrapping_add(unsafe { std::ptr::read_volatile(&rw[(rng % n) as usize]) });
+            }
+        }
         // A burst of writes between clock checks.
         for _ in 0..4096 {
             rng ^= rng << 13;
@@ -179,14 +214,14 @@ fn main() {
         }
         let t = start.elapsed().as_secs_f64();
         if args.verify_every > 0.0 && t >= next_verify {
-            if !verify(&mut hot, &mut cold, sum) {
+            if !verify(&mut hot, &mut cold, &mut read, sum) {
                 println!("hotcold checksum MISMATCH at t={t:.1}s after {updates} updates");
                 std::process::exit(3);
             }
             next_verify += args.verify_every;
         }
         if args.report_every > 0.0 && t >= next_report {
-            println!("hotcold t={t:.1}s {} | {}", placement("hot", &hot), placement("cold", &cold));
+            println!("hotcold t={t:.1}s {}", report(&hot, &cold, &read));
             next_report += args.report_every;
         }
         if t >= args.seconds {
@@ -194,8 +229,9 @@ fn main() {
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    println!("hotcold end {} | {}", placement("hot", &hot), placement("cold", &cold));
-    if verify(&mut hot, &mut cold, sum) {
+    println!("hotcold end {}", report(&hot, &cold, &read));
+    std::hint::black_box(seen);
+    if verify(&mut hot, &mut cold, &mut read, sum) {
         println!("hotcold checksum ok after {updates} updates");
     } else {
         println!("hotcold checksum MISMATCH after {updates} updates");

@@ -5,6 +5,9 @@
 //! fast_nodes = [0]
 //! slow_nodes = [1]
 //!
+//! [trackers]
+//! referenced = "auto"             # auto | damon | soft-dirty: the source of the referenced bit
+//!
 //! [daemon]
 //! socket = "/run/terrace.sock"    # where `terrace bind` finds the daemon
 //! metrics = "127.0.0.1:9464"      # Prometheus text endpoint (localhost only)
@@ -22,7 +25,29 @@ pub struct Config {
     #[serde(default)]
     pub tiers: TierOverride,
     #[serde(default)]
+    pub trackers: TrackerConfig,
+    #[serde(default)]
     pub daemon: DaemonConfig,
+}
+
+/// Which kernel interfaces the trackers use.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackerConfig {
+    /// Where the page-table bits' *referenced* bit comes from.
+    #[serde(default)]
+    pub referenced: ReferencedSource,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReferencedSource {
+    /// DAMON where the kernel has it, else soft-dirty.
+    #[default]
+    Auto,
+    Damon,
+    /// Soft-dirty only: written pages count as referenced, read-only pages look idle.
+    SoftDirty,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

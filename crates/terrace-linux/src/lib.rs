@@ -14,3 +14,7 @@ pub mod numa_sys;
 pub mod process;
 pub mod topology;
 pub mod trackers;
+pub mod bench_migrate;
+pub mod daemon;
+pub mod control;
+pub mod metrics;

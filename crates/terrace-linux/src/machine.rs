@@ -5,9 +5,11 @@
 //! landed. Time is wall-clock time since the machine was attached. The managed program never
 //! depends on Terrace: if Terrace stops, the program runs on where its pages are.
 
+use crate::config::ReferencedSource;
 use crate::migrate::{self, PageMove};
 use crate::process::{ProcessError, ProcessMemory, PAGE_BYTES, PM_PRESENT};
 use crate::topology::LiveTier;
+use crate::trackers::damon::{self, DamonTracker};
 use crate::trackers::soft_dirty;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -44,6 +46,9 @@ pub struct LiveMachine {
     last_observe: Duration,
     dry_run: bool,
     page_bits: bool,
+    /// DAMON, for the referenced bit, where the kernel has it.
+    damon: Option<DamonTracker>,
+    referenced: ReferencedSource,
     placement: Vec<TierId>,
     bits: Vec<u8>,
     entries: Vec<u64>,
@@ -86,6 +91,8 @@ impl LiveMachine {
             last_observe: Duration::ZERO,
             dry_run,
             page_bits: false,
+            damon: None,
+            referenced: ReferencedSource::Auto,
             placement: Vec::new(),
             bits: Vec::new(),
             entries: Vec::new(),
@@ -96,6 +103,11 @@ impl LiveMachine {
             exit: None,
             gone: false,
         })
+    }
+
+    /// Where the referenced bit comes from (config `[trackers] referenced`); set before driving.
+    pub fn set_referenced_source(&mut self, source: ReferencedSource) {
+        self.referenced = source;
     }
 
     pub fn pid(&self) -> i32 {
@@ -171,6 +183,12 @@ impl LiveMachine {
                 }
             }));
             soft_dirty::clear(self.pid)?;
+            if let Some(d) = &self.damon {
+                match d.regions() {
+                    Ok(regions) => damon::mark_accessed(&regions, self.mem.index().runs(), &mut self.bits, PAGE_REFERENCED),
+                    Err(e) => tracing::warn!("DAMON regions of pid {}: {e}", self.pid),
+                }
+            }
         }
         for (t, st) in self.tier_status.iter_mut().enumerate() {
             st.used_pages = self.placement.iter().filter(|p| p.index() == t).count() as u64;
@@ -191,11 +209,40 @@ impl Machine for LiveMachine {
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req)?;
         if req.trackers.iter().any(|t| t.kind == TrackerKind::PageBits) {
-            tracing::info!(
-                "page-table bits: dirty from soft-dirty; referenced also from soft-dirty (no idle-page \
-                 bitmap here), so read-only pages look idle"
-            );
             self.page_bits = true;
+            // DAMON's defaults: a sample every 5 ms, aggregated every 100 ms.
+            let want = match self.referenced {
+                ReferencedSource::SoftDirty => false,
+                ReferencedSource::Damon => {
+                    if !damon::available() {
+                        return Err(MachineError::MissingTracker {
+                            tracker: "DAMON regions",
+                            hint: "the config asks for DAMON but this kernel has no DAMON sysfs; \
+                                   set [trackers] referenced = \"auto\""
+                                .into(),
+                        });
+                    }
+                    true
+                }
+                ReferencedSource::Auto => damon::available(),
+            };
+            match want.then(|| DamonTracker::start(self.pid, 5_000, 100_000)) {
+                Some(Ok(d)) => {
+                    tracing::info!("page-table bits: dirty from soft-dirty, referenced from DAMON regions");
+                    self.damon = Some(d);
+                }
+                other => {
+                    let why = match other {
+                        Some(Err(e)) => e.to_string(),
+                        _ if self.referenced == ReferencedSource::SoftDirty => "as configured".into(),
+                        _ => "this kernel has no DAMON".into(),
+                    };
+                    tracing::info!(
+                        "page-table bits: dirty from soft-dirty; referenced also from soft-dirty ({why}; no \
+                         idle-page bitmap either), so read-only pages look idle"
+                    );
+                }
+            }
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
         self.info.pages = self.mem.pages() as u64;

@@ -9,6 +9,7 @@
 //! as a hardware cache), [`energy`], [`placement`] (capacity and first touch) and [`machine`]
 //! (the replay loop). docs/model.md states every equation and the source of every number.
 
+pub mod bench_grid;
 pub mod energy;
 pub mod machine;
 pub mod memory_mode;

@@ -53,6 +53,19 @@ fn copy_bytes_per_ns(
         .min(interpolate(&to.write_bandwidth_gb_s, threads))
 }
 
+/// The model's kernel page-copy rate, GB/s (bytes per ns), for one page of `page_size` copied
+/// from tier `from` to tier `to` with `opts.copy_threads` threads: the `r_copy` of
+/// docs/model.md §4, exposed for reports (`terrace bench migrate --simulated`).
+pub fn copy_rate_gb_s(
+    m: &MigrationProfile,
+    opts: &MoveOptions,
+    page_size: PageSize,
+    from: &TierProfile,
+    to: &TierProfile,
+) -> f64 {
+    copy_bytes_per_ns(m, opts, page_size == PageSize::Huge2M, from, to)
+}
+
 /// Mover time and shootdowns for `work` done with `opts` on pages of `page_size`.
 pub fn cost(
     m: &MigrationProfile,

@@ -86,6 +86,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], args.policy);
     let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
         .with_context(|| format!("cannot manage pid {pid}"))?;
+    machine.set_referenced_source(config.trackers.referenced);
     if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {
         // The program is running already: it runs on, unmanaged, and we wait for it.
         tracing::error!("{e:#}; the program runs on unmanaged");

@@ -1,11 +1,12 @@
 # boot: hmat
 # timeout: 150
-# A program whose memory starts on the slow node: under the age policy (soft-dirty) its hot set
-# moves to node 0 within a bounded time while its cold set stays on node 1; its data is intact.
+# A program whose memory starts on the slow node: under the age policy on soft-dirty alone its hot
+# set moves to node 0 within a bounded time while its cold set stays on node 1; its data is intact.
 . /lib/vmtest.sh
 kernel_balancing_off
 
-terrace run --policy age -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 40 --start-node 1 \
+printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
+terrace run --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 40 --start-node 1 \
 	--report-every 5 >/tmp/out 2>/tmp/log
 rc=$?
 cat /tmp/out

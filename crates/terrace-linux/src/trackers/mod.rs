@@ -1,4 +1,5 @@
 //! Real trackers: the kernel interfaces behind the observations a policy asks for. Each reports
 //! what its modelled twin in terrace-sim reports.
 
+pub mod damon;
 pub mod soft_dirty;

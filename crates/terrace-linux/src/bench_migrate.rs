@@ -1,0 +1,677 @@
+//! `terrace bench migrate` on a live host: how fast move_pages(2) moves this process's own memory
+//! between two NUMA nodes, per page size (4 KiB, 2 MiB THP), thread count, batch size and kind of
+//! move (one way each direction, and exchange), beside the memcpy bandwidth between the same nodes
+//! measured in the same run.
+//!
+//! Every cell moves a whole region of `mib` MiB that was first touched on the source node. Its
+//! `threads` workers each take a contiguous share of the region and move it in batches of
+//! `batch_pages` pages (one address per huge page for 2 MiB pages), all at once; the cell's time is
+//! from their common start to the last one's end. Afterwards the kernel is asked where every 4 KiB
+//! page is: a cell whose pages did not all land reports that instead of a figure. An exchange
+//! starts with the first half of the region on the source node and the second half on the other,
+//! and swaps them in pairs of batches (a demotion batch, then a promotion batch); mainline Linux
+//! has no exchange_pages(2), so this is two one-way moves interleaved, counted over all bytes moved.
+//! The 2 MiB cells run only if the kernel really backed the region with transparent huge pages
+//! (checked in /proc/self/smaps) and report "no THP" otherwise.
+
+use crate::numa_sys;
+use crate::topology::{Topology, TopologyError};
+use serde::Serialize;
+use std::io;
+use std::path::Path;
+use std::sync::Barrier;
+use std::time::Instant;
+
+const SMALL: u64 = 4096;
+const HUGE: u64 = 2 << 20;
+
+/// What to measure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Region size, MiB; a positive multiple of 4 (two halves of whole 2 MiB pages).
+    pub mib: u64,
+    /// Thread counts 1..=max_threads.
+    pub max_threads: u32,
+    /// Pages per move_pages call.
+    pub batches: Vec<u32>,
+    /// Source and destination nodes; `None` = the first two nodes with memory.
+    pub nodes: Option<(u32, u32)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { mib: 64, max_threads: 4, batches: vec![64, 512], nodes: None }
+    }
+}
+
+/// Page size of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Page {
+    #[serde(rename = "4KiB")]
+    Small,
+    #[serde(rename = "2MiB")]
+    Huge,
+}
+
+impl Page {
+    pub fn bytes(self) -> u64 {
+        match self {
+            Page::Small => SMALL,
+            Page::Huge => HUGE,
+        }
+    }
+}
+
+impl std::fmt::Display for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Page::Small => "4KiB",
+            Page::Huge => "2MiB",
+        })
+    }
+}
+
+/// What a cell moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// The whole region from the source node to the destination node.
+    Demote,
+    /// The whole region back from the destination node to the source node.
+    Promote,
+    /// Half on each node, swapped in pairs of batches.
+    Exchange,
+}
+
+impl Op {
+    pub const ALL: [Op; 3] = [Op::Demote, Op::Promote, Op::Exchange];
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Cell {
+    pub page: Page,
+    pub threads: u32,
+    pub batch_pages: u32,
+    pub op: Op,
+}
+
+/// What a cell came to.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Outcome {
+    Measured {
+        seconds: f64,
+        gb_s: f64,
+        /// `gb_s` over the memcpy bandwidth with as many threads in the same direction(s).
+        ratio_to_memcpy: f64,
+    },
+    /// The kernel did not back the region with transparent huge pages.
+    NoThp { reason: String },
+    /// Some pages did not land where asked, or the call failed.
+    Failed { reason: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CellResult {
+    #[serde(flatten)]
+    pub cell: Cell,
+    /// Bytes moved (both directions for an exchange).
+    pub bytes: u64,
+    pub outcome: Outcome,
+}
+
+impl CellResult {
+    pub fn gb_s(&self) -> Option<f64> {
+        match self.outcome {
+            Outcome::Measured { gb_s, .. } => Some(gb_s),
+            _ => None,
+        }
+    }
+}
+
+/// memcpy between a buffer on one node and one on the other.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MemcpyFigure {
+    pub threads: u32,
+    pub from: u32,
+    pub to: u32,
+    /// Best of three copies.
+    pub gb_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub source_node: u32,
+    pub destination_node: u32,
+    pub bytes: u64,
+    /// /sys/kernel/mm/transparent_hugepage/enabled as read.
+    pub thp_setting: String,
+    pub memcpy: Vec<MemcpyFigure>,
+    pub cells: Vec<CellResult>,
+}
+
+impl Report {
+    /// memcpy bandwidth with `threads` threads from `from` to `to`.
+    pub fn memcpy_gb_s(&self, threads: u32, from: u32, to: u32) -> Option<f64> {
+        self.memcpy.iter().find(|m| m.threads == threads && m.from == from && m.to == to).map(|m| m.gb_s)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(
+        "terrace bench migrate needs two NUMA nodes with memory; this host has {found} ({nodes}). \
+         Run it in the guest (tests/vm) or use --simulated"
+    )]
+    NeedsTwoNodes { found: usize, nodes: String },
+    #[error("{0}")]
+    BadOptions(String),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the data in the region changed while its pages moved (4 KiB page {page}): a kernel or Terrace bug")]
+    Corrupted { page: u64 },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> BenchError {
+    let what = what.into();
+    move |source| BenchError::Io { what, source }
+}
+
+/// The nodes with memory, from the host's sysfs.
+pub fn memory_nodes() -> Result<Vec<u32>, BenchError> {
+    let topo = Topology::read(Path::new("/sys"), Path::new("/proc"))?;
+    Ok(topo.nodes.iter().filter(|n| n.mem_total_bytes > 0).map(|n| n.id).collect())
+}
+
+/// Checks the options and the host before anything is allocated.
+pub fn check(opts: &Options) -> Result<(u32, u32), BenchError> {
+    if opts.mib == 0 || opts.mib % 4 != 0 {
+        return Err(BenchError::BadOptions(format!(
+            "--mib must be a positive multiple of 4 (two halves of whole 2 MiB pages), not {}",
+            opts.mib
+        )));
+    }
+    if opts.max_threads == 0 {
+        return Err(BenchError::BadOptions("--threads must be at least 1".into()));
+    }
+    if opts.batches.is_empty() || opts.batches.contains(&0) {
+        return Err(BenchError::BadOptions("--batches needs one or more positive page counts".into()));
+    }
+    let nodes = memory_nodes()?;
+    if nodes.len() < 2 {
+        return Err(BenchError::NeedsTwoNodes {
+            found: nodes.len(),
+            nodes: if nodes.is_empty() {
+                "none".into()
+            } else {
+                format!("node {}", crate::topology::format_list(&nodes))
+            },
+        });
+    }
+    match opts.nodes {
+        None => Ok((nodes[0], nodes[1])),
+        Some((a, b)) if a != b && nodes.contains(&a) && nodes.contains(&b) => Ok((a, b)),
+        Some((a, b)) => Err(BenchError::BadOptions(format!(
+            "nodes {a} and {b} must be two different nodes with memory (this host: {})",
+            crate::topology::format_list(&nodes)
+        ))),
+    }
+}
+
+/// An anonymous mapping, 2 MiB-aligned, first touched on one node.
+struct Region {
+    start: u64,
+    len: u64,
+}
+
+impl Region {
+    /// Maps `len` bytes, asks for huge pages or forbids them, touches every page under a policy
+    /// bound to `node`, writes each 4 KiB page's index into it, then drops the policy.
+    fn new(len: u64, huge: bool, node: u32) -> Result<Region, BenchError> {
+        let raw_len = (len + HUGE) as usize;
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                raw_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(io_err("mmap")(io::Error::last_os_error()));
+        }
+        let raw = raw as u64;
+        let start = (raw + HUGE - 1) & !(HUGE - 1);
+        // Trim the mapping to exactly [start, start + len): a 2 MiB-aligned VMA of its own.
+        // SAFETY: both ranges lie inside the mapping just made and are page-aligned.
+        unsafe {
+            if start > raw {
+                libc::munmap(raw as *mut libc::c_void, (start - raw) as usize);
+            }
+            let end = raw + raw_len as u64;
+            if end > start + len {
+                libc::munmap((start + len) as *mut libc::c_void, (end - start - len) as usize);
+            }
+        }
+        let region = Region { start, len };
+        let advice = if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        // SAFETY: the range is this region's mapping.
+        if unsafe { libc::madvise(start as *mut libc::c_void, len as usize, advice) } != 0 {
+            return Err(io_err("madvise")(io::Error::last_os_error()));
+        }
+        numa_sys::mbind(start as usize, len as usize, numa_sys::MPOL_BIND, Some(node), 0)
+            .map_err(io_err(format!("mbind to node {node}")))?;
+        // SAFETY: the region is mapped read-write and owned by `region`.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, len as usize) };
+        bytes.fill(0x5a);
+        for (i, page) in bytes.chunks_exact_mut(SMALL as usize).enumerate() {
+            page[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        }
+        numa_sys::mbind(start as usize, len as usize, numa_sys::MPOL_DEFAULT, None, 0)
+            .map_err(io_err("mbind back to the default policy"))?;
+        Ok(region)
+    }
+
+    /// One address per page of `page`.
+    fn addrs(&self, page: u64) -> Vec<u64> {
+        (0..self.len / page).map(|i| self.start + i * page).collect()
+    }
+
+    /// Bytes of this region in transparent huge pages, from /proc/self/smaps.
+    fn thp_bytes(&self) -> Result<u64, BenchError> {
+        let text = std::fs::read_to_string("/proc/self/smaps").map_err(io_err("reading /proc/self/smaps"))?;
+        Ok(anon_huge_bytes(&text, self.start, self.start + self.len))
+    }
+
+    /// Whether every 4 KiB page still holds its index and filler; the first bad page if not.
+    fn first_corrupt_page(&self) -> Option<u64> {
+        // SAFETY: the region is mapped and no worker is running.
+        let bytes = unsafe { std::slice::from_raw_parts(self.start as *const u8, self.len as usize) };
+        bytes.chunks_exact(SMALL as usize).enumerate().find_map(|(i, page)| {
+            let ok = page[..8] == (i as u64).to_le_bytes() && page[8..].iter().all(|&b| b == 0x5a);
+            (!ok).then_some(i as u64)
+        })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping this region owns.
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len as usize) };
+    }
+}
+
+/// Sum of AnonHugePages over the smaps entries lying inside `[start, end)`, in bytes.
+pub fn anon_huge_bytes(smaps: &str, start: u64, end: u64) -> u64 {
+    let mut inside = false;
+    let mut total = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-') {
+            if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+                inside = a >= start && b <= end;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(rest) = line.strip_prefix("AnonHugePages:") {
+                let kb: u64 = rest.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                total += kb * 1024;
+            }
+        }
+    }
+    total
+}
+
+/// One move_pages call's worth: addresses and their target node.
+struct Batch {
+    addrs: Vec<u64>,
+    nodes: Vec<i32>,
+}
+
+impl Batch {
+    fn new(addrs: &[u64], node: u32) -> Batch {
+        Batch { addrs: addrs.to_vec(), nodes: vec![node as i32; addrs.len()] }
+    }
+}
+
+/// Runs each worker's batches in order, all workers at once; returns the wall time from their
+/// common start, or the first call that failed outright.
+fn run_workers(work: Vec<Vec<Batch>>) -> Result<f64, String> {
+    let barrier = Barrier::new(work.len() + 1);
+    let mut errors = Vec::new();
+    let mut secs = 0.0;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = work
+            .iter()
+            .map(|batches| {
+                let barrier = &barrier;
+                s.spawn(move || -> Result<(), String> {
+                    let longest = batches.iter().map(|b| b.addrs.len()).max().unwrap_or(0);
+                    let mut status = vec![0i32; longest];
+                    barrier.wait();
+                    for b in batches {
+                        let st = &mut status[..b.addrs.len()];
+                        numa_sys::move_pages(0, &b.addrs, &b.nodes, st, 0)
+                            .map_err(|e| format!("move_pages failed: {e}"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        for h in handles {
+            if let Err(e) = h.join().expect("move worker panicked") {
+                errors.push(e);
+            }
+        }
+        secs = start.elapsed().as_secs_f64();
+    });
+    match errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(secs),
+    }
+}
+
+/// Splits `units` into `threads` contiguous shares.
+fn shares<T>(units: &[T], threads: u32) -> impl Iterator<Item = &[T]> {
+    let per = units.len().div_ceil(threads.max(1) as usize).max(1);
+    units.chunks(per)
+}
+
+/// Work for moving all of `addrs` to `node`.
+fn one_way(addrs: &[u64], node: u32, threads: u32, batch: u32) -> Vec<Vec<Batch>> {
+    shares(addrs, threads)
+        .map(|share| share.chunks(batch as usize).map(|c| Batch::new(c, node)).collect())
+        .collect()
+}
+
+/// Work for swapping `a` (on `src`, going to `dst`) with `b` (on `dst`, going to `src`) in
+/// pairs of batches.
+fn exchange(a: &[u64], b: &[u64], src: u32, dst: u32, threads: u32, batch: u32) -> Vec<Vec<Batch>> {
+    let per = a.len().div_ceil(threads.max(1) as usize).max(1);
+    a.chunks(per)
+        .zip(b.chunks(per))
+        .map(|(sa, sb)| {
+            sa.chunks(batch as usize)
+                .zip(sb.chunks(batch as usize))
+                .flat_map(|(ca, cb)| [Batch::new(ca, dst), Batch::new(cb, src)])
+                .collect()
+        })
+        .collect()
+}
+
+/// Moves pages outside any measurement (batches of 512, one thread) and checks they landed.
+fn place(addrs: &[u64], node: u32, check: &[u64]) -> Result<(), String> {
+    run_workers(one_way(addrs, node, 1, 512))?;
+    let off = not_on(check, node)?;
+    if off > 0 {
+        return Err(format!("{off} 4 KiB pages could not be placed on node {node}"));
+    }
+    Ok(())
+}
+
+/// How many of `pages` (4 KiB addresses) are not on `node`.
+fn not_on(pages: &[u64], node: u32) -> Result<u64, String> {
+    let mut status = vec![0i32; pages.len()];
+    numa_sys::query_nodes(0, pages, &mut status).map_err(|e| format!("cannot ask where pages are: {e}"))?;
+    Ok(status.iter().filter(|&&s| s != node as i32).count() as u64)
+}
+
+/// Copies `len` bytes from `src` to `dst` with `threads` threads, best of three, GB/s.
+fn memcpy_gb_s(src: &Region, dst: &Region, threads: u32) -> f64 {
+    let len = src.len.min(dst.len) as usize;
+    let per = len.div_ceil(threads.max(1) as usize).div_ceil(SMALL as usize) * SMALL as usize;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let barrier = Barrier::new(threads as usize + 1);
+        let mut secs = 0.0;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..len.div_ceil(per))
+                .map(|i| {
+                    let (from, to) = (src.start as usize + i * per, dst.start as usize + i * per);
+                    let n = per.min(len - i * per);
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        // SAFETY: the two regions are distinct live mappings of at least `len`
+                        // bytes; each thread copies its own disjoint range.
+                        unsafe { std::ptr::copy_nonoverlapping(from as *const u8, to as *mut u8, n) };
+                    })
+                })
+                .collect();
+            // Threads that got no share still count toward the barrier.
+            for _ in handles.len()..threads as usize {
+                s.spawn(|| barrier.wait());
+            }
+            barrier.wait();
+            let start = Instant::now();
+            for h in handles {
+                h.join().expect("copy thread panicked");
+            }
+            secs = start.elapsed().as_secs_f64();
+        });
+        best = best.min(secs);
+    }
+    len as f64 / best / 1e9
+}
+
+/// The rate of copying half one way and half the other.
+fn both_ways(a: f64, b: f64) -> f64 {
+    2.0 / (1.0 / a + 1.0 / b)
+}
+
+/// Runs the whole grid; `each` sees every cell as it completes (for progress output).
+pub fn run(opts: &Options, each: &mut dyn FnMut(&CellResult)) -> Result<Report, BenchError> {
+    let (src, dst) = check(opts)?;
+    let len = opts.mib << 20;
+    let thp_setting = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "(no transparent_hugepage in sysfs)".into());
+
+    let mut memcpy = Vec::new();
+    {
+        let a = Region::new(len, false, src)?;
+        let b = Region::new(len, false, dst)?;
+        for threads in 1..=opts.max_threads {
+            memcpy.push(MemcpyFigure { threads, from: src, to: dst, gb_s: memcpy_gb_s(&a, &b, threads) });
+            memcpy.push(MemcpyFigure { threads, from: dst, to: src, gb_s: memcpy_gb_s(&b, &a, threads) });
+        }
+    }
+    let mut report = Report { source_node: src, destination_node: dst, bytes: len, thp_setting, memcpy, cells: Vec::new() };
+
+    for page in [Page::Small, Page::Huge] {
+        let region = Region::new(len, page == Page::Huge, src)?;
+        let no_thp = if page == Page::Huge {
+            let thp = region.thp_bytes()?;
+            (thp < len).then(|| {
+                format!(
+                    "the kernel backed {} of {} MiB with huge pages (transparent_hugepage/enabled: {})",
+                    thp >> 20,
+                    len >> 20,
+                    report.thp_setting
+                )
+            })
+        } else {
+            None
+        };
+        let units = region.addrs(page.bytes());
+        let small = region.addrs(SMALL);
+        let (half_units, half_small) = (units.len() / 2, small.len() / 2);
+        for threads in 1..=opts.max_threads {
+            for &batch_pages in &opts.batches {
+                for op in Op::ALL {
+                    let cell = Cell { page, threads, batch_pages, op };
+                    let outcome = match &no_thp {
+                        Some(reason) => Outcome::NoThp { reason: reason.clone() },
+                        None => {
+                            measure(&region, &units, &small, half_units, half_small, src, dst, cell, &report)?
+                        }
+                    };
+                    let result = CellResult { cell, bytes: len, outcome };
+                    each(&result);
+                    report.cells.push(result);
+                }
+            }
+        }
+        if let Some(page) = region.first_corrupt_page() {
+            return Err(BenchError::Corrupted { page });
+        }
+    }
+    Ok(report)
+}
+
+/// One cell: put the region where the cell starts, move it, check where it landed.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    region: &Region,
+    units: &[u64],
+    small: &[u64],
+    half_units: usize,
+    half_small: usize,
+    src: u32,
+    dst: u32,
+    cell: Cell,
+    report: &Report,
+) -> Result<Outcome, BenchError> {
+    let t = cell.threads;
+    let memcpy = |from, to| report.memcpy_gb_s(t, from, to).unwrap_or(f64::NAN);
+    let failed = |reason: String| Ok(Outcome::Failed { reason });
+    // Where the cell starts, where it should end, the work and the memcpy to compare with.
+    let (start, work, end, copy): (Vec<(&[u64], &[u64], u32)>, _, Vec<(&[u64], u32)>, f64) = match cell.op {
+        Op::Demote => (
+            vec![(units, small, src)],
+            one_way(units, dst, t, cell.batch_pages),
+            vec![(small, dst)],
+            memcpy(src, dst),
+        ),
+        Op::Promote => (
+            vec![(units, small, dst)],
+            one_way(units, src, t, cell.batch_pages),
+            vec![(small, src)],
+            memcpy(dst, src),
+        ),
+        Op::Exchange => {
+            let (a, b) = units.split_at(half_units);
+            let (sa, sb) = small.split_at(half_small);
+            (
+                vec![(a, sa, src), (b, sb, dst)],
+                exchange(a, b, src, dst, t, cell.batch_pages),
+                vec![(sa, dst), (sb, src)],
+                both_ways(memcpy(src, dst), memcpy(dst, src)),
+            )
+        }
+    };
+    for (units, small, node) in start {
+        if not_on(small, node).map_err(BenchError::BadOptions)? > 0 {
+            if let Err(e) = place(units, node, small) {
+                return failed(format!("setting up: {e}"));
+            }
+        }
+    }
+    let secs = match run_workers(work) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    let mut off = 0;
+    for (small, node) in end {
+        off += not_on(small, node).map_err(BenchError::BadOptions)?;
+    }
+    if off > 0 {
+        return failed(format!("{off} of {} 4 KiB pages did not land", small.len()));
+    }
+    if cell.page == Page::Huge {
+        let thp = region.thp_bytes()?;
+        if thp < region.len {
+            return failed(format!(
+                "the kernel split huge pages while moving them ({} of {} MiB still huge)",
+                thp >> 20,
+                region.len >> 20
+            ));
+        }
+    }
+    let gb_s = region.len as f64 / secs / 1e9;
+    Ok(Outcome::Measured { seconds: secs, gb_s, ratio_to_memcpy: gb_s / copy })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smaps_huge_pages_are_summed_inside_the_range_only() {
+        let smaps = "\
+7f0000000000-7f0000400000 rw-p 00000000 00:00 0
+Size:               4096 kB
+AnonHugePages:      4096 kB
+VmFlags: rd wr mr mw me ac hg
+7f0000400000-7f0000600000 rw-p 00000000 00:00 0
+AnonHugePages:      2048 kB
+7f0000600000-7f0000800000 rw-p 00000000 00:00 0 [heap]
+AnonHugePages:      2048 kB
+";
+        assert_eq!(anon_huge_bytes(smaps, 0x7f00_0000_0000, 0x7f00_0060_0000), 6 << 20);
+        assert_eq!(anon_huge_bytes(smaps, 0x7f00_0040_0000, 0x7f00_0080_0000), 4 << 20);
+        assert_eq!(anon_huge_bytes(smaps, 0x1000, 0x2000), 0);
+    }
+
+    #[test]
+    fn work_is_split_between_threads_then_batched_and_exchanges_pair_their_batches() {
+        let addrs: Vec<u64> = (0..10).collect();
+        let w = one_way(&addrs, 1, 2, 3);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].iter().map(|b| b.addrs.len()).collect::<Vec<_>>(), [3, 2]);
+        assert!(w.iter().flatten().all(|b| b.nodes.iter().all(|&n| n == 1)));
+        let x = exchange(&addrs[..5], &addrs[5..], 0, 1, 2, 2);
+        assert_eq!(x.len(), 2);
+        let first: Vec<(u64, i32)> = x[0].iter().map(|b| (b.addrs[0], b.nodes[0])).collect();
+        assert_eq!(first, [(0, 1), (5, 0), (2, 1), (7, 0)]);
+        assert_eq!(x.iter().flatten().map(|b| b.addrs.len()).sum::<usize>(), 10);
+    }
+
+    #[test]
+    fn bad_options_are_refused_before_anything_runs() {
+        for bad in [
+            Options { mib: 6, ..Default::default() },
+            Options { max_threads: 0, ..Default::default() },
+            Options { batches: vec![], ..Default::default() },
+        ] {
+            assert!(matches!(check(&bad), Err(BenchError::BadOptions(_))), "{bad:?}");
+        }
+    }
+
+    /// On a host with one memory node (the development and CI machines) the live benchmark
+    /// refuses with a message that says where to run it instead.
+    #[test]
+    fn a_single_node_host_is_refused_clearly() {
+        if memory_nodes().map(|n| n.len() >= 2).unwrap_or(false) {
+            return; // a two-node host: nothing to refuse
+        }
+        let e = run(&Options { mib: 4, max_threads: 1, ..Default::default() }, &mut |_| {}).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, BenchError::NeedsTwoNodes { .. }), "{msg}");
+        assert!(msg.contains("needs two NUMA nodes") && msg.contains("--simulated"), "{msg}");
+    }
+
+    #[test]
+    fn a_region_is_first_touched_and_keeps_its_data() {
+        let r = Region::new(4 << 20, false, 0).unwrap();
+        assert_eq!(r.start % HUGE, 0);
+        assert_eq!(not_on(&r.addrs(SMALL), 0).unwrap(), 0);
+        assert_eq!(r.first_corrupt_page(), None);
+        assert_eq!(r.thp_bytes().unwrap(), 0, "MADV_NOHUGEPAGE");
+        // Moving to the node the pages are on changes nothing and keeps the data.
+        run_workers(one_way(&r.addrs(SMALL), 0, 2, 64)).unwrap();
+        assert_eq!(r.first_corrupt_page(), None);
+    }
+}

@@ -1,0 +1,265 @@
+//! The daemon's Prometheus endpoint: `GET /metrics` on a loopback address answers with the text
+//! exposition format (version 0.0.4), one thread, no web framework.
+//!
+//! ```text
+//! # HELP terrace_managed_processes Processes the daemon manages.
+//! # TYPE terrace_managed_processes gauge
+//! terrace_managed_processes 1
+//! # HELP terrace_pages Present pages of a managed process per tier (0 is the fastest), at the last scan.
+//! # TYPE terrace_pages gauge
+//! terrace_pages{pid="4242",tier="0"} 1024
+//! ...
+//! ```
+
+use crate::machine::LiveStats;
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// What the endpoint reports of one managed process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessMetrics {
+    pub pid: i32,
+    pub policy: String,
+    pub stats: LiveStats,
+}
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Renders the metrics of every managed process (in the order given).
+pub fn render(processes: &[ProcessMetrics]) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn Iterator<Item = String>| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for s in samples {
+            let _ = writeln!(out, "{name}{s}");
+        }
+    };
+    family(
+        "terrace_managed_processes",
+        "gauge",
+        "Processes the daemon manages.",
+        &mut std::iter::once(format!(" {}", processes.len())),
+    );
+    family(
+        "terrace_process_info",
+        "gauge",
+        "A managed process and its policy (always 1).",
+        &mut processes.iter().map(|p| format!("{{pid=\"{}\",policy=\"{}\"}} 1", p.pid, escape(&p.policy))),
+    );
+    family(
+        "terrace_pages",
+        "gauge",
+        "Present pages of a managed process per tier (0 is the fastest), at the last scan.",
+        &mut processes.iter().flat_map(|p| {
+            p.stats
+                .pages_per_tier
+                .iter()
+                .enumerate()
+                .map(move |(t, n)| format!("{{pid=\"{}\",tier=\"{t}\"}} {n}", p.pid))
+        }),
+    );
+    let per_pid = |f: fn(&LiveStats) -> String| {
+        processes.iter().map(move |p| format!("{{pid=\"{}\"}} {}", p.pid, f(&p.stats))).collect::<Vec<_>>()
+    };
+    family(
+        "terrace_pages_moved_total",
+        "counter",
+        "Pages moved between tiers and found on their target afterwards.",
+        &mut per_pid(|s| s.pages_moved.to_string()).into_iter(),
+    );
+    family(
+        "terrace_moves_failed_total",
+        "counter",
+        "Pages a plan asked to move that did not move.",
+        &mut per_pid(|s| s.moves_failed.to_string()).into_iter(),
+    );
+    family(
+        "terrace_tracking_seconds_total",
+        "counter",
+        "Seconds spent observing the process (page-table scans).",
+        &mut per_pid(|s| float(s.tracking_seconds)).into_iter(),
+    );
+    family(
+        "terrace_migration_seconds_total",
+        "counter",
+        "Seconds spent moving the process's pages.",
+        &mut per_pid(|s| float(s.migration_seconds)).into_iter(),
+    );
+    out
+}
+
+/// A float as Prometheus reads it.
+fn float(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else if v.is_nan() {
+        "NaN".into()
+    } else if v > 0.0 {
+        "+Inf".into()
+    } else {
+        "-Inf".into()
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Serves `GET /metrics` on `listener` with the text `body()` gives, one connection at a time,
+/// until `stop` is set (checked at least every 200 ms).
+pub fn serve(listener: TcpListener, body: &dyn Fn() -> String, stop: &AtomicBool) {
+    use nix::poll::{poll, PollFd, PollFlags};
+    while !stop.load(Ordering::Relaxed) {
+        let ready = {
+            let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, 200u16).unwrap_or(0) > 0
+        };
+        if !ready {
+            continue;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = answer(stream, body) {
+                    tracing::debug!("metrics request failed: {e}");
+                }
+            }
+            Err(e) => tracing::debug!("metrics accept failed: {e}"),
+        }
+    }
+}
+
+/// Answers one HTTP/1.x request on `stream` and closes it.
+fn answer(mut stream: TcpStream, body: &dyn Fn() -> String) -> io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    // The request head: up to the blank line, at most 8 KiB (the body of a GET is ignored).
+    let mut head = Vec::with_capacity(512);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if head.len() > 8192 {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, text) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => ("200 OK", CONTENT_TYPE, body()),
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "try /metrics\n".to_string()),
+        _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET /metrics\n".to_string()),
+    };
+    let mut reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    );
+    if method != "HEAD" {
+        reply.push_str(&text);
+    }
+    stream.write_all(reply.as_bytes())?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<ProcessMetrics> {
+        vec![ProcessMetrics {
+            pid: 42,
+            policy: "age".into(),
+            stats: LiveStats {
+                pages_per_tier: vec![1024, 4096],
+                pages_moved: 1100,
+                moves_failed: 3,
+                plans: 7,
+                tracking_seconds: 0.25,
+                migration_seconds: 1.5,
+                observations: 9,
+            },
+        }]
+    }
+
+    #[test]
+    fn renders_the_text_format_with_help_and_type() {
+        let text = render(&sample());
+        for line in [
+            "# HELP terrace_managed_processes Processes the daemon manages.",
+            "# TYPE terrace_managed_processes gauge",
+            "terrace_managed_processes 1",
+            "terrace_process_info{pid=\"42\",policy=\"age\"} 1",
+            "# TYPE terrace_pages gauge",
+            "terrace_pages{pid=\"42\",tier=\"0\"} 1024",
+            "terrace_pages{pid=\"42\",tier=\"1\"} 4096",
+            "# TYPE terrace_pages_moved_total counter",
+            "terrace_pages_moved_total{pid=\"42\"} 1100",
+            "terrace_moves_failed_total{pid=\"42\"} 3",
+            "terrace_tracking_seconds_total{pid=\"42\"} 0.25",
+            "terrace_migration_seconds_total{pid=\"42\"} 1.5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // Every sample line is `name{labels} value` or `name value`, and each family is
+        // introduced by its HELP and TYPE before its samples.
+        let mut typed = std::collections::HashSet::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                typed.insert(rest.split(' ').next().unwrap().to_string());
+                continue;
+            }
+            if l.starts_with("# HELP ") {
+                continue;
+            }
+            let name = l.split(['{', ' ']).next().unwrap();
+            assert!(typed.contains(name), "{name} before its TYPE");
+            let value = l.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{l}");
+        }
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn no_processes_still_renders_every_family() {
+        let text = render(&[]);
+        assert!(text.contains("terrace_managed_processes 0\n"));
+        assert!(text.contains("# TYPE terrace_pages gauge\n"));
+        assert!(!text.contains("pid="));
+    }
+
+    #[test]
+    fn serves_get_metrics_only() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| serve(listener, &|| render(&sample()), &stop));
+            let get = |req: &str| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(req.as_bytes()).unwrap();
+                let mut out = String::new();
+                c.read_to_string(&mut out).unwrap();
+                out
+            };
+            let ok = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+            assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+            assert!(ok.contains("Content-Type: text/plain; version=0.0.4"), "{ok}");
+            assert!(ok.contains("terrace_pages{pid=\"42\",tier=\"0\"} 1024"), "{ok}");
+            assert!(get("GET /other HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 404"));
+            assert!(get("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+            assert!(get("garbage\n\n").starts_with("HTTP/1.1 405"));
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+}

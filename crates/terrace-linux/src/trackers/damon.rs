@@ -1,0 +1,185 @@
+//! DAMON (the kernel's data access monitor) over a process's virtual address space, through its
+//! sysfs interface (Documentation/admin-guide/mm/damon/usage.rst). DAMON samples accesses in
+//! adaptive regions and reports, per region, in how many of the last samples it was accessed.
+//!
+//! This is the live machine's *referenced* bit where the idle-page bitmap is missing: a page is
+//! referenced if its region was accessed in the last aggregation interval. It sees reads and
+//! writes alike (soft-dirty still supplies the dirty bit). A `stat` scheme that matches every
+//! region makes DAMON list its regions under `tried_regions`.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+const ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
+
+/// One monitored region: `[start, end)` was seen accessed in `nr_accesses` samples of the last
+/// aggregation interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    pub nr_accesses: u32,
+    pub age: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DamonError {
+    #[error("DAMON's sysfs interface is missing (kernel without CONFIG_DAMON_SYSFS or CONFIG_DAMON_VADDR)")]
+    Missing,
+    #[error("DAMON is already in use here ({0} kdamonds exist); Terrace needs it to itself")]
+    Busy(u32),
+    #[error("DAMON: cannot {what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn write(path: &Path, value: &str) -> Result<(), DamonError> {
+    fs::write(path, value).map_err(|source| DamonError::Io { what: "write", path: path.display().to_string(), source })
+}
+
+fn read(path: &Path) -> Result<String, DamonError> {
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|source| DamonError::Io { what: "read", path: path.display().to_string(), source })
+}
+
+fn read_u64(path: &Path) -> Result<u64, DamonError> {
+    let s = read(path)?;
+    s.parse().map_err(|_| DamonError::Io {
+        what: "parse",
+        path: path.display().to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidData, format!("'{s}' is not a number")),
+    })
+}
+
+/// Whether this kernel offers DAMON over virtual address spaces.
+pub fn available() -> bool {
+    Path::new(ADMIN).is_dir()
+}
+
+/// A running kdamond watching one process. Stopped (and its kdamond removed) when dropped.
+pub struct DamonTracker {
+    kdamond: PathBuf,
+    /// Samples per aggregation interval: the most `nr_accesses` can be.
+    samples_per_aggregation: u32,
+}
+
+impl DamonTracker {
+    /// Starts monitoring `pid`: one sample every `sample_us`, regions aggregated every `aggr_us`.
+    pub fn start(pid: i32, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
+        let admin = Path::new(ADMIN);
+        if !admin.is_dir() {
+            return Err(DamonError::Missing);
+        }
+        let n = read_u64(&admin.join("nr_kdamonds"))? as u32;
+        if n != 0 {
+            return Err(DamonError::Busy(n));
+        }
+        write(&admin.join("nr_kdamonds"), "1")?;
+        let kd = admin.join("0");
+        let tracker = DamonTracker { kdamond: kd.clone(), samples_per_aggregation: (aggr_us / sample_us.max(1)) as u32 };
+        let ctx = kd.join("contexts/0");
+        write(&kd.join("contexts/nr_contexts"), "1")?;
+        write(&ctx.join("operations"), "vaddr")?;
+        let attrs = ctx.join("monitoring_attrs");
+        write(&attrs.join("intervals/sample_us"), &sample_us.to_string())?;
+        write(&attrs.join("intervals/aggr_us"), &aggr_us.to_string())?;
+        write(&attrs.join("intervals/update_us"), &(aggr_us * 10).to_string())?;
+        // Enough regions to tell a hot buffer from a cold one at page-set granularity.
+        write(&attrs.join("nr_regions/min"), "10")?;
+        write(&attrs.join("nr_regions/max"), "1000")?;
+        write(&ctx.join("targets/nr_targets"), "1")?;
+        write(&ctx.join("targets/0/pid_target"), &pid.to_string())?;
+        // A `stat` scheme matching every region (the maxima default to 0, which matches nothing).
+        write(&ctx.join("schemes/nr_schemes"), "1")?;
+        let scheme = ctx.join("schemes/0");
+        write(&scheme.join("action"), "stat")?;
+        for (what, max) in [("sz", 1u64 << 60), ("nr_accesses", u32::MAX as u64), ("age", u32::MAX as u64)] {
+            write(&scheme.join(format!("access_pattern/{what}/min")), "0")?;
+            write(&scheme.join(format!("access_pattern/{what}/max")), &max.to_string())?;
+        }
+        write(&kd.join("state"), "on")?;
+        Ok(tracker)
+    }
+
+    /// The regions as DAMON last aggregated them.
+    pub fn regions(&self) -> Result<Vec<Region>, DamonError> {
+        write(&self.kdamond.join("state"), "update_schemes_tried_regions")?;
+        let dir = self.kdamond.join("contexts/0/schemes/0/tried_regions");
+        let mut out = Vec::new();
+        let entries = fs::read_dir(&dir)
+            .map_err(|source| DamonError::Io { what: "list", path: dir.display().to_string(), source })?;
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            out.push(Region {
+                start: read_u64(&p.join("start"))?,
+                end: read_u64(&p.join("end"))?,
+                nr_accesses: read_u64(&p.join("nr_accesses"))? as u32,
+                age: read_u64(&p.join("age"))? as u32,
+            });
+        }
+        out.sort_by_key(|r| r.start);
+        Ok(out)
+    }
+
+    pub fn samples_per_aggregation(&self) -> u32 {
+        self.samples_per_aggregation
+    }
+}
+
+impl Drop for DamonTracker {
+    fn drop(&mut self) {
+        let _ = fs::write(self.kdamond.join("state"), "off");
+        if let Some(admin) = self.kdamond.parent() {
+            let _ = fs::write(admin.join("nr_kdamonds"), "0");
+        }
+    }
+}
+
+/// Marks, in `bits`, every indexed page of an accessed region with `flag`. `runs` are the page
+/// index's runs: (first index, first virtual page number, pages).
+pub fn mark_accessed(regions: &[Region], runs: impl Iterator<Item = (u32, u64, u64)>, bits: &mut [u8], flag: u8) {
+    let hot: Vec<&Region> = regions.iter().filter(|r| r.nr_accesses > 0).collect();
+    for (first, vpn, pages) in runs {
+        let (lo, hi) = (vpn << 12, (vpn + pages) << 12);
+        for r in &hot {
+            let (a, b) = (r.start.max(lo), r.end.min(hi));
+            if a >= b {
+                continue;
+            }
+            let from = first as u64 + ((a >> 12) - vpn);
+            let to = first as u64 + (((b + 4095) >> 12) - vpn);
+            for i in from..to.min(bits.len() as u64) {
+                bits[i as usize] |= flag;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessed_regions_mark_exactly_their_indexed_pages() {
+        // Two runs: pages 100..110 as indexes 0..10, pages 200..205 as 10..15.
+        let runs = [(0u32, 100u64, 10u64), (10, 200, 5)];
+        let regions = [
+            Region { start: 102 << 12, end: 104 << 12, nr_accesses: 3, age: 0 },
+            Region { start: 104 << 12, end: 203 << 12, nr_accesses: 0, age: 9 },
+            Region { start: 203 << 12, end: 300 << 12, nr_accesses: 1, age: 0 },
+        ];
+        let mut bits = vec![0u8; 15];
+        mark_accessed(&regions, runs.into_iter(), &mut bits, 1);
+        let marked: Vec<usize> = (0..15).filter(|&i| bits[i] == 1).collect();
+        assert_eq!(marked, vec![2, 3, 13, 14]);
+    }
+}

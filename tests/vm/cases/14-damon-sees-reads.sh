@@ -1,0 +1,23 @@
+# boot: hmat
+# timeout: 120
+# Soft-dirty sees only writes; with DAMON for the referenced bit, a set that is only read is hot
+# too. Under age, the read set moves to node 0 with the written one, and most of the cold set
+# stays on node 1: DAMON's regions are adaptive, and one that straddles the edge of a hot set
+# makes some cold pages look referenced (about 10-15% here), so the bound is 75%, not 95%.
+. /lib/vmtest.sh
+kernel_balancing_off
+
+terrace run --policy age -- terrace-hotcold --hot-mib 2 --cold-mib 8 --read-mib 2 --seconds 30 --start-node 1 \
+	--report-every 5 >/tmp/out 2>/tmp/log
+rc=$?
+cat /tmp/out
+grep -v 'moved' /tmp/log | tail -n 5
+[ $rc -eq 0 ] || fail "terrace run exited $rc"
+grep -q 'referenced from DAMON' /tmp/log || fail "DAMON was not used for the referenced bit"
+end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
+read0=$(echo "$end" | sed -n 's/.*read [^|]*node0=\([0-9]*\).*/\1/p')
+cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+[ -n "$read0" ] && [ "$read0" -ge 461 ] || fail "only ${read0:-0} of 512 read-only hot pages on node 0"
+[ -n "$cold1" ] && [ "$cold1" -ge 1536 ] || fail "only ${cold1:-0} of 2048 cold pages stayed on node 1"
+grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
+note "age with DAMON: read-only hot set $read0/512 on node0, cold $cold1/2048 on node1"
