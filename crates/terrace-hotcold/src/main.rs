@@ -32,6 +32,9 @@ struct Args {
     /// Also verify every N seconds (0: only at the end).
     #[arg(long, default_value_t = 0.0)]
     verify_every: f64,
+    /// Back the sets with transparent huge pages (2 MiB-aligned, MADV_HUGEPAGE) instead of 4 KiB pages.
+    #[arg(long)]
+    thp: bool,
     /// Print where the pages are every N seconds (0: only at the end).
     #[arg(long, default_value_t = 0.0)]
     report_every: f64,
@@ -46,13 +49,18 @@ struct Region {
     words: usize,
 }
 
+const HUGE: usize = 2 << 20;
+
 impl Region {
-    fn map(bytes: usize) -> Region {
+    fn map(bytes: usize, thp: bool) -> Region {
+        // For huge pages, map 2 MiB more and use the aligned part inside.
+        let bytes = if thp { bytes.div_ceil(HUGE) * HUGE } else { bytes };
+        let len = if thp { bytes + HUGE } else { bytes };
         // SAFETY: a fresh anonymous private mapping; checked for failure below.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                bytes,
+                len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -63,10 +71,11 @@ impl Region {
             eprintln!("terrace-hotcold: cannot map {bytes} bytes: {}", std::io::Error::last_os_error());
             std::process::exit(2);
         }
-        // Base pages only: the tests count 4 KiB pages.
-        // SAFETY: advice on the mapping just made.
-        unsafe { libc::madvise(p, bytes, libc::MADV_NOHUGEPAGE) };
-        Region { ptr: p as *mut u64, words: bytes / 8 }
+        let start = if thp { (p as usize).next_multiple_of(HUGE) } else { p as usize } as *mut libc::c_void;
+        let advice = if thp { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        // SAFETY: advice on (part of) the mapping just made.
+        unsafe { libc::madvise(start, bytes, advice) };
+        Region { ptr: start as *mut u64, words: bytes / 8 }
     }
     fn words(&mut self) -> &mut [u64] {
         // SAFETY: the mapping is `words` u64s long, readable and writable, and owned by self.
@@ -122,9 +131,9 @@ fn placement(name: &str, r: &Region) -> String {
 
 fn main() {
     let args = Args::parse();
-    let mut hot = Region::map(args.hot_mib.max(1) << 20);
-    let mut cold = Region::map(args.cold_mib.max(1) << 20);
-    let mut read = (args.read_mib > 0).then(|| Region::map(args.read_mib << 20));
+    let mut hot = Region::map(args.hot_mib.max(1) << 20, args.thp);
+    let mut cold = Region::map(args.cold_mib.max(1) << 20, args.thp);
+    let mut read = (args.read_mib > 0).then(|| Region::map(args.read_mib << 20, args.thp));
     for r in [Some(&hot), Some(&cold), read.as_ref()].into_iter().flatten() {
         if args.start_node.is_some() {
             r.bind(args.start_node);

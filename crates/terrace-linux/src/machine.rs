@@ -36,6 +36,32 @@ pub enum Target {
     Pid(i32),
 }
 
+/// The policy's view when it asks for 2 MiB pages: one entry per 2 MiB-aligned range that holds
+/// managed 4 KiB pages (indexes only grow, like the base index), with the tier of its present
+/// pages (the first one found decides) and the union of their bits.
+#[derive(Default)]
+struct HugeView {
+    bases: Vec<u64>,
+    index_of: std::collections::HashMap<u64, u32>,
+    placement: Vec<TierId>,
+    bits: Vec<u8>,
+    status: Vec<TierStatus>,
+}
+
+impl HugeView {
+    fn index(&mut self, addr: u64) -> u32 {
+        let base = addr >> HUGE_SHIFT << HUGE_SHIFT;
+        let next = self.bases.len() as u32;
+        *self.index_of.entry(base).or_insert_with(|| {
+            self.bases.push(base);
+            next
+        })
+    }
+}
+
+const HUGE_SHIFT: u32 = 21;
+const SUBPAGES: u64 = 1 << (HUGE_SHIFT - 12);
+
 pub struct LiveMachine {
     info: MachineInfo,
     tiers: Vec<LiveTier>,
@@ -46,6 +72,8 @@ pub struct LiveMachine {
     last_observe: Duration,
     dry_run: bool,
     page_bits: bool,
+    /// Set when the policy works on 2 MiB pages: its page index then names 2 MiB-aligned ranges.
+    huge: Option<HugeView>,
     /// DAMON, for the referenced bit, where the kernel has it.
     damon: Option<DamonTracker>,
     referenced: ReferencedSource,
@@ -91,6 +119,7 @@ impl LiveMachine {
             last_observe: Duration::ZERO,
             dry_run,
             page_bits: false,
+            huge: None,
             damon: None,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
@@ -185,7 +214,12 @@ impl LiveMachine {
             soft_dirty::clear(self.pid)?;
             if let Some(d) = &self.damon {
                 match d.regions() {
-                    Ok(regions) => damon::mark_accessed(&regions, self.mem.index().runs(), &mut self.bits, PAGE_REFERENCED),
+                    Ok(regions) => damon::mark_accessed(
+                        &regions,
+                        self.mem.index().runs(),
+                        &mut self.bits,
+                        PAGE_REFERENCED,
+                    ),
                     Err(e) => tracing::warn!("DAMON regions of pid {}: {e}", self.pid),
                 }
             }
@@ -197,7 +231,44 @@ impl LiveMachine {
             st.write_bytes = 0;
         }
         self.stats.pages_per_tier = self.tier_status.iter().map(|s| s.used_pages).collect();
+        if let Some(h) = self.huge.as_mut() {
+            h.placement.fill(TierId::UNPLACED);
+            h.bits.fill(0);
+            for i in 0..pages as u32 {
+                let j = h.index(self.mem.index().addr(i)) as usize;
+                if j >= h.placement.len() {
+                    h.placement.resize(j + 1, TierId::UNPLACED);
+                    h.bits.resize(j + 1, 0);
+                }
+                if !h.placement[j].is_placed() {
+                    h.placement[j] = self.placement[i as usize];
+                }
+                if let Some(b) = self.bits.get(i as usize) {
+                    h.bits[j] |= b;
+                }
+            }
+            h.status = self.tier_status.clone();
+            for (t, st) in h.status.iter_mut().enumerate() {
+                st.used_pages = h.placement.iter().filter(|p| p.index() == t).count() as u64;
+                st.capacity_pages = st.capacity_pages.map(|c| c / SUBPAGES);
+            }
+        }
         Ok(())
+    }
+
+    /// Pages in the policy's view (4 KiB pages, or 2 MiB ranges).
+    fn page_count(&self) -> u64 {
+        self.huge.as_ref().map_or(self.mem.pages(), |h| h.bases.len()) as u64
+    }
+
+    /// The 4 KiB addresses that make up the policy's page `page` (512 for a 2 MiB range: a
+    /// transparent huge page moves whole at its first address, and the others are then already
+    /// there; a range of base pages moves page by page).
+    fn addresses_of(&self, page: u32) -> Vec<u64> {
+        match &self.huge {
+            None => vec![self.mem.index().addr(page)],
+            Some(h) => (0..SUBPAGES).map(|k| h.bases[page as usize] + (k << 12)).collect(),
+        }
     }
 }
 
@@ -208,6 +279,13 @@ impl Machine for LiveMachine {
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req)?;
+        if req.page_size == PageSize::Huge2M {
+            self.huge = Some(HugeView::default());
+            self.info.page_size = PageSize::Huge2M;
+            for t in &mut self.info.tiers {
+                t.capacity_pages = t.capacity_pages.map(|c| c / SUBPAGES);
+            }
+        }
         if req.trackers.iter().any(|t| t.kind == TrackerKind::PageBits) {
             self.page_bits = true;
             // DAMON's defaults: a sample every 5 ms, aggregated every 100 ms.
@@ -245,7 +323,7 @@ impl Machine for LiveMachine {
             }
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
-        self.info.pages = self.mem.pages() as u64;
+        self.info.pages = self.page_count();
         Ok(())
     }
 
@@ -269,44 +347,38 @@ impl Machine for LiveMachine {
             Err(ProcessError::Gone(_)) => self.gone = true,
             Err(e) => tracing::warn!("scan of process {} failed: {e}", self.pid),
         }
-        self.info.pages = self.mem.pages() as u64;
+        self.info.pages = self.page_count();
         self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
         self.stats.observations += 1;
         let previous = self.last_observe.as_nanos() as u64;
         self.last_observe = self.start.elapsed();
+        let (placement, tiers, bits) = match &self.huge {
+            Some(h) => (&h.placement, &h.status, &h.bits),
+            None => (&self.placement, &self.tier_status, &self.bits),
+        };
         Observations {
             now_ns: self.last_observe.as_nanos() as u64,
             previous_ns: previous,
-            placement: &self.placement,
-            tiers: &self.tier_status,
-            page_bits: self.page_bits.then_some(self.bits.as_slice()),
+            placement,
+            tiers,
+            page_bits: self.page_bits.then_some(bits.as_slice()),
             samples: &[],
             future: None,
+            hint_faults: &[],
         }
     }
 
     fn apply(&mut self, plan: &Plan) -> Applied {
         let mut applied = Applied::default();
+        let view: &[TierId] = self.huge.as_ref().map_or(&self.placement, |h| &h.placement);
         let target_node =
             |t: TierId| self.tiers.get(t.index()).and_then(|t| t.nodes.first()).map(|&n| n as i32);
-        let mut moves = Vec::with_capacity(plan.moves.len() + 2 * plan.exchanges.len());
-        let pages = self.placement.len();
-        let mut push = |page: u32, to: TierId, applied: &mut Applied| match target_node(to) {
-            Some(node) if (page as usize) < pages => {
-                moves.push(PageMove { addr: self.mem.index().addr(page), node, tag: page })
-            }
-            _ => applied.fail(terrace_model::MoveFailure::Invalid),
-        };
-        for m in &plan.moves {
-            push(m.page, m.to, &mut applied);
-        }
-        // Exchange as paired batches: every demotion before its promotion, so the fast tier
-        // never holds more than it did.
+        // Policy pages to move, in order: its moves, then exchanges as paired batches (every
+        // demotion before its promotion, so the fast tier never holds more than it did).
+        let mut wanted: Vec<(u32, TierId)> = plan.moves.iter().map(|m| (m.page, m.to)).collect();
         let (mut down, mut up) = (Vec::new(), Vec::new());
         for e in &plan.exchanges {
-            let (ta, tb) =
-                (self.placement.get(e.a as usize).copied(), self.placement.get(e.b as usize).copied());
-            match (ta, tb) {
+            match (view.get(e.a as usize).copied(), view.get(e.b as usize).copied()) {
                 (Some(ta), Some(tb)) if ta.is_placed() && tb.is_placed() && ta != tb => {
                     let (fast, slow) = if ta < tb { (e.a, e.b) } else { (e.b, e.a) };
                     down.push((fast, ta.max(tb)));
@@ -315,13 +387,26 @@ impl Machine for LiveMachine {
                 _ => applied.fail(terrace_model::MoveFailure::Invalid),
             }
         }
-        for (page, to) in down.into_iter().chain(up) {
-            push(page, to, &mut applied);
+        wanted.extend(down.into_iter().chain(up));
+        let mut moves = Vec::with_capacity(wanted.len());
+        let mut asked = Vec::with_capacity(wanted.len());
+        for (page, to) in wanted {
+            match target_node(to) {
+                Some(node) if (page as usize) < view.len() => {
+                    asked.push((page, node));
+                    moves.extend(self.addresses_of(page).into_iter().map(|addr| PageMove {
+                        addr,
+                        node,
+                        tag: page,
+                    }));
+                }
+                _ => applied.fail(terrace_model::MoveFailure::Invalid),
+            }
         }
         if self.dry_run {
             let mut by_tier = vec![0u64; self.tiers.len()];
-            for m in &moves {
-                let t = self.tier_of_node(m.node);
+            for &(_, node) in &asked {
+                let t = self.tier_of_node(node);
                 if t.is_placed() {
                     by_tier[t.index()] += 1;
                 }
@@ -332,22 +417,36 @@ impl Machine for LiveMachine {
             return applied;
         }
         let out = migrate::execute(self.pid, &moves, &plan.options, PAGE_BYTES, &plan.reason);
-        for (_, why) in &out.failed {
-            applied.fail(*why);
-        }
-        let failed: std::collections::HashSet<u32> = out.failed.iter().map(|(t, _)| *t).collect();
-        for m in &moves {
-            if !failed.contains(&m.tag) {
-                self.placement[m.tag as usize] = self.tier_of_node(m.node);
+        // A policy page moved if none of its present 4 KiB pages failed; absent ones do not count.
+        let mut failed: std::collections::HashMap<u32, terrace_model::MoveFailure> =
+            std::collections::HashMap::new();
+        for &(tag, why) in &out.failed {
+            if why != terrace_model::MoveFailure::NotPresent || self.huge.is_none() {
+                failed.entry(tag).or_insert(why);
             }
         }
-        applied.pages_moved = out.moved;
+        for why in failed.values() {
+            applied.fail(*why);
+        }
+        let mut moved = 0u64;
+        for &(page, node) in &asked {
+            if failed.contains_key(&page) {
+                continue;
+            }
+            moved += 1;
+            let tier = self.tier_of_node(node);
+            match self.huge.as_mut() {
+                Some(h) => h.placement[page as usize] = tier,
+                None => self.placement[page as usize] = tier,
+            }
+        }
+        applied.pages_moved = moved;
         applied.pairs_exchanged = plan.exchanges.len() as u64;
         applied.bytes_copied = out.moved * PAGE_BYTES;
         applied.time_ns = out.elapsed.as_nanos() as u64;
         self.stats.plans += 1;
         self.stats.pages_moved += out.moved;
-        self.stats.moves_failed += out.failed.len() as u64;
+        self.stats.moves_failed += failed.len() as u64;
         self.stats.migration_seconds += out.elapsed.as_secs_f64();
         applied
     }
@@ -356,12 +455,6 @@ impl Machine for LiveMachine {
 /// Whether this host can give a policy what it asks for; says what is missing and how to get it.
 /// `terrace run` asks before it starts the program.
 pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
-    if req.page_size != PageSize::Base4K {
-        return Err(MachineError::UnsupportedMode {
-            mode: format!("{} pages", req.page_size),
-            hint: "the live machine moves 4 KiB pages for now (a transparent huge page moves whole)".into(),
-        });
-    }
     match req.memory_mode {
         MemoryMode::Flat => {}
         MemoryMode::FastTierAsCache => {
@@ -403,6 +496,14 @@ pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
                 return Err(MachineError::MissingTracker {
                     tracker: "future accesses",
                     hint: "only the simulator knows the future; run this policy with `terrace sim`".into(),
+                })
+            }
+            TrackerKind::HintFaults => {
+                return Err(MachineError::MissingTracker {
+                    tracker: "NUMA hint faults",
+                    hint: "the kernel reports hint faults only as totals in /proc/vmstat; a policy on them \
+                           drives the kernel's own tiering instead (numa_balancing = 2)"
+                        .into(),
                 })
             }
         }

@@ -106,6 +106,7 @@ mod tests {
                 page_bits: None,
                 samples: &[],
                 future: None,
+                hint_faults: &[],
             }
         }
         fn apply(&mut self, _: &Plan) -> Applied {

@@ -21,7 +21,8 @@ pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 pub use drive::{drive, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, Progress};
 pub use observe::{
-    Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+    HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest, PAGE_DIRTY,
+    PAGE_REFERENCED,
 };
 pub use page::{PageIdx, PageSize};
 pub use plan::{Applied, Exchange, Move, MoveFailure, MoveOptions, Plan, TlbFlush};

@@ -24,6 +24,10 @@ pub enum TrackerKind {
     /// Per-page access counts of the coming `period` intervals: only a simulator can know them
     /// (the oracle).
     Future,
+    /// NUMA hint faults: every `period` ms a scan makes pages fault on their next access, and each
+    /// fault reports its page, whether it was a write, and the time since the scan (Linux NUMA
+    /// balancing; TPP and the tiering patch Ambix compares with).
+    HintFaults,
 }
 
 impl TrackerKind {
@@ -32,6 +36,7 @@ impl TrackerKind {
             TrackerKind::PageBits => "page-table bits",
             TrackerKind::Sampling => "access sampling",
             TrackerKind::Future => "future accesses",
+            TrackerKind::HintFaults => "NUMA hint faults",
         }
     }
 }
@@ -62,6 +67,15 @@ impl TrackerRequest {
 pub struct Sample {
     pub page: PageIdx,
     pub kind: AccessKind,
+}
+
+/// One NUMA hint fault: the first access to a page after the scan that unmapped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HintFault {
+    pub page: PageIdx,
+    pub kind: AccessKind,
+    /// Time from the scan to the fault, ns.
+    pub latency_ns: u64,
 }
 
 /// Read and write counts of one page over an interval.
@@ -103,6 +117,8 @@ pub struct Observations<'a> {
     pub samples: &'a [Sample],
     /// Per-page counts of the coming intervals, if asked for (simulator only).
     pub future: Option<&'a [PageCounts]>,
+    /// Hint faults since the last tick, if asked for.
+    pub hint_faults: &'a [HintFault],
 }
 
 impl Observations<'_> {

@@ -7,13 +7,16 @@
 //! seeds: it knows recency only, not frequency or reads versus writes.
 
 use terrace_model::{
-    MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
+    MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy, Requirements, TierId,
     TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 pub const NAME: &str = "age";
 pub const SUMMARY: &str =
     "memtierd's idle-age policy on page-table bits: recently used pages up, long-idle pages down";
+pub const HUGE_NAME: &str = "age-2m";
+pub const HUGE_SUMMARY: &str =
+    "age over 2 MiB ranges (memtierd's default 512-page regions; moves transparent huge pages whole)";
 
 /// One interval: 1 s of real time (memtierd's trackers default to intervals of seconds; a shorter
 /// one costs a page-table scan more often).
@@ -28,17 +31,30 @@ const RATE_LIMIT_MB_S: f64 = 100.0;
 pub struct Age {
     /// Intervals since each page was last referenced.
     idle: Vec<u16>,
+    /// Work on 2 MiB pages (memtierd tracks 512-page regions by default, THP-uniform).
+    huge: bool,
+}
+
+impl Age {
+    pub fn huge() -> Self {
+        Age { huge: true, ..Age::default() }
+    }
 }
 
 impl Policy for Age {
     fn name(&self) -> &str {
-        NAME
+        if self.huge {
+            HUGE_NAME
+        } else {
+            NAME
+        }
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
             tick_ns: Some(TICK_NS),
+            page_size: if self.huge { PageSize::Huge2M } else { PageSize::Base4K },
             ..Requirements::default()
         }
     }
@@ -123,6 +139,7 @@ mod tests {
             page_bits: Some(bits),
             samples: &[],
             future: None,
+            hint_faults: &[],
         };
         p.tick(&obs)
     }

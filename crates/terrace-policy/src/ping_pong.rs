@@ -58,6 +58,7 @@ mod tests {
             page_bits: None,
             samples: &[],
             future: None,
+            hint_faults: &[],
         };
         let plan = PingPong.tick(&obs);
         assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::FAST }]);

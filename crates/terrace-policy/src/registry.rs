@@ -41,6 +41,7 @@ const POLICIES: &[PolicySpec] = &[
         build: || Box::new(oracle::Oracle::default()),
     },
     PolicySpec { name: age::NAME, summary: age::SUMMARY, build: || Box::new(age::Age::default()) },
+    PolicySpec { name: age::HUGE_NAME, summary: age::HUGE_SUMMARY, build: || Box::new(age::Age::huge()) },
     PolicySpec {
         name: ping_pong::NAME,
         summary: ping_pong::SUMMARY,

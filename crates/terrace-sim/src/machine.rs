@@ -580,6 +580,12 @@ impl Machine for SimMachine {
                 TrackerKind::PageBits => self.bits = Some(PageBits::new(self.info.pages)),
                 TrackerKind::Sampling => self.sampler = Some(Sampler::new(tr.period)),
                 TrackerKind::Future => self.future = Some(FutureWindow::new(self.info.pages, tr.period)),
+                TrackerKind::HintFaults => {
+                    return Err(MachineError::MissingTracker {
+                        tracker: tr.kind.name(),
+                        hint: "the simulator's hint-fault tracker is not built yet".into(),
+                    })
+                }
             }
         }
         Ok(())
@@ -642,6 +648,7 @@ impl Machine for SimMachine {
             page_bits: self.bits.as_ref().map(|_| self.observed_bits.as_slice()),
             samples: &self.observed_samples,
             future: self.future.as_ref().map(|f| f.counts.as_slice()),
+            hint_faults: &[],
         }
     }
 

@@ -193,6 +193,7 @@ mod tests {
             page_bits: None,
             samples: &[],
             future: Some(&future),
+            hint_faults: &[],
         };
         o.tick(&obs)
     }

@@ -1,0 +1,24 @@
+# boot: hmat
+# timeout: 120
+# 2 MiB pages on the live machine: a program whose sets are transparent huge pages, started on
+# node 1, under age-2m (the policy's page is a 2 MiB range): the hot set's huge pages move to
+# node 0 whole, the cold set stays, and the data is intact.
+. /lib/vmtest.sh
+kernel_balancing_off
+echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
+
+printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
+terrace run --policy age-2m --config /tmp/sd.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 --seconds 25 \
+	--start-node 1 --report-every 5 >/tmp/out 2>/tmp/log
+rc=$?
+cat /tmp/out
+grep -v 'moved' /tmp/log | tail -n 5
+grep 'moved' /tmp/log | head -n 3
+[ $rc -eq 0 ] || fail "terrace run exited $rc"
+end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
+hot0=$(echo "$end" | sed -n 's/.*hot [^|]*node0=\([0-9]*\).*/\1/p')
+cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+[ -n "$hot0" ] && [ "$hot0" -ge 973 ] || fail "only ${hot0:-0} of 1024 hot 4 KiB pages on node 0"
+[ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold 4 KiB pages stayed on node 1"
+grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
+note "age-2m: hot $hot0/1024 on node0, cold $cold1/4096 on node1"
