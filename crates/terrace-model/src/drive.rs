@@ -25,8 +25,9 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
         return Ok(());
     };
     // Seed periods are real time; a scaled-down run ticks proportionally faster (MachineInfo::scale).
-    let period = ((tick_ns as f64 / machine.info().scale).round() as u64).max(1);
-    let mut next = period;
+    let scale = machine.info().scale;
+    let scaled = |ns: u64| ((ns as f64 / scale).round() as u64).max(1);
+    let mut next = scaled(policy.next_tick_ns().unwrap_or(tick_ns));
     loop {
         match machine.advance(next) {
             Progress::Finished { .. } => return Ok(()),
@@ -39,7 +40,7 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
                     let applied = machine.apply(&plan);
                     policy.applied(&applied);
                 }
-                next = next.max(now_ns) + period;
+                next = next.max(now_ns) + scaled(policy.next_tick_ns().unwrap_or(tick_ns));
             }
         }
     }

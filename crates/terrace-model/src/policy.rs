@@ -67,6 +67,11 @@ pub trait Policy: Send {
     fn tick(&mut self, obs: &Observations<'_>) -> Plan;
     /// What the machine did with the last plan.
     fn applied(&mut self, _applied: &Applied) {}
+    /// Real time until the next tick, when the policy's ticks are not evenly spaced (Ambix clears
+    /// the bits, waits 50 ms, then reads them); `None` keeps `Requirements::tick_ns`.
+    fn next_tick_ns(&self) -> Option<u64> {
+        None
+    }
     /// An allocation or free in the managed program (object tiering).
     fn object_event(&mut self, _event: &ObjectEvent) {}
 }

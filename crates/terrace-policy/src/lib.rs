@@ -6,6 +6,7 @@
 //! seed, as they are implemented. docs/policies.md maps every rule to its seed section.
 
 pub mod age;
+pub mod ambix;
 pub mod baselines;
 pub mod ping_pong;
 pub mod registry;

@@ -1,7 +1,7 @@
 //! Policies by name: what `terrace list policies` shows and `--policy NAME` builds.
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
-use crate::{age, ping_pong};
+use crate::{age, ambix, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy.
@@ -40,6 +40,12 @@ const POLICIES: &[PolicySpec] = &[
         summary: oracle::SUMMARY,
         build: || Box::new(oracle::Oracle::default()),
     },
+    PolicySpec { name: ambix::NAME, summary: ambix::SUMMARY, build: || Box::new(ambix::Ambix::new(true)) },
+    PolicySpec {
+        name: ambix::NOSWITCH_NAME,
+        summary: ambix::NOSWITCH_SUMMARY,
+        build: || Box::new(ambix::Ambix::new(false)),
+    },
     PolicySpec { name: age::NAME, summary: age::SUMMARY, build: || Box::new(age::Age::default()) },
     PolicySpec { name: age::HUGE_NAME, summary: age::HUGE_SUMMARY, build: || Box::new(age::Age::huge()) },
     PolicySpec {
@@ -58,6 +64,7 @@ pub const DEFAULT_COMPARISON: &[&str] = &[
     memory_mode::NAME,
     oracle::NAME,
     age::NAME,
+    ambix::NAME,
 ];
 
 #[derive(Debug, thiserror::Error)]

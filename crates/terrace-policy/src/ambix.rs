@@ -1,0 +1,462 @@
+//! Ambix (M. S. Marques, MSc thesis, IST Lisbon, 2021; shared/notes/ambix.md): write-aware
+//! placement on page-table referenced (R) and dirty (D) bits, for DRAM plus Optane in App Direct
+//! mode.
+//!
+//! Rules, with their sections:
+//! - Classification (§4.3, notes §1 "Classification window"): on the slow tier, bits are cleared
+//!   (DCPMM_CLEAR), then read after a 50 ms delay, so R means read-hot and D write-hot over that
+//!   window; on DRAM the window is the time between visits, here the whole 2 s period.
+//! - PageFind modes (Table 4.1): DEMOTE takes DRAM pages with R=0 first, R=1&D=0 as backup, never
+//!   R=D=1 (§5.5.3); PROMOTE_INT takes slow pages with R=1&D=1 first, R=1 as backup; SWITCH pairs
+//!   PROMOTE_INT with DEMOTE for the same count, a backup page only with a priority page of the
+//!   other tier, so two equally hot pages are never swapped.
+//! - Resume cursor (§4.2): each tier's walk starts where the previous one stopped and wraps, so
+//!   pages left uninspected longest come first.
+//! - Control loop (§4.3.3, §5.2.3): every 2 s, Switch (if on and the slow tier's write bandwidth
+//!   exceeds 50 MB/s): PROMOTE_INT up to 95% DRAM use, or SWITCH when DRAM is at 95%; then
+//!   Threshold: DEMOTE the excess over 95% (or, with Switch off, PROMOTE while DRAM is under its
+//!   minimum); at most 2 GB worth of pages per request (§4.4); moves batched per process.
+//!
+//! Values the thesis leaves open are recorded in docs/policies.md ("ambix").
+
+use terrace_model::{
+    Exchange, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
+    TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+};
+
+pub const NAME: &str = "ambix";
+pub const SUMMARY: &str =
+    "Ambix: write-aware promotion and swapping on referenced/dirty bits (Ambix thesis §4)";
+pub const NOSWITCH_NAME: &str = "ambix-noswitch";
+pub const NOSWITCH_SUMMARY: &str =
+    "Ambix with its Switch component off (Threshold only; the BFS setting of §5.5.2)";
+
+/// §5.2.3: the control period, 2 s.
+const PERIOD_NS: u64 = 2_000_000_000;
+/// §5.2.3: the delay between DCPMM_CLEAR and the walk that reads the bits, 50 ms.
+const DELAY_NS: u64 = 50_000_000;
+/// §5.2.3: DRAM maximum use, 95%.
+const DRAM_MAX_USE: f64 = 0.95;
+/// §5.2.3: Switch runs when the slow tier's write bandwidth exceeds 50 MB/s.
+const SWITCH_WRITE_MB_S: f64 = 50.0;
+/// §4.4: a request returns at most 2 GB worth of pages (the netlink limit), at seed scale.
+const REQUEST_CAP_BYTES: f64 = 2.0 * (1u64 << 30) as f64;
+/// Threshold's DRAM minimum when Switch is off: the thesis never states it (Switch is always on
+/// in its runs); 90%, five points under the maximum, so the two rules cannot fight.
+const DRAM_MIN_USE: f64 = 0.90;
+
+/// Where the control loop is between two periods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The next tick clears the bits (DCPMM_CLEAR) and starts the 50 ms window.
+    Clear,
+    /// The next tick reads the bits and decides.
+    Act,
+}
+
+pub struct Ambix {
+    switch_on: bool,
+    phase: Phase,
+    /// DRAM pages' bits gathered over the period (the observation at the clear tick covers all
+    /// but its last 50 ms).
+    dram_bits: Vec<u8>,
+    /// Slow-tier bytes written over the period, for the Switch trigger.
+    slow_written: u64,
+    period_start_ns: u64,
+    /// Resume cursors, per tier (§4.2).
+    cursor: [usize; 2],
+    request_cap_pages: usize,
+    page_bytes: u64,
+}
+
+impl Ambix {
+    pub fn new(switch_on: bool) -> Self {
+        Ambix {
+            switch_on,
+            phase: Phase::Clear,
+            dram_bits: Vec::new(),
+            slow_written: 0,
+            period_start_ns: 0,
+            cursor: [0; 2],
+            request_cap_pages: usize::MAX,
+            page_bytes: 4096,
+        }
+    }
+
+    /// PageFind over one tier from its resume cursor: up to `n` pages for which `class` says
+    /// `Some(true)` (priority), topped up with `Some(false)` ones (backup). Returns (page,
+    /// is_priority) in walk order and moves the cursor past the last page the walk inspected.
+    fn page_find(
+        &mut self,
+        tier: TierId,
+        placement: &[TierId],
+        n: usize,
+        class: impl Fn(PageIdx) -> Option<bool>,
+    ) -> Vec<(PageIdx, bool)> {
+        let len = placement.len();
+        if n == 0 || len == 0 {
+            return Vec::new();
+        }
+        let start = self.cursor[tier.index()] % len;
+        let (mut priority, mut backup) = (Vec::new(), Vec::new());
+        let mut inspected = 0;
+        for k in 0..len {
+            let p = (start + k) % len;
+            inspected = k + 1;
+            if placement[p] != tier {
+                continue;
+            }
+            match class(p as PageIdx) {
+                Some(true) => priority.push(p as PageIdx),
+                Some(false) if backup.len() < n => backup.push(p as PageIdx),
+                _ => {}
+            }
+            // Stop rule: priority reached n.
+            if priority.len() == n {
+                break;
+            }
+        }
+        self.cursor[tier.index()] = (start + inspected) % len;
+        let fill = n - priority.len();
+        priority
+            .into_iter()
+            .map(|p| (p, true))
+            .chain(backup.into_iter().take(fill).map(|p| (p, false)))
+            .collect()
+    }
+
+    fn decide(&mut self, obs: &Observations<'_>, slow_bits: &[u8]) -> Plan {
+        let placement = obs.placement;
+        let dram = obs.tiers[0];
+        let Some(dram_cap) = dram.capacity_pages else { return Plan::none() };
+        let slow_free = obs.tiers.get(1).map_or(0, |t| t.free_pages());
+        let max_pages = (dram_cap as f64 * DRAM_MAX_USE) as u64;
+        let period_s = (obs.now_ns.saturating_sub(self.period_start_ns)).max(1) as f64 * 1e-9;
+        // The slow tier's write bandwidth: from the machine's counters where it has them (PCM
+        // in the thesis); else estimated as every dirty slow page written once (docs/policies.md).
+        let written = if self.slow_written > 0 {
+            self.slow_written
+        } else {
+            slow_bits
+                .iter()
+                .zip(placement)
+                .filter(|(b, t)| **t == TierId::SLOW && **b & PAGE_DIRTY != 0)
+                .count() as u64
+                * self.page_bytes
+        };
+        let slow_write_mb_s = written as f64 / period_s / 1e6;
+        let dram_bits = std::mem::take(&mut self.dram_bits);
+        let rd = |bits: &[u8], p: PageIdx| {
+            let b = bits.get(p as usize).copied().unwrap_or(0);
+            (b & PAGE_REFERENCED != 0, b & PAGE_DIRTY != 0)
+        };
+        // DEMOTE: R=0 priority, R=1&D=0 backup, R=D=1 never.
+        let demote_class = |p: PageIdx| match rd(&dram_bits, p) {
+            (false, _) => Some(true),
+            (true, false) => Some(false),
+            (true, true) => None,
+        };
+        // PROMOTE_INT: R=1&D=1 priority, R=1 backup.
+        let promote_int_class = |p: PageIdx| match rd(slow_bits, p) {
+            (true, true) => Some(true),
+            (true, false) => Some(false),
+            _ => None,
+        };
+        let mut plan = Plan { options: MoveOptions::default(), ..Plan::none() };
+        let mut used = dram.used_pages;
+        let cap = self.request_cap_pages;
+        let mut reasons = Vec::new();
+        if self.switch_on && slow_write_mb_s > SWITCH_WRITE_MB_S {
+            if used < max_pages {
+                let n = ((max_pages - used) as usize).min(cap);
+                let found = self.page_find(TierId::SLOW, placement, n, promote_int_class);
+                used += found.len() as u64;
+                plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::FAST }));
+                reasons.push(format!(
+                    "PROMOTE_INT {} (slow tier writes {slow_write_mb_s:.0} MB/s)",
+                    found.len()
+                ));
+            } else {
+                let up = self.page_find(TierId::SLOW, placement, cap, promote_int_class);
+                let down = self.page_find(TierId::FAST, placement, up.len(), demote_class);
+                let pairs = pair_for_switch(&up, &down);
+                reasons.push(format!(
+                    "SWITCH {} pairs (slow tier writes {slow_write_mb_s:.0} MB/s)",
+                    pairs.len()
+                ));
+                plan.exchanges.extend(pairs.into_iter().map(|(a, b)| Exchange { a, b }));
+            }
+        }
+        if used > max_pages && slow_free > 0 {
+            let n = ((used - max_pages).min(slow_free) as usize).min(cap);
+            let found = self.page_find(TierId::FAST, placement, n, demote_class);
+            plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::SLOW }));
+            reasons.push(format!("DEMOTE {} (DRAM above 95%)", found.len()));
+        } else if !self.switch_on && (used as f64) < dram_cap as f64 * DRAM_MIN_USE {
+            // PROMOTE: dirty pages first, then any other slow page.
+            let n = (((dram_cap as f64 * DRAM_MIN_USE) as u64 - used) as usize).min(cap);
+            let found = self.page_find(TierId::SLOW, placement, n, |p| Some(rd(slow_bits, p).1));
+            plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::FAST }));
+            reasons.push(format!("PROMOTE {} (DRAM under 90%)", found.len()));
+        }
+        plan.reason = format!("ambix: {}", reasons.join(", "));
+        plan
+    }
+}
+
+/// SWITCH's pairing (Table 4.1): equal numbers each way, and a backup page only with a priority
+/// page of the other tier, so two equally hot pages are never exchanged. Inputs are in walk
+/// order, priority pages first.
+fn pair_for_switch(up: &[(PageIdx, bool)], down: &[(PageIdx, bool)]) -> Vec<(PageIdx, PageIdx)> {
+    let mut down_left: Vec<(PageIdx, bool)> = down.to_vec();
+    let mut pairs = Vec::new();
+    for &(u, u_priority) in up {
+        // A priority promotion takes any demotion candidate; a backup one only a priority one.
+        let pick = down_left.iter().position(|&(_, d_priority)| u_priority || d_priority);
+        if let Some(i) = pick {
+            let (d, _) = down_left.remove(i);
+            pairs.push((u, d));
+        }
+    }
+    pairs
+}
+
+impl Policy for Ambix {
+    fn name(&self) -> &str {
+        if self.switch_on {
+            NAME
+        } else {
+            NOSWITCH_NAME
+        }
+    }
+
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest::page_bits()],
+            tick_ns: Some(PERIOD_NS),
+            ..Requirements::default()
+        }
+    }
+
+    fn start(&mut self, machine: &MachineInfo) {
+        self.page_bytes = machine.page_size.bytes();
+        self.request_cap_pages =
+            ((REQUEST_CAP_BYTES / machine.scale.max(1.0)) as u64 / self.page_bytes).max(1) as usize;
+    }
+
+    /// Ticks alternate: 1950 ms to the clear, then the 50 ms delay to the walk.
+    fn next_tick_ns(&self) -> Option<u64> {
+        Some(match self.phase {
+            Phase::Clear => PERIOD_NS - DELAY_NS,
+            Phase::Act => DELAY_NS,
+        })
+    }
+
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let Some(bits) = obs.page_bits else { return Plan::none() };
+        let slow_written = obs.tiers.get(1).map_or(0, |t| t.write_bytes);
+        match self.phase {
+            Phase::Clear => {
+                // DCPMM_CLEAR: this observation cleared every page's bits; keep DRAM's for the period.
+                self.dram_bits.clear();
+                self.dram_bits.extend(bits.iter().zip(obs.placement).map(|(&b, &t)| {
+                    if t == TierId::FAST {
+                        b
+                    } else {
+                        0
+                    }
+                }));
+                self.slow_written = slow_written;
+                self.phase = Phase::Act;
+                Plan::none()
+            }
+            Phase::Act => {
+                self.dram_bits.resize(bits.len(), 0);
+                for (acc, &b) in self.dram_bits.iter_mut().zip(bits) {
+                    *acc |= b;
+                }
+                self.slow_written += slow_written;
+                let plan = self.decide(obs, bits);
+                self.period_start_ns = obs.now_ns;
+                self.slow_written = 0;
+                self.phase = Phase::Clear;
+                plan
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::{PageSize, Tier, TierKind, TierStatus};
+
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+    const RD: u8 = PAGE_REFERENCED | PAGE_DIRTY;
+    const R: u8 = PAGE_REFERENCED;
+
+    fn started(switch_on: bool) -> Ambix {
+        let mut a = Ambix::new(switch_on);
+        let tier = |id| Tier {
+            id: TierId(id),
+            name: String::new(),
+            kind: TierKind::Dram,
+            capacity_pages: None,
+            read_latency_ns: None,
+            read_bandwidth_gb_s: None,
+            write_bandwidth_gb_s: None,
+        };
+        a.start(&MachineInfo {
+            name: String::new(),
+            tiers: vec![tier(0), tier(1)],
+            page_size: PageSize::Base4K,
+            pages: 0,
+            threads: 1,
+            scale: 1.0,
+        });
+        a
+    }
+
+    /// One control period: a clear tick with `dram_bits` (and nothing for the slow tier), then
+    /// the act tick 50 ms later with `bits`, the slow tier having taken `slow_write_bytes`.
+    fn period(
+        a: &mut Ambix,
+        placement: &[TierId],
+        bits: &[u8],
+        dram_cap: u64,
+        slow_write_bytes: u64,
+    ) -> Plan {
+        let used = placement.iter().filter(|t| **t == F).count() as u64;
+        let tiers = |w| {
+            [
+                TierStatus { used_pages: used, capacity_pages: Some(dram_cap), ..Default::default() },
+                TierStatus {
+                    used_pages: 0,
+                    capacity_pages: Some(1000),
+                    write_bytes: w,
+                    ..Default::default()
+                },
+            ]
+        };
+        let clear_tiers = tiers(0);
+        let clear_bits: Vec<u8> =
+            bits.iter().zip(placement).map(|(&b, &t)| if t == F { b } else { 0 }).collect();
+        let obs = |now, tiers, bits| Observations {
+            now_ns: now,
+            previous_ns: 0,
+            placement,
+            tiers,
+            page_bits: Some(bits),
+            samples: &[],
+            future: None,
+            hint_faults: &[],
+        };
+        assert!(a.tick(&obs(PERIOD_NS - DELAY_NS, &clear_tiers, &clear_bits)).is_empty());
+        let act_tiers = tiers(slow_write_bytes);
+        a.tick(&obs(PERIOD_NS, &act_tiers, bits))
+    }
+
+    /// 1 GB written to the slow tier over a 2 s period: far above the 50 MB/s trigger.
+    const HEAVY: u64 = 1 << 30;
+
+    #[test]
+    fn ambix_never_demotes_a_page_whose_referenced_and_dirty_bits_are_both_set() {
+        let mut a = started(true);
+        // DRAM over 95% of 10 pages, every DRAM page write-hot: nothing may be demoted.
+        let placement = [F; 10];
+        let plan = period(&mut a, &placement, &[RD; 10], 10, 0);
+        assert!(plan.moves.iter().all(|m| m.to != S), "{:?}", plan.moves);
+        // One cold page among them: it (and only it) goes.
+        let mut bits = [RD; 10];
+        bits[3] = 0;
+        let plan = period(&mut a, &placement, &bits, 10, 0);
+        assert_eq!(plan.moves, vec![Move { page: 3, to: S }]);
+    }
+
+    #[test]
+    fn switch_moves_equal_numbers_each_way_and_never_pairs_two_equally_hot_pages() {
+        let mut a = started(true);
+        // DRAM at exactly 95% (19 of 20): page 0 cold, page 1 read-hot, 2-18 write-hot. Slow pages
+        // 19-22: 19-20 write-hot, 21-22 read-hot.
+        let mut placement = vec![F; 19];
+        placement.extend([S; 4]);
+        let mut bits = vec![0, R];
+        bits.extend([RD; 17]);
+        bits.extend([RD, RD, R, R]);
+        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+        for e in &plan.exchanges {
+            let (up, down) = (e.a, e.b);
+            assert_eq!(placement[up as usize], S);
+            assert_eq!(placement[down as usize], F);
+            assert_ne!(bits[down as usize], RD, "a write-hot DRAM page was demoted");
+            let up_priority = bits[up as usize] == RD;
+            let down_priority = bits[down as usize] & PAGE_REFERENCED == 0;
+            assert!(up_priority || down_priority, "two equally hot pages swapped: {e:?}");
+        }
+        // Two demotable DRAM pages (cold, read-hot) for two write-hot slow pages: two pairs.
+        assert_eq!(plan.exchanges, vec![Exchange { a: 19, b: 0 }, Exchange { a: 20, b: 1 }]);
+    }
+
+    #[test]
+    fn switch_waits_for_the_write_bandwidth_trigger() {
+        let mut a = started(true);
+        let mut placement = vec![F; 19];
+        placement.extend([S; 2]);
+        let mut bits = vec![0; 19];
+        bits.extend([RD, RD]);
+        let plan = period(&mut a, &placement, &bits, 20, 1_000);
+        assert!(plan.is_empty(), "1 kB in 2 s is below 50 MB/s: {plan:?}");
+        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        assert_eq!(plan.exchanges.len(), 2);
+    }
+
+    #[test]
+    fn promote_int_fills_dram_to_95_percent_write_hot_first() {
+        let mut a = started(true);
+        // 20 DRAM pages, 10 used: room for 9 more under 95% (19 pages).
+        let mut placement = vec![F; 10];
+        placement.extend([S; 12]);
+        let mut bits = vec![R; 10];
+        bits.extend([R, R, R, RD, RD, RD, RD, RD, RD, RD, RD, RD]);
+        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        let up: Vec<u32> = plan.moves.iter().filter(|m| m.to == F).map(|m| m.page).collect();
+        assert_eq!(up.len(), 9);
+        assert!(up.iter().all(|&p| bits[p as usize] == RD), "write-hot pages first: {up:?}");
+    }
+
+    #[test]
+    fn the_resume_cursor_visits_pages_not_inspected_for_longest_first() {
+        let mut a = started(true);
+        let placement = [F; 8];
+        let cold = |_: PageIdx| Some(true);
+        let first: Vec<u32> = a.page_find(F, &placement, 3, cold).iter().map(|p| p.0).collect();
+        let second: Vec<u32> = a.page_find(F, &placement, 3, cold).iter().map(|p| p.0).collect();
+        let third: Vec<u32> = a.page_find(F, &placement, 3, cold).iter().map(|p| p.0).collect();
+        assert_eq!(first, [0, 1, 2]);
+        assert_eq!(second, [3, 4, 5]);
+        assert_eq!(third, [6, 7, 0], "the walk wraps around to the pages seen longest ago");
+    }
+
+    #[test]
+    fn ticks_alternate_between_the_period_and_the_50_ms_delay() {
+        let mut a = started(true);
+        assert_eq!(a.next_tick_ns(), Some(PERIOD_NS - DELAY_NS));
+        let placement = [F];
+        period(&mut a, &placement, &[0], 10, 0);
+        assert_eq!(a.next_tick_ns(), Some(PERIOD_NS - DELAY_NS));
+        a.phase = Phase::Act;
+        assert_eq!(a.next_tick_ns(), Some(DELAY_NS));
+    }
+
+    #[test]
+    fn with_switch_off_dram_is_filled_dirty_pages_first() {
+        let mut a = started(false);
+        let placement = [F, S, S, S];
+        let plan = period(&mut a, &placement, &[0, 0, RD, 0], 4, HEAVY);
+        let up: Vec<u32> = plan.moves.iter().filter(|m| m.to == F).map(|m| m.page).collect();
+        assert_eq!(up.first(), Some(&2));
+        assert!(plan.exchanges.is_empty());
+    }
+}
