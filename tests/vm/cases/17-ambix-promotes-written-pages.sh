@@ -1,0 +1,23 @@
+# boot: hmat
+# timeout: 120
+# ambix on the live machine: a program started on node 1 keeps writing its hot set; ambix's
+# Switch (triggered by dirty slow-tier pages, the live machine having no bandwidth counters)
+# promotes the write-hot pages to node 0 with PROMOTE_INT; the cold set stays; data intact.
+. /lib/vmtest.sh
+kernel_balancing_off
+
+printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
+terrace run --policy ambix --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 25 \
+	--start-node 1 --report-every 5 >/tmp/out 2>/tmp/log
+rc=$?
+cat /tmp/out
+grep 'moved' /tmp/log | head -n 3
+[ $rc -eq 0 ] || fail "terrace run exited $rc"
+end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
+hot0=$(echo "$end" | sed -n 's/.*hot [^|]*node0=\([0-9]*\).*/\1/p')
+cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+[ -n "$hot0" ] && [ "$hot0" -ge 973 ] || fail "only ${hot0:-0} of 1024 hot pages on node 0"
+[ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold pages stayed on node 1"
+grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
+first=$(sed -n 's/^hotcold t=\([0-9.]*\)s hot [^|]*node0=\([0-9]*\).*/\1 \2/p' /tmp/out | awk '$2 >= 973 { print $1 "s"; exit }')
+note "ambix: hot $hot0/1024 on node0 (95% by the ${first:-(never)} report), cold $cold1/4096 on node1"
