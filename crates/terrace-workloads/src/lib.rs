@@ -1,5 +1,6 @@
 //! What the simulated machine runs: deterministic access streams shaped like the seeds'
-//! workloads (GUPS with a hot set, Gaussian pmbench, STREAM), and a compact binary trace format
+//! workloads (GUPS with a hot set, Gaussian pmbench, STREAM, NPB-like BT/FT/MG/CG, GAP BFS, a
+//! FlexKVS-like key-value store; docs/workloads.md), and a compact binary trace format
 //! to store and replay such streams, exactly or as per-epoch page counts.
 //!
 //! Generators are sized from the seeds' experiments divided by a stated scale (GB -> MB), so a
@@ -8,7 +9,10 @@
 //! generators and trace readers implement [`AccessSource`], so the simulator cannot tell them
 //! apart.
 
+mod bfs;
 mod gups;
+mod kvstore;
+mod npb;
 mod phases;
 mod pmbench;
 mod registry;

@@ -121,11 +121,19 @@ impl Sweep {
     }
 }
 
+/// A phase kind that lives in its generator's own module (NPB passes, BFS, the key-value store):
+/// dispatched once per `fill` call, so its inner loop stays monomorphic like the others'.
+pub(crate) trait PhaseFill: Send {
+    fn remaining(&self) -> u64;
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize;
+}
+
 /// The kinds of phase a workload can be made of.
 pub(crate) enum Phase {
     Sweep(Sweep),
     Gups(GupsUpdates),
     Gaussian(GaussianAccesses),
+    Custom(Box<dyn PhaseFill>),
 }
 
 impl Phase {
@@ -134,6 +142,7 @@ impl Phase {
             Phase::Sweep(p) => p.remaining(),
             Phase::Gups(p) => p.remaining(),
             Phase::Gaussian(p) => p.remaining(),
+            Phase::Custom(p) => p.remaining(),
         }
     }
 
@@ -142,6 +151,7 @@ impl Phase {
             Phase::Sweep(p) => p.fill(buf, max),
             Phase::Gups(p) => p.fill(buf, max),
             Phase::Gaussian(p) => p.fill(buf, max),
+            Phase::Custom(p) => p.fill(buf, max),
         }
     }
 }

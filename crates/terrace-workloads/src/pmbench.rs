@@ -26,15 +26,22 @@ const ACCESSES_PER_PAGE: u64 = 256;
 /// pmbench's loop between accesses (pick a page, a line, read or write) is ~8 instructions.
 const INSTRUCTIONS: u32 = 8;
 
-/// Builds pmbench with sigma `sigma_share` of the array and reads with probability `read_share`.
+/// Ambix §4's array size for the default pmbench workloads (64 GB, scaled).
+pub(crate) const DEFAULT_ARRAY: u64 = ARRAY;
+/// Ambix §4's usable DRAM, scaled: the unit of the `-xN` footprint sweep.
+pub(crate) const FAST_TIER: u64 = FAST_BYTES;
+
+/// Builds pmbench over an array of `array_bytes` (before `size_scale`) with sigma `sigma_share`
+/// of the array and reads with probability `read_share`.
 pub(crate) fn build(
     name: &str,
+    array_bytes: u64,
     sigma_share: f64,
     read_share: f64,
     seed: u64,
     size_scale: f64,
 ) -> Result<Generator, WorkloadError> {
-    let footprint = scaled_bytes(name, ARRAY, size_scale, THREADS)?;
+    let footprint = scaled_bytes(name, array_bytes, size_scale, THREADS)?;
     let pages = footprint / PAGE;
     // The sampler's multiply-shift needs pages < 2^32; the registry caps size_scale far below.
     debug_assert!(pages < 1 << 32);
@@ -98,7 +105,7 @@ fn page_weights(pages: u64, sigma_share: f64) -> Vec<f64> {
 /// Vose's alias method: O(1) sampling of a discrete distribution with one random draw, which a
 /// Box-Muller transform (a log, a sqrt and a sine per sample) could not match for speed.
 /// Returns per-slot acceptance thresholds (out of 2^32) and alias slots.
-fn alias_table(weights: &[f64]) -> (Vec<u32>, Vec<u32>) {
+pub(crate) fn alias_table(weights: &[f64]) -> (Vec<u32>, Vec<u32>) {
     let n = weights.len();
     let total: f64 = weights.iter().sum();
     let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
@@ -196,7 +203,7 @@ mod tests {
 
     /// Post-init read share and the share of accesses within one sigma of the middle.
     fn measure(sigma: f64, reads: f64) -> (f64, f64) {
-        let mut g = build("pmbench", sigma, reads, 9, 1.0 / 16.0).unwrap();
+        let mut g = build("pmbench", ARRAY, sigma, reads, 9, 1.0 / 16.0).unwrap();
         let footprint = g.info().footprint_bytes;
         let init = footprint / LINE;
         let (mid, sd) = (footprint as f64 / 2.0, sigma * footprint as f64);
@@ -242,7 +249,7 @@ mod tests {
 
     #[test]
     fn init_is_in_address_order() {
-        let mut g = build("pmbench", 0.125, 0.5, 1, 1.0 / 64.0).unwrap();
+        let mut g = build("pmbench", ARRAY, 0.125, 0.5, 1, 1.0 / 64.0).unwrap();
         let lines = (g.info().footprint_bytes / LINE) as usize;
         let mut buf = Vec::new();
         while buf.len() < lines {

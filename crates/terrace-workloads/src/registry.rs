@@ -2,7 +2,8 @@
 
 use crate::phases::Generator;
 use crate::stream::Kernel;
-use crate::{gups, pmbench, stream, AccessSource, WorkloadError};
+use crate::{bfs, gups, kvstore, npb, pmbench, stream, AccessSource, WorkloadError};
+use std::sync::OnceLock;
 
 /// The seeds' sizes are in GB; Terrace's default runs are in MB.
 pub(crate) const SEED_SCALE: f64 = 1024.0;
@@ -24,11 +25,24 @@ pub const DEFAULT_SUITE: &[&str] =
 
 #[derive(Clone, Copy)]
 enum Recipe {
-    Gups { hot_mib: u64 },
-    Pmbench { sigma: f64, reads: f64 },
+    Gups {
+        hot_mib: u64,
+    },
+    /// `fast_multiple`: the array is this many times Ambix's fast tier; `None` = the 64 GB array.
+    Pmbench {
+        sigma: f64,
+        reads: f64,
+        fast_multiple: Option<u64>,
+    },
     Stream(Kernel),
+    Npb(npb::Kernel, npb::Size),
+    Bfs(bfs::Size),
+    KvStore {
+        set_percent: u32,
+    },
 }
 
+#[derive(Clone, Copy)]
 struct Entry {
     name: &'static str,
     summary: &'static str,
@@ -36,10 +50,11 @@ struct Entry {
 }
 
 const fn pmbench(name: &'static str, summary: &'static str, sigma: f64, reads: f64) -> Entry {
-    Entry { name, summary, recipe: Recipe::Pmbench { sigma, reads } }
+    Entry { name, summary, recipe: Recipe::Pmbench { sigma, reads, fast_multiple: None } }
 }
 
-const ENTRIES: &[Entry] = &[
+/// The hand-written entries; `entries` appends the generated sweeps.
+const FIXED: &[Entry] = &[
     Entry {
         name: "gups",
         summary: "GUPS, 16 threads, 128 MiB, 90% of updates to an 8 MiB hot set (HPWP §6.2)",
@@ -118,17 +133,81 @@ const ENTRIES: &[Entry] = &[
     },
 ];
 
+/// Spreads of the pmbench footprint sweep: (name part, sigma).
+const PMBENCH_SIGMAS: [(&str, f64); 2] = [("s12", 0.125), ("s25", 0.25)];
+/// Read shares of the pmbench footprint sweep, percent.
+const PMBENCH_READS: [u32; 3] = [20, 50, 80];
+/// Footprints of the pmbench sweep, as multiples of the fast tier (the issue's 1x to 8x).
+const PMBENCH_MULTIPLES: [u64; 4] = [1, 2, 4, 8];
+
+/// A generated name or summary, made once per process and kept for its lifetime.
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Every entry: the fixed ones, then the generated sweeps (pmbench footprints, NPB kernels and
+/// sizes, BFS sizes, key-value SET shares).
+fn entries() -> &'static [Entry] {
+    static ENTRIES: OnceLock<Vec<Entry>> = OnceLock::new();
+    ENTRIES.get_or_init(|| {
+        let mut v = FIXED.to_vec();
+        for (s, sigma) in PMBENCH_SIGMAS {
+            for reads in PMBENCH_READS {
+                for m in PMBENCH_MULTIPLES {
+                    v.push(Entry {
+                        name: leak(format!("pmbench-{s}-r{reads}-x{m}")),
+                        summary: leak(format!(
+                            "pmbench as `pmbench-{s}-r{reads}` over {} MiB = {m}x the 27 MiB fast \
+                             tier (Ambix §4 footprint sweep)",
+                            27 * m
+                        )),
+                        recipe: Recipe::Pmbench {
+                            sigma,
+                            reads: f64::from(reads) / 100.0,
+                            fast_multiple: Some(m),
+                        },
+                    });
+                }
+            }
+        }
+        for kernel in npb::KERNELS {
+            for size in npb::SIZES {
+                v.push(Entry {
+                    name: leak(format!("npb-{}-{}", kernel.name(), size.name())),
+                    summary: leak(npb::summary(kernel, size)),
+                    recipe: Recipe::Npb(kernel, size),
+                });
+            }
+        }
+        for size in bfs::SIZES {
+            v.push(Entry {
+                name: leak(format!("bfs-{}", size.name())),
+                summary: leak(bfs::summary(size)),
+                recipe: Recipe::Bfs(size),
+            });
+        }
+        for set_percent in kvstore::SET_PERCENTS {
+            v.push(Entry {
+                name: leak(format!("kvstore-set{set_percent}")),
+                summary: leak(kvstore::summary(set_percent)),
+                recipe: Recipe::KvStore { set_percent },
+            });
+        }
+        v
+    })
+}
+
 /// Every workload `build` accepts, in a stable order.
 pub fn list() -> Vec<WorkloadSpec> {
-    ENTRIES.iter().map(|e| WorkloadSpec { name: e.name, summary: e.summary }).collect()
+    entries().iter().map(|e| WorkloadSpec { name: e.name, summary: e.summary }).collect()
 }
 
 /// Builds a named workload. `seed` makes it deterministic (STREAM has no randomness and ignores
 /// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
 pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSource>, WorkloadError> {
-    let entry = ENTRIES.iter().find(|e| e.name == name).ok_or_else(|| WorkloadError::Unknown {
+    let entry = entries().iter().find(|e| e.name == name).ok_or_else(|| WorkloadError::Unknown {
         name: name.to_string(),
-        known: ENTRIES.iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
+        known: entries().iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
     })?;
     if !(size_scale.is_finite() && size_scale > 0.0) {
         return Err(WorkloadError::InvalidScale { size_scale });
@@ -138,8 +217,14 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
     }
     let generator: Generator = match entry.recipe {
         Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
-        Recipe::Pmbench { sigma, reads } => pmbench::build(name, sigma, reads, seed, size_scale)?,
+        Recipe::Pmbench { sigma, reads, fast_multiple } => {
+            let array = fast_multiple.map_or(pmbench::DEFAULT_ARRAY, |m| m * pmbench::FAST_TIER);
+            pmbench::build(name, array, sigma, reads, seed, size_scale)?
+        }
         Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
+        Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
+        Recipe::Bfs(size) => bfs::build(name, size, seed, size_scale)?,
+        Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,
     };
     Ok(Box::new(generator))
 }

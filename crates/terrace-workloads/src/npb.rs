@@ -1,0 +1,1003 @@
+//! NPB-like kernels (BT, FT, MG, CG) with the access character Ambix measured (notes ambix.md §4).
+//!
+//! Seed setup: NPB 3.4.1 OMP with problem sizes edited so the footprints are Table 5.1's
+//! (18-150 GB, about 0.8x / 1.5x / 3.5x the ~27 GB of usable DRAM), 32 threads
+//! (`OMP_NUM_THREADS=32`), read:write mixes BT 3.5:1, FT 1.7:1, MG 4:1, CG >60:1.
+//!
+//! Each generator is the kernel's loop structure at cache-line granularity: which arrays a loop
+//! nest reads and writes per grid point, in which order (sequential along x, strided along y and
+//! z), threads owning contiguous ranges of the outermost loop as OpenMP's static schedule gives
+//! them. Counting the loads and stores of that structure (a store to a line the loop does not
+//! read costs a write-allocate read too) gives a little fewer reads than Ambix measured; the rest
+//! are *re-fetches*, reads of a line the cache lost although the structure reuses it (the
+//! previous plane of a stencil), spread evenly over all passes at the rate that makes the run's
+//! mix the seed's. The seed picks where each thread's re-fetches fall, as real cache state would.
+//! docs/workloads.md lists every pass.
+
+use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
+use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
+use crate::rng::Rng;
+use crate::{WorkloadError, WorkloadInfo};
+use terrace_model::{Access, AccessKind};
+
+/// Ambix §4: `OMP_NUM_THREADS=32`.
+const THREADS: u32 = 32;
+/// Ambix §4: ~27 GB usable DRAM per socket, scaled GB -> MB.
+const FAST_BYTES: u64 = 27 << 20;
+/// Iterations (time steps, V-cycles, CG iterations) after initialisation. One iteration already
+/// touches every page 260 (FT) to 720 (BT) times, at or above pmbench's 256 accesses per page;
+/// two let a policy's placement, learnt in the first, be measured in the second.
+pub(crate) const ITERATIONS: u32 = 2;
+/// Fixed point for per-cell rates: 2^32 = once per cell.
+const ONE: u64 = 1 << 32;
+/// The most accesses one pass makes per grid cell.
+const MAX_STEPS: usize = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    Bt,
+    Ft,
+    Mg,
+    Cg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Size {
+    Small,
+    Medium,
+    Large,
+}
+
+pub(crate) const KERNELS: [Kernel; 4] = [Kernel::Bt, Kernel::Ft, Kernel::Mg, Kernel::Cg];
+pub(crate) const SIZES: [Size; 3] = [Size::Small, Size::Medium, Size::Large];
+
+impl Size {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Size::Small => "small",
+            Size::Medium => "medium",
+            Size::Large => "large",
+        }
+    }
+}
+
+impl Kernel {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kernel::Bt => "bt",
+            Kernel::Ft => "ft",
+            Kernel::Mg => "mg",
+            Kernel::Cg => "cg",
+        }
+    }
+
+    /// Ambix Table 5.1, GB.
+    fn table_gb(self, size: Size) -> f64 {
+        let [s, m, l] = match self {
+            Kernel::Bt => [28.4, 39.1, 53.9],
+            Kernel::Ft => [20.0, 40.0, 80.0],
+            Kernel::Mg => [26.5, 74.3, 131.0],
+            Kernel::Cg => [18.0, 39.8, 150.0],
+        };
+        match size {
+            Size::Small => s,
+            Size::Medium => m,
+            Size::Large => l,
+        }
+    }
+
+    /// Ambix §4's read:write mixes; CG's ">60:1" is taken as 64:1.
+    pub(crate) fn reads_per_write(self) -> f64 {
+        match self {
+            Kernel::Bt => 3.5,
+            Kernel::Ft => 1.7,
+            Kernel::Mg => 4.0,
+            Kernel::Cg => 64.0,
+        }
+    }
+
+    /// Instructions retired per memory access: BT's 5x5 block solves are the most compute per
+    /// byte, CG's gathers the least (NPB's own op counts per point, rounded).
+    fn instructions(self) -> u32 {
+        match self {
+            Kernel::Bt => 16,
+            Kernel::Ft => 10,
+            Kernel::Mg => 8,
+            Kernel::Cg => 4,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Kernel::Bt => "BT: block-tridiagonal ADI sweeps along x, y, z",
+            Kernel::Ft => "FT: 3-D FFT passes and a global transpose",
+            Kernel::Mg => "MG: multigrid V-cycles over levels of 1/8 size",
+            Kernel::Cg => "CG: sparse matrix-vector products with random gathers",
+        }
+    }
+}
+
+/// Table 5.1's GB as MiB (scale 1024), rounded to 256 KiB so that every size scale down to 1/64
+/// keeps whole pages.
+pub(crate) fn seed_bytes(kernel: Kernel, size: Size) -> u64 {
+    (kernel.table_gb(size) * 4.0).round() as u64 * (256 << 10)
+}
+
+/// One line for `terrace list workloads`.
+pub(crate) fn summary(kernel: Kernel, size: Size) -> String {
+    let bytes = seed_bytes(kernel, size);
+    format!(
+        "NPB {}, 32 threads, {:.2} MiB ({:.1}x the 27 MiB fast tier), {}:1 reads:writes (Ambix §4)",
+        kernel.describe(),
+        bytes as f64 / f64::from(1 << 20),
+        bytes as f64 / FAST_BYTES as f64,
+        kernel.reads_per_write()
+    )
+}
+
+/// Builds one NPB-like workload.
+pub(crate) fn build(
+    name: &str,
+    kernel: Kernel,
+    size: Size,
+    seed: u64,
+    size_scale: f64,
+) -> Result<Generator, WorkloadError> {
+    let footprint = scaled_bytes(name, seed_bytes(kernel, size), size_scale, THREADS)?;
+    let instructions = kernel.instructions();
+    let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
+    let mut phases = vec![Phase::Sweep(init)];
+    let mut rng = Rng::new(seed);
+    match kernel {
+        Kernel::Cg => cg_phases(footprint, seed, &mut phases),
+        _ => {
+            let passes = match kernel {
+                Kernel::Bt => bt_passes(footprint),
+                Kernel::Ft => ft_passes(footprint),
+                _ => mg_passes(footprint),
+            };
+            let refetch = refetch_rate(&passes, kernel.reads_per_write());
+            for _ in 0..ITERATIONS {
+                for spec in &passes {
+                    let pass = GridPass::new(spec, refetch, instructions, &mut rng);
+                    phases.push(Phase::Custom(Box::new(pass)));
+                }
+            }
+        }
+    }
+    let info = WorkloadInfo {
+        name: name.to_string(),
+        description: format!(
+            "NPB-like {} (Ambix §4): {THREADS} threads, {ITERATIONS} iterations, {}:1 reads:writes",
+            kernel.describe(),
+            kernel.reads_per_write()
+        ),
+        footprint_bytes: footprint,
+        threads: THREADS,
+        scale: SEED_SCALE / size_scale,
+        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
+        accesses: 0,
+    };
+    Ok(Generator::new(info, phases))
+}
+
+// ------------------------------------------------------------------------------------------
+// Grids and passes (BT, FT, MG)
+
+/// A 3-D grid of `cells` cache lines, x fastest: `nx` lines per row, `nx` rows per plane, and
+/// as many planes as it takes (the last one may be partial, so the grid fills its array
+/// exactly at any size).
+#[derive(Clone, Copy, Debug)]
+struct Grid {
+    cells: u64,
+    nx: u64,
+    plane: u64,
+}
+
+impl Grid {
+    fn new(cells: u64) -> Self {
+        assert!(cells > 0);
+        let mut nx = (cells as f64).cbrt() as u64;
+        while (nx + 1).pow(3) <= cells {
+            nx += 1;
+        }
+        while nx > 1 && nx.pow(3) > cells {
+            nx -= 1;
+        }
+        let nx = nx.max(1);
+        Grid { cells, nx, plane: nx * nx }
+    }
+
+    /// The distance of `planes` planes plus `rows` rows (either may be negative) as a forward
+    /// offset modulo the grid: neighbours past an edge wrap around (periodic boundaries).
+    fn offset(&self, planes: i64, rows: i64) -> u64 {
+        let d = planes * self.plane as i64 + rows * self.nx as i64;
+        d.rem_euclid(self.cells as i64) as u64
+    }
+}
+
+/// The order a loop nest visits the grid in: the innermost loop runs along one axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    /// Along x: consecutive lines (`do k; do j; do i`).
+    X,
+    /// Along y: stride `nx` (`do k; do i; do j`).
+    Y,
+    /// Along z: stride one plane (`do j; do i; do k`).
+    Z,
+}
+
+impl Family {
+    /// How many lines (runs of the innermost loop) the grid has in this order.
+    fn lines(self, g: &Grid) -> u64 {
+        match self {
+            Family::X => g.cells.div_ceil(g.nx),
+            Family::Y => g.cells.div_ceil(g.plane) * g.nx,
+            Family::Z => g.plane.min(g.cells),
+        }
+    }
+
+    fn stride(self, g: &Grid) -> u64 {
+        match self {
+            Family::X => 1,
+            Family::Y => g.nx,
+            Family::Z => g.plane,
+        }
+    }
+
+    /// First cell and length of line `l`; threads own contiguous ranges of lines, which is
+    /// OpenMP's static schedule of the outermost loop.
+    fn line(self, g: &Grid, l: u64) -> (u64, u64) {
+        match self {
+            Family::X => {
+                let start = l * g.nx;
+                (start, g.nx.min(g.cells - start))
+            }
+            Family::Y => {
+                let start = (l / g.nx) * g.plane + l % g.nx;
+                if start >= g.cells {
+                    (start, 0)
+                } else {
+                    (start, g.nx.min((g.cells - start).div_ceil(g.nx)))
+                }
+            }
+            Family::Z => (l, (g.cells - l).div_ceil(g.plane)),
+        }
+    }
+}
+
+/// One access a pass makes at each cell it visits.
+#[derive(Clone, Copy, Debug)]
+struct GStep {
+    /// Byte offset of the array.
+    base: u64,
+    /// Cells added to the visited cell (wrapping), e.g. one plane for a z-neighbour.
+    off: u64,
+    /// The array is this many times coarser per axis, as log2 of the cell ratio (MG: 3).
+    shift: u32,
+    /// 0 = at every cell; otherwise times per cell out of 2^32.
+    rate: u64,
+    /// Address by the visit's position in the pass instead of the cell (a transpose's output).
+    seq_out: bool,
+    kind: AccessKind,
+}
+
+impl GStep {
+    const fn read(base: u64) -> Self {
+        GStep { base, off: 0, shift: 0, rate: 0, seq_out: false, kind: AccessKind::Read }
+    }
+    const fn write(base: u64) -> Self {
+        GStep { base, off: 0, shift: 0, rate: 0, seq_out: false, kind: AccessKind::Write }
+    }
+    fn at(mut self, off: u64) -> Self {
+        self.off = off;
+        self
+    }
+    /// The same access on the next level down, once per 8 fine cells (MG restriction and
+    /// prolongation).
+    const fn coarse(mut self) -> Self {
+        self.shift = 3;
+        self.rate = ONE / 8;
+        self
+    }
+    const fn sequential_out(mut self) -> Self {
+        self.seq_out = true;
+        self
+    }
+    /// Expected accesses per visited cell.
+    fn per_cell(&self) -> f64 {
+        if self.rate == 0 {
+            1.0
+        } else {
+            self.rate as f64 / ONE as f64
+        }
+    }
+}
+
+/// A loop nest over one grid: its order, its accesses per cell, and the array its re-fetches read.
+struct PassSpec {
+    grid: Grid,
+    family: Family,
+    steps: Vec<GStep>,
+    /// Base of the array a re-fetch reads (the pass's main input).
+    refetch_base: u64,
+}
+
+/// Re-fetches per cell (out of 2^32, the same in every pass) that raise the structural mix to
+/// `target` reads per write.
+fn refetch_rate(passes: &[PassSpec], target: f64) -> u64 {
+    let (mut reads, mut writes, mut cells) = (0.0, 0.0, 0.0);
+    for p in passes {
+        let c = p.grid.cells as f64;
+        cells += c;
+        for s in &p.steps {
+            match s.kind {
+                AccessKind::Read => reads += c * s.per_cell(),
+                AccessKind::Write => writes += c * s.per_cell(),
+            }
+        }
+    }
+    let extra = target * writes - reads;
+    assert!(extra >= 0.0 && extra <= cells, "structural mix {} above target {target}", reads / writes);
+    (extra / cells * ONE as f64).round() as u64
+}
+
+/// `n` arrays of `cells` lines each, one after another from `start` bytes: their bases.
+fn arrays<const N: usize>(start: u64, cells: u64) -> [u64; N] {
+    std::array::from_fn(|i| start + i as u64 * cells * LINE)
+}
+
+/// BT per time step: `compute_rhs` (six loops in x order), x/y/z solves, `add`.
+/// Four equal arrays: u, rhs, forcing, and the per-point auxiliaries (rho_i, us, vs, ws, qs,
+/// square). Structure: 31 reads, 10 writes per cell; Ambix: 3.5:1 = 35 reads.
+fn bt_passes(footprint: u64) -> Vec<PassSpec> {
+    let cells = footprint / LINE / 4;
+    let g = Grid::new(cells);
+    let [u, rhs, forcing, aux] = arrays::<4>(0, cells);
+    let (r, w) = (GStep::read, GStep::write);
+    let z = |d: i64| g.offset(d, 0);
+    let pass = |family, steps: Vec<GStep>| PassSpec { grid: g, family, steps, refetch_base: u };
+    vec![
+        // rho_i, us, vs, ws, qs, square from u (write-allocate read of aux).
+        pass(Family::X, vec![r(u), r(aux), w(aux)]),
+        // rhs = forcing.
+        pass(Family::X, vec![r(forcing), r(rhs), w(rhs)]),
+        // xi and eta fluxes: x and y neighbours are rows apart and stay cached.
+        pass(Family::X, vec![r(u), r(aux), r(rhs), w(rhs)]),
+        pass(Family::X, vec![r(u), r(aux), r(rhs), w(rhs)]),
+        // zeta fluxes: planes k-2..k+2 of u and k-1..k+1 of aux are too far apart to stay cached.
+        pass(
+            Family::X,
+            vec![
+                r(u).at(z(-2)),
+                r(u).at(z(-1)),
+                r(u),
+                r(u).at(z(1)),
+                r(u).at(z(2)),
+                r(aux).at(z(-1)),
+                r(aux),
+                r(aux).at(z(1)),
+                r(rhs),
+                w(rhs),
+            ],
+        ),
+        // rhs *= dt.
+        pass(Family::X, vec![r(rhs), w(rhs)]),
+        // x, y, z solves: the 5x5 blocks of a line stay in cache; u and aux build them.
+        pass(Family::X, vec![r(u), r(aux), r(rhs), w(rhs)]),
+        pass(Family::Y, vec![r(u), r(aux), r(rhs), w(rhs)]),
+        pass(Family::Z, vec![r(u), r(aux), r(rhs), w(rhs)]),
+        // add: u += rhs.
+        pass(Family::X, vec![r(u), r(rhs), w(u)]),
+    ]
+}
+
+/// FT per iteration: `evolve`, then an inverse 3-D FFT: x and y passes in place, a global
+/// transpose (strided reads of u1 along z, sequential writes of u2), and the z pass on u2.
+/// Four equal arrays: u0, u1, u2, twiddle. Structure: 8 reads, 6 writes; Ambix: 1.7:1 = 10.2.
+fn ft_passes(footprint: u64) -> Vec<PassSpec> {
+    let cells = footprint / LINE / 4;
+    let g = Grid::new(cells);
+    let [u0, u1, u2, tw] = arrays::<4>(0, cells);
+    let (r, w) = (GStep::read, GStep::write);
+    let pass = |family, steps: Vec<GStep>, refetch_base| PassSpec { grid: g, family, steps, refetch_base };
+    vec![
+        // u0 *= twiddle; u1 = u0 (write-allocate read of u1).
+        pass(Family::X, vec![r(u0), r(tw), w(u0), r(u1), w(u1)], u0),
+        pass(Family::X, vec![r(u1), w(u1)], u1),
+        pass(Family::Y, vec![r(u1), w(u1)], u1),
+        pass(Family::Z, vec![r(u1), r(u2).sequential_out(), w(u2).sequential_out()], u1),
+        pass(Family::X, vec![r(u2), w(u2)], u2),
+    ]
+}
+
+/// MG's grid levels. NPB recurses to a 2x2x2 grid; levels below the fifth hold under 1/4096
+/// of the accesses, so five keep the V-cycle's shape while the level count, and with it the
+/// mix, stays the same at every size scale.
+const MG_LEVELS: usize = 5;
+
+/// The cells of MG's levels: each 1/8 of the one above (rounded up), with the finest level as
+/// large as fits three full-size arrays (u, v, r) plus u and r on every coarser level.
+fn mg_levels(footprint: u64) -> Vec<u64> {
+    let lines = footprint / LINE;
+    let levels = |top: u64| {
+        let mut v = vec![top];
+        while v.len() < MG_LEVELS {
+            let next = v.last().unwrap().div_ceil(8);
+            v.push(next);
+        }
+        v
+    };
+    let total = |v: &[u64]| 3 * v[0] + 2 * v[1..].iter().sum::<u64>();
+    let mut top = lines * 7 / 23; // 3 + 2/7 arrays of the finest size
+    while total(&levels(top)) > lines {
+        top -= 1;
+    }
+    levels(top)
+}
+
+/// MG per iteration: NPB's `mg3P` V-cycle (restrict down the levels, smooth at the bottom,
+/// then zero, prolong, residual and smooth on the way up) followed by the finest residual.
+/// 27-point stencils read the planes above and below, which are too far apart to stay cached.
+fn mg_passes(footprint: u64) -> Vec<PassSpec> {
+    let cells = mg_levels(footprint);
+    let top = cells.len() - 1;
+    let mut bases = Vec::new(); // (u, r) per level
+    let v = 0;
+    let mut next = cells[0] * LINE;
+    for &c in &cells {
+        bases.push((next, next + c * LINE));
+        next += 2 * c * LINE;
+    }
+    let grids: Vec<Grid> = cells.iter().map(|&c| Grid::new(c)).collect();
+    let (r, w) = (GStep::read, GStep::write);
+    let mut passes = Vec::new();
+    let mut pass = |l: usize, steps: Vec<GStep>, refetch_base| {
+        passes.push(PassSpec { grid: grids[l], family: Family::X, steps, refetch_base })
+    };
+    let stencil = |l: usize, base: u64| {
+        let g = grids[l];
+        [r(base).at(g.offset(-1, 0)), r(base), r(base).at(g.offset(1, 0))]
+    };
+    // Restriction r_l -> r_{l+1}: each fine line once, a coarse line per 8 (write-allocate).
+    for l in 0..top {
+        let (rf, rc) = (bases[l].1, bases[l + 1].1);
+        pass(l, vec![r(rf), r(rc).coarse(), w(rc).coarse()], rf);
+    }
+    // Bottom: zero u, then smooth.
+    let (ub, rb) = bases[top];
+    pass(top, vec![r(ub), w(ub)], ub);
+    pass(top, [stencil(top, rb).as_slice(), &[r(ub), w(ub)]].concat(), rb);
+    // Up: zero (except the finest), prolong, residual, smooth.
+    for l in (0..top).rev() {
+        let ((u, rr), uc) = (bases[l], bases[l + 1].0);
+        if l > 0 {
+            pass(l, vec![r(u), w(u)], u);
+        }
+        pass(l, vec![r(uc).coarse(), r(u), w(u)], u);
+        if l > 0 {
+            // r = r - A u, in place.
+            pass(l, [stencil(l, u).as_slice(), &[r(rr), w(rr)]].concat(), u);
+        } else {
+            // r = v - A u: v read, r written (write-allocate).
+            pass(l, [stencil(l, u).as_slice(), &[r(v), r(rr), w(rr)]].concat(), u);
+        }
+        pass(l, [stencil(l, rr).as_slice(), &[r(u), w(u)]].concat(), rr);
+    }
+    // The iteration's closing residual on the finest level.
+    let (u, rr) = bases[0];
+    pass(0, [stencil(0, u).as_slice(), &[r(v), r(rr), w(rr)]].concat(), u);
+    passes
+}
+
+/// Where one thread is in its share of a pass.
+#[derive(Clone, Debug)]
+struct GCursor {
+    line: u64,
+    pos: u64,
+    len: u64,
+    cell: u64,
+    /// Position of the current cell in the pass's visiting order.
+    seq: u64,
+    step: usize,
+    left: u64,
+    /// Per step: the rate accumulator (steps with equal rates fire at the same cells).
+    acc: [u64; MAX_STEPS],
+}
+
+/// One pass over a grid by all threads, round-robin one access at a time.
+pub(crate) struct GridPass {
+    grid: Grid,
+    family: Family,
+    stride: u64,
+    steps: Vec<GStep>,
+    cursors: Vec<GCursor>,
+    next_thread: usize,
+    remaining: u64,
+    instructions: u32,
+}
+
+impl GridPass {
+    fn new(spec: &PassSpec, refetch: u64, instructions: u32, rng: &mut Rng) -> Self {
+        let g = spec.grid;
+        let mut steps = spec.steps.clone();
+        if refetch > 0 {
+            // A line of the previous plane, one row back: neither the visited cell nor a line
+            // this thread's open streams still hold.
+            let mut s = GStep::read(spec.refetch_base).at(g.offset(-1, -1));
+            s.rate = refetch;
+            steps.push(s);
+        }
+        assert!(steps.len() <= MAX_STEPS);
+        let lines = spec.family.lines(&g);
+        let t = u64::from(THREADS);
+        let mut seq = 0;
+        let mut cursors = Vec::with_capacity(THREADS as usize);
+        for i in 0..t {
+            let (l0, l1) = (i * lines / t, (i + 1) * lines / t);
+            let cells: u64 = (l0..l1).map(|l| spec.family.line(&g, l).1).sum();
+            // The seed decides where in the thread's range rated steps fire.
+            let phase = rng.below(ONE);
+            let left = steps
+                .iter()
+                .map(|s| match s.rate {
+                    0 => cells,
+                    rate => ((u128::from(phase) + u128::from(cells) * u128::from(rate)) >> 32) as u64,
+                })
+                .sum();
+            let mut line = l0;
+            let (mut start, mut len) = (0, 0);
+            while line < l1 {
+                (start, len) = spec.family.line(&g, line);
+                if len > 0 {
+                    break;
+                }
+                line += 1;
+            }
+            cursors.push(GCursor {
+                line,
+                pos: 0,
+                len,
+                cell: start,
+                seq,
+                step: 0,
+                left,
+                acc: [phase; MAX_STEPS],
+            });
+            seq += cells;
+        }
+        debug_assert_eq!(seq, g.cells);
+        let remaining = cursors.iter().map(|c| c.left).sum();
+        GridPass {
+            grid: g,
+            family: spec.family,
+            stride: spec.family.stride(&g),
+            steps,
+            cursors,
+            next_thread: 0,
+            remaining,
+            instructions,
+        }
+    }
+}
+
+impl PhaseFill for GridPass {
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let n = (max as u64).min(self.remaining) as usize;
+        let start = buf.len();
+        append_slots(buf, n);
+        let threads = self.cursors.len();
+        let (cells, stride, nsteps) = (self.grid.cells, self.stride, self.steps.len());
+        for out in &mut buf[start..] {
+            while self.cursors[self.next_thread].left == 0 {
+                self.next_thread += 1;
+                if self.next_thread == threads {
+                    self.next_thread = 0;
+                }
+            }
+            let t = self.next_thread;
+            let c = &mut self.cursors[t];
+            // `left` > 0, so an access is due at this cell or a later one.
+            let s = loop {
+                if c.step == nsteps {
+                    c.step = 0;
+                    c.pos += 1;
+                    c.seq += 1;
+                    if c.pos < c.len {
+                        c.cell += stride;
+                    } else {
+                        loop {
+                            c.line += 1;
+                            let (first, len) = self.family.line(&self.grid, c.line);
+                            if len > 0 {
+                                (c.cell, c.len, c.pos) = (first, len, 0);
+                                break;
+                            }
+                        }
+                    }
+                }
+                let i = c.step;
+                c.step += 1;
+                let s = self.steps[i];
+                if s.rate != 0 {
+                    c.acc[i] += s.rate;
+                    if c.acc[i] < ONE {
+                        continue;
+                    }
+                    c.acc[i] -= ONE;
+                }
+                break s;
+            };
+            let index = if s.seq_out {
+                c.seq
+            } else {
+                let mut x = c.cell + s.off;
+                if x >= cells {
+                    x -= cells;
+                }
+                x >> s.shift
+            };
+            *out = Access {
+                addr: s.base + index * LINE,
+                instructions: self.instructions,
+                size: LINE as u16,
+                thread: t as u8,
+                kind: s.kind,
+            };
+            c.left -= 1;
+            self.next_thread += 1;
+            if self.next_thread == threads {
+                self.next_thread = 0;
+            }
+        }
+        self.remaining -= n as u64;
+        n
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// CG
+
+/// Nonzeros per matrix row, as 492/19 = 25.89 (rows get 25 or 26): with 8-byte row pointers,
+/// 8-byte values, 4-byte column indices, an 8-byte gather per nonzero, and the vector updates
+/// of one CG iteration (8 reads, 3 writes per 8 rows), this makes exactly 64 reads per write.
+const NNZ_NUM: u64 = 492;
+const NNZ_DEN: u64 = 19;
+
+fn nnz_before(row: u64) -> u64 {
+    row * NNZ_NUM / NNZ_DEN
+}
+
+/// CG's arrays, in 64-byte lines: row pointers, values, column indices, then the vectors
+/// p, q, z, r, x (8 rows per line = one "block").
+#[derive(Clone, Copy, Debug)]
+struct CgLayout {
+    blocks: u64,
+    rowstr: u64,
+    values: u64,
+    colidx: u64,
+    vectors: u64,
+}
+
+impl CgLayout {
+    fn new(blocks: u64) -> Self {
+        let nnz = nnz_before(8 * blocks);
+        let rowstr = 0;
+        let values = rowstr + blocks * LINE;
+        let colidx = values + nnz.div_ceil(8) * LINE;
+        let vectors = colidx + nnz.div_ceil(16) * LINE;
+        CgLayout { blocks, rowstr, values, colidx, vectors }
+    }
+    fn end(&self) -> u64 {
+        self.vectors + 5 * self.blocks * LINE
+    }
+    fn vector(&self, i: u64) -> u64 {
+        self.vectors + i * self.blocks * LINE
+    }
+    /// The most blocks whose arrays fit in `footprint`.
+    fn fitting(footprint: u64) -> Self {
+        let per_block = 6.0 + 8.0 * (NNZ_NUM as f64 / NNZ_DEN as f64) * (1.0 / 8.0 + 1.0 / 16.0);
+        let mut blocks = (footprint as f64 / LINE as f64 / per_block) as u64 + 1;
+        while CgLayout::new(blocks).end() > footprint {
+            blocks -= 1;
+        }
+        CgLayout::new(blocks)
+    }
+}
+
+fn cg_phases(footprint: u64, seed: u64, phases: &mut Vec<Phase>) {
+    let l = CgLayout::fitting(footprint);
+    let ins = Kernel::Cg.instructions();
+    let [p, q, z, r] = [0, 1, 2, 3].map(|i| l.vector(i));
+    let (rd, wr) = (|b| Step::read(b, ins), |b| Step::write(b, ins));
+    let salt = Rng::new(seed).next_u64();
+    for _ in 0..ITERATIONS {
+        phases.push(Phase::Custom(Box::new(Spmv::new(l, salt))));
+        // d = p.q; then z += alpha p, r -= alpha q, rho = r.r (one loop); then p = r + beta p.
+        let loops =
+            [vec![rd(p), rd(q)], vec![rd(z), rd(p), rd(r), rd(q), wr(z), wr(r)], vec![rd(r), rd(p), wr(p)]];
+        for steps in loops {
+            phases.push(Phase::Sweep(Sweep::new(l.blocks, THREADS, steps, 1, true)));
+        }
+    }
+}
+
+/// What a CG thread emits next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CgState {
+    RowPointers,
+    Values,
+    Columns,
+    Gather,
+    ResultAllocate,
+    Result,
+}
+
+#[derive(Clone, Debug)]
+struct CgCursor {
+    left: u64,
+    block: u64,
+    row: u64,
+    /// The current nonzero, the end of its row, and the thread's first nonzero.
+    k: u64,
+    row_end: u64,
+    k0: u64,
+    state: CgState,
+}
+
+/// q = A p over the thread's row blocks: row pointers, values and column indices read in
+/// order, p gathered at each nonzero's column, q written once per 8 rows.
+pub(crate) struct Spmv {
+    layout: CgLayout,
+    rows: u64,
+    /// The matrix's pattern: column of nonzero k is a hash of (k, salt), so it is the same in
+    /// every iteration without being stored.
+    salt: u64,
+    cursors: Vec<CgCursor>,
+    next_thread: usize,
+    remaining: u64,
+}
+
+impl Spmv {
+    fn new(layout: CgLayout, salt: u64) -> Self {
+        let t = u64::from(THREADS);
+        let cursors: Vec<CgCursor> = (0..t)
+            .map(|i| {
+                let (b0, b1) = (i * layout.blocks / t, (i + 1) * layout.blocks / t);
+                let (k0, k1) = (nnz_before(8 * b0), nnz_before(8 * b1));
+                let left = if b0 == b1 {
+                    0
+                } else {
+                    3 * (b1 - b0) + (k1 - k0) + ((k1 - 1) / 8 - k0 / 8 + 1) + ((k1 - 1) / 16 - k0 / 16 + 1)
+                };
+                CgCursor {
+                    left,
+                    block: b0,
+                    row: 8 * b0,
+                    k: k0,
+                    row_end: nnz_before(8 * b0 + 1),
+                    k0,
+                    state: CgState::RowPointers,
+                }
+            })
+            .collect();
+        let remaining = cursors.iter().map(|c| c.left).sum();
+        Spmv { layout, rows: 8 * layout.blocks, salt, cursors, next_thread: 0, remaining }
+    }
+
+    #[cfg(test)]
+    fn column(&self, k: u64) -> u64 {
+        column(k, self.salt, self.rows)
+    }
+}
+
+/// The column of nonzero `k`: splitmix64's finaliser of (k, salt), so every bit of k moves
+/// every output bit, mapped onto `rows` by multiply-shift.
+#[inline(always)]
+fn column(k: u64, salt: u64, rows: u64) -> u64 {
+    let mut x = k ^ salt;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    ((u128::from(x) * u128::from(rows)) >> 64) as u64
+}
+
+impl PhaseFill for Spmv {
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let n = (max as u64).min(self.remaining) as usize;
+        let start = buf.len();
+        append_slots(buf, n);
+        let threads = self.cursors.len();
+        let l = self.layout;
+        let (q, p) = (l.vector(1), l.vector(0));
+        let ins = Kernel::Cg.instructions();
+        let (salt, rows) = (self.salt, self.rows);
+        for out in &mut buf[start..] {
+            while self.cursors[self.next_thread].left == 0 {
+                self.next_thread += 1;
+                if self.next_thread == threads {
+                    self.next_thread = 0;
+                }
+            }
+            let t = self.next_thread;
+            let c = &mut self.cursors[t];
+            let line = |base: u64, i: u64| Access::read(base + i * LINE, LINE as u16, t as u8, ins);
+            *out = loop {
+                match c.state {
+                    CgState::RowPointers => {
+                        c.state = CgState::Values;
+                        break line(l.rowstr, c.block);
+                    }
+                    CgState::Values => {
+                        c.state = CgState::Columns;
+                        if c.k == c.k0 || c.k & 7 == 0 {
+                            break line(l.values, c.k / 8);
+                        }
+                    }
+                    CgState::Columns => {
+                        c.state = CgState::Gather;
+                        if c.k == c.k0 || c.k & 15 == 0 {
+                            break line(l.colidx, c.k / 16);
+                        }
+                    }
+                    CgState::Gather => {
+                        let col = column(c.k, salt, rows);
+                        c.k += 1;
+                        c.state = CgState::Values;
+                        if c.k == c.row_end {
+                            c.row += 1;
+                            c.row_end = nnz_before(c.row + 1);
+                            if c.row & 7 == 0 {
+                                c.state = CgState::ResultAllocate;
+                            }
+                        }
+                        break Access::read(p + col * 8, 8, t as u8, ins);
+                    }
+                    CgState::ResultAllocate => {
+                        c.state = CgState::Result;
+                        break line(q, c.block);
+                    }
+                    CgState::Result => {
+                        c.state = CgState::RowPointers;
+                        c.block += 1;
+                        break Access::write(q + (c.block - 1) * LINE, LINE as u16, t as u8, ins);
+                    }
+                }
+            };
+            c.left -= 1;
+            self.next_thread += 1;
+            if self.next_thread == threads {
+                self.next_thread = 0;
+            }
+        }
+        self.remaining -= n as u64;
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AccessSource;
+
+    /// Post-init reads and writes, checking bounds on the way.
+    fn mix(kernel: Kernel, size: Size, scale: f64) -> (u64, u64, Generator) {
+        let mut g = build("npb", kernel, size, 3, scale).unwrap();
+        let info = g.info().clone();
+        let init = info.footprint_bytes / LINE;
+        let (mut seen, mut reads, mut writes) = (0u64, 0u64, 0u64);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if g.fill(&mut buf, 1 << 16) == 0 {
+                break;
+            }
+            for a in &buf {
+                assert!(a.addr + u64::from(a.size) <= info.footprint_bytes, "{a:?}");
+                seen += 1;
+                if seen <= init {
+                    assert_eq!(a.kind, AccessKind::Write);
+                    continue;
+                }
+                match a.kind {
+                    AccessKind::Read => reads += 1,
+                    AccessKind::Write => writes += 1,
+                }
+            }
+        }
+        assert_eq!(seen, info.accesses);
+        (reads, writes, g)
+    }
+
+    #[test]
+    fn every_kernel_and_size_has_the_seeds_mix_within_one_percent() {
+        for kernel in KERNELS {
+            for size in SIZES {
+                let (r, w, _) = mix(kernel, size, 1.0 / 16.0);
+                let ratio = r as f64 / w as f64;
+                let target = kernel.reads_per_write();
+                assert!((ratio / target - 1.0).abs() < 0.01, "{kernel:?} {size:?}: {ratio} vs {target}");
+            }
+        }
+    }
+
+    #[test]
+    fn grids_cover_every_cell_once_in_every_order() {
+        for cells in [1, 7, 64, 100, 1000, 12345] {
+            let g = Grid::new(cells);
+            for f in [Family::X, Family::Y, Family::Z] {
+                let mut seen = vec![0u8; cells as usize];
+                for l in 0..f.lines(&g) {
+                    let (start, len) = f.line(&g, l);
+                    for i in 0..len {
+                        seen[(start + i * f.stride(&g)) as usize] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&s| s == 1), "{cells} {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn strided_passes_stride_and_transpose_writes_sequentially() {
+        let g = Grid::new(4096);
+        assert_eq!((g.nx, g.plane), (16, 256));
+        let spec = |family, steps| PassSpec { grid: g, family, steps, refetch_base: 0 };
+        let run = |spec: &PassSpec| {
+            let mut p = GridPass::new(spec, 0, 1, &mut Rng::new(1));
+            let mut out = Vec::new();
+            while p.fill(&mut out, 100) > 0 {}
+            out
+        };
+        // Thread 0's first accesses along z are one plane apart.
+        let z = run(&spec(Family::Z, vec![GStep::read(0)]));
+        let t0: Vec<u64> = z.iter().filter(|a| a.thread == 0).take(3).map(|a| a.addr / LINE).collect();
+        assert_eq!(t0, [0, 256, 512]);
+        let y = run(&spec(Family::Y, vec![GStep::read(0)]));
+        let t0: Vec<u64> = y.iter().filter(|a| a.thread == 0).take(3).map(|a| a.addr / LINE).collect();
+        assert_eq!(t0, [0, 16, 32]);
+        // The transpose: strided reads, writes in order within each thread's range.
+        let tr = run(&spec(Family::Z, vec![GStep::read(0), GStep::write(1 << 20).sequential_out()]));
+        let w: Vec<u64> =
+            tr.iter().filter(|a| a.thread == 1 && a.kind == AccessKind::Write).map(|a| a.addr).collect();
+        assert!(w.windows(2).all(|p| p[1] == p[0] + LINE));
+    }
+
+    #[test]
+    fn mg_levels_shrink_by_eight_and_fit() {
+        let levels = mg_levels(seed_bytes(Kernel::Mg, Size::Large));
+        assert_eq!(levels.len(), MG_LEVELS);
+        assert!(levels.windows(2).all(|w| w[1] == w[0].div_ceil(8)));
+        let lines = 3 * levels[0] + 2 * levels[1..].iter().sum::<u64>();
+        assert!(lines <= seed_bytes(Kernel::Mg, Size::Large) / LINE);
+    }
+
+    #[test]
+    fn cg_gathers_are_spread_and_repeat_across_iterations() {
+        let l = CgLayout::fitting(1 << 20);
+        assert!(l.end() <= 1 << 20);
+        let s = Spmv::new(l, 99);
+        let cols: Vec<u64> = (0..1000).map(|k| s.column(k)).collect();
+        assert!(cols.iter().all(|&c| c < 8 * l.blocks));
+        assert_eq!(cols, (0..1000).map(|k| s.column(k)).collect::<Vec<_>>());
+        let mean = cols.iter().sum::<u64>() as f64 / 1000.0 / (8 * l.blocks) as f64;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+    }
+
+    #[test]
+    fn default_sizes_follow_table_5_1() {
+        let g = build("npb", Kernel::Bt, Size::Small, 1, 1.0).unwrap();
+        assert_eq!(g.info().footprint_bytes, 114 * (256 << 10));
+        assert_eq!(g.info().suggested_fast_bytes, 27 << 20);
+        assert_eq!(seed_bytes(Kernel::Cg, Size::Large), 150 << 20);
+        assert_eq!(seed_bytes(Kernel::Mg, Size::Medium), 297 * (256 << 10));
+    }
+}
