@@ -94,12 +94,7 @@ pub fn simulate(
 ) -> Result<RunReport, SimError> {
     let info = source.info();
     let fast = opts.fast_capacity.resolve(info.footprint_bytes, info.suggested_fast_bytes);
-    // Unless the user sizes the slow tier, it is the profile's multiple of the fast tier, and
-    // never smaller than the footprint: a simulated run is not about running out of memory.
-    let slow = opts
-        .slow_capacity
-        .unwrap_or_else(|| ((fast as f64 * profile.slow_to_fast_capacity) as u64).max(info.footprint_bytes));
-    let mut machine = SimMachine::new(profile.clone(), source, fast, Some(slow))?;
+    let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());
     drive(&mut machine, policy)?;

@@ -11,7 +11,9 @@ use crate::placement::Placement;
 use crate::profile::Profile;
 use crate::report::{RunReport, TierTotals};
 use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
-use crate::trackers::{future::FutureWindow, page_bits::PageBits, sampling::Sampler};
+use crate::trackers::{
+    future::FutureWindow, hint_faults::HintFaults, page_bits::PageBits, sampling::Sampler,
+};
 use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,6 +41,9 @@ pub struct SimMachine {
     info: MachineInfo,
     /// Fast and slow tier capacity as configured, bytes.
     capacity_bytes: [u64; 2],
+    /// The user did not size the slow tier: it then holds whatever the fast tier cannot, in
+    /// pages of the policy's size (a footprint of 1.5 huge pages needs 2 somewhere).
+    slow_is_default: bool,
     profile: Profile,
     timing: Timing,
     source: Box<dyn AccessSource>,
@@ -52,6 +57,9 @@ pub struct SimMachine {
     bits: Option<PageBits>,
     sampler: Option<Sampler>,
     future: Option<FutureWindow>,
+    hints: Option<HintFaults>,
+    /// Cost of one hint fault to the faulting thread, ns (docs/model.md §6).
+    hint_fault_ns: f64,
     /// Open access streams per thread: merge accesses within one media unit, detect sequential reads.
     streams: Box<[StreamTable; 256]>,
     now_ns: f64,
@@ -66,6 +74,7 @@ pub struct SimMachine {
     observed_tiers: [TierStatus; 2],
     observed_bits: Vec<u8>,
     observed_samples: Vec<terrace_model::Sample>,
+    observed_hint_faults: Vec<terrace_model::HintFault>,
     totals: [TierTotals; 2],
     accesses: u64,
     pages_migrated: u64,
@@ -93,7 +102,12 @@ impl SimMachine {
         if fast_bytes == 0 {
             return Err(SimError::ZeroCapacity);
         }
-        let slow_bytes = slow_bytes.unwrap_or((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64);
+        // Unless the user sizes the slow tier, it is the profile's multiple of the fast tier, and
+        // never smaller than the footprint: a simulated run is not about running out of memory.
+        let slow_is_default = slow_bytes.is_none();
+        let slow_bytes = slow_bytes.unwrap_or_else(|| {
+            ((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64).max(w.footprint_bytes)
+        });
         if fast_bytes.saturating_add(slow_bytes) < w.footprint_bytes {
             return Err(SimError::DoesNotFit {
                 footprint: w.footprint_bytes,
@@ -130,6 +144,7 @@ impl SimMachine {
         Ok(SimMachine {
             timing,
             capacity_bytes,
+            slow_is_default,
             info,
             profile,
             source,
@@ -143,6 +158,8 @@ impl SimMachine {
             bits: None,
             sampler: None,
             future: None,
+            hints: None,
+            hint_fault_ns: 0.0,
             streams: Box::new([StreamTable::default(); 256]),
             now_ns: 0.0,
             last_observe_ns: 0.0,
@@ -154,6 +171,7 @@ impl SimMachine {
             observed_tiers: Default::default(),
             observed_bits: Vec::new(),
             observed_samples: Vec::new(),
+            observed_hint_faults: Vec::new(),
             totals: Default::default(),
             accesses: 0,
             pages_migrated: 0,
@@ -229,9 +247,9 @@ impl SimMachine {
         self.buf.len() - self.pos
     }
 
-    /// Replays one slice in flat mode; `BITS` and `SAMPLE` select the trackers at compile time so
-    /// that a policy without trackers pays nothing for them.
-    fn replay_flat<const BITS: bool, const SAMPLE: bool>(
+    /// Replays one slice in flat mode; `BITS`, `SAMPLE` and `HINT` select the trackers at compile
+    /// time so that a policy without trackers pays nothing for them.
+    fn replay_flat<const BITS: bool, const SAMPLE: bool, const HINT: bool>(
         &mut self,
         end: usize,
         loads: &mut [TierLoad; 2],
@@ -243,6 +261,7 @@ impl SimMachine {
         let streams = &mut *self.streams;
         let mut bits = self.bits.as_mut();
         let mut sampler = self.sampler.as_mut();
+        let mut hints = self.hints.as_mut();
         let mut instructions = 0u64;
         let mut broken = None;
         for &a in &self.buf[self.pos..end] {
@@ -271,6 +290,11 @@ impl SimMachine {
             if SAMPLE {
                 if let Some(s) = sampler.as_mut() {
                     s.count(page, write);
+                }
+            }
+            if HINT {
+                if let Some(h) = hints.as_mut() {
+                    h.touch(page, write);
                 }
             }
         }
@@ -338,13 +362,24 @@ impl SimMachine {
         }
         let end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
         let mut loads = [TierLoad::default(); 2];
-        let instructions = match (self.mode, self.bits.is_some(), self.sampler.is_some()) {
-            (MemoryMode::FastTierAsCache, ..) => self.replay_cached(end, &mut loads),
-            (_, false, false) => self.replay_flat::<false, false>(end, &mut loads),
-            (_, true, false) => self.replay_flat::<true, false>(end, &mut loads),
-            (_, false, true) => self.replay_flat::<false, true>(end, &mut loads),
-            (_, true, true) => self.replay_flat::<true, true>(end, &mut loads),
-        };
+        if let Some(h) = self.hints.as_mut() {
+            h.now_ns = self.now_ns as u64;
+        }
+        let instructions =
+            match (self.mode, self.bits.is_some(), self.sampler.is_some(), self.hints.is_some()) {
+                (MemoryMode::FastTierAsCache, ..) => self.replay_cached(end, &mut loads),
+                (_, false, false, false) => self.replay_flat::<false, false, false>(end, &mut loads),
+                (_, true, false, false) => self.replay_flat::<true, false, false>(end, &mut loads),
+                (_, false, true, false) => self.replay_flat::<false, true, false>(end, &mut loads),
+                (_, true, true, false) => self.replay_flat::<true, true, false>(end, &mut loads),
+                (_, false, false, true) => self.replay_flat::<false, false, true>(end, &mut loads),
+                (_, true, false, true) => self.replay_flat::<true, false, true>(end, &mut loads),
+                (_, false, true, true) => self.replay_flat::<false, true, true>(end, &mut loads),
+                (_, true, true, true) => self.replay_flat::<true, true, true>(end, &mut loads),
+            };
+        if self.hints.is_some() {
+            self.charge_hint_faults();
+        }
         if self.error.is_some() {
             return false;
         }
@@ -392,6 +427,26 @@ impl SimMachine {
             since.write_bytes += l.write_bytes;
         }
         true
+    }
+
+    /// Charges the hint faults of the slice just replayed (each stalls its thread), then runs
+    /// the scans that have come due (`task_numa_work`), charged like a page-bits scan: a
+    /// page-table update per page armed and one TLB flush.
+    fn charge_hint_faults(&mut self) {
+        let Some(h) = self.hints.as_mut() else { return };
+        let mut tracker_ns = std::mem::take(&mut h.unpaid_faults) as f64 * self.hint_fault_ns;
+        let mut flushes = 0u64;
+        let mapped = self.placement.used.iter().sum();
+        while h.next_scan_ns <= self.now_ns {
+            let armed = h.scan(self.now_ns as u64, &self.placement.tiers);
+            tracker_ns += PageBits::scan_ns(armed, self.profile.tracking.page_scan_ns);
+            flushes += 1;
+            h.next_scan_ns += h.period_ns(mapped);
+        }
+        self.tracking_ns += tracker_ns;
+        self.stall_owed_ns +=
+            tracker_ns / self.timing.threads + flushes as f64 * self.profile.migration.tlb_shootdown_us * 1e3;
+        self.tlb_shootdowns += flushes;
     }
 
     fn tier_status(&self) -> [TierStatus; 2] {
@@ -444,6 +499,9 @@ impl SimMachine {
                 continue;
             }
             self.placement.relocate(mv.page, mv.to);
+            if let Some(h) = self.hints.as_mut() {
+                h.disarm(page);
+            }
             work.pages += 1;
             work.bytes[from.index()][mv.to.index()] += page_bytes;
         }
@@ -467,12 +525,25 @@ impl SimMachine {
                 continue;
             }
             self.placement.swap(ex.a, ex.b);
+            if let Some(h) = self.hints.as_mut() {
+                h.disarm(a);
+                h.disarm(b);
+            }
             work.pairs += 1;
             work.bytes[ta.index()][tb.index()] += page_bytes;
             work.bytes[tb.index()][ta.index()] += page_bytes;
         }
         work
     }
+}
+
+/// Cost of one NUMA hint fault to the faulting thread, ns (docs/model.md §6). hardware.md has no
+/// row for it; derived: the trap into the kernel and its handler, taken as one TLB shootdown (an
+/// exception a core takes and handles, hardware.md "TLB shootdown: microseconds", 1 us), plus
+/// the handler's four-level page-table walk of DRAM random reads (hardware.md Idle latency,
+/// 101.5 ns each): 1.41 us on optane-2019.
+pub fn hint_fault_ns(profile: &Profile) -> f64 {
+    profile.migration.tlb_shootdown_us * 1e3 + 4.0 * profile.tiers[0].read_latency_random_ns
 }
 
 /// Streams one thread keeps open per direction: enough for STREAM's triad (two read streams,
@@ -553,6 +624,9 @@ impl Machine for SimMachine {
         self.info.pages = req.page_size.pages_for(footprint);
         let page = req.page_size.bytes();
         let mut capacity = [Some(self.capacity_bytes[0] / page), Some(self.capacity_bytes[1] / page)];
+        if self.slow_is_default {
+            capacity[1] = capacity[1].map(|c| c.max(self.info.pages.saturating_sub(capacity[0].unwrap_or(0))));
+        }
         self.mode = req.memory_mode;
         match req.memory_mode {
             MemoryMode::Flat => {}
@@ -581,10 +655,8 @@ impl Machine for SimMachine {
                 TrackerKind::Sampling => self.sampler = Some(Sampler::new(tr.period)),
                 TrackerKind::Future => self.future = Some(FutureWindow::new(self.info.pages, tr.period)),
                 TrackerKind::HintFaults => {
-                    return Err(MachineError::MissingTracker {
-                        tracker: tr.kind.name(),
-                        hint: "the simulator's hint-fault tracker is not built yet".into(),
-                    })
+                    self.hints = Some(HintFaults::new(self.info.pages, page, tr.period, self.info.scale));
+                    self.hint_fault_ns = hint_fault_ns(&self.profile);
                 }
             }
         }
@@ -640,6 +712,10 @@ impl Machine for SimMachine {
             self.observed_samples.clear();
             std::mem::swap(&mut self.observed_samples, &mut s.samples);
         }
+        if let Some(h) = self.hints.as_mut() {
+            self.observed_hint_faults.clear();
+            std::mem::swap(&mut self.observed_hint_faults, &mut h.faults);
+        }
         Observations {
             now_ns: self.now_ns as u64,
             previous_ns: previous as u64,
@@ -648,7 +724,7 @@ impl Machine for SimMachine {
             page_bits: self.bits.as_ref().map(|_| self.observed_bits.as_slice()),
             samples: &self.observed_samples,
             future: self.future.as_ref().map(|f| f.counts.as_slice()),
-            hint_faults: &[],
+            hint_faults: &self.observed_hint_faults,
         }
     }
 

@@ -48,15 +48,8 @@ fn profile() -> Profile {
 
 fn run(source: Box<dyn AccessSource>, policy: &str, fast: Capacity) -> terrace_sim::RunReport {
     let mut p = terrace_policy::build(policy).unwrap();
-    // Room for everything in the slow tier too, so that all-slow can hold any footprint.
-    let slow = Some(source.info().footprint_bytes);
-    simulate(
-        source,
-        p.as_mut(),
-        &profile(),
-        &SimOptions { fast_capacity: fast, slow_capacity: slow, ..Default::default() },
-    )
-    .unwrap()
+    // The default slow tier holds the whole footprint, so that all-slow can hold any footprint.
+    simulate(source, p.as_mut(), &profile(), &SimOptions { fast_capacity: fast, ..Default::default() }).unwrap()
 }
 
 /// One thread reading `n` distinct pages, each once: dependent random reads.

@@ -1,0 +1,247 @@
+//! `hpwp`: High Probability Write Patterns (J. Kim, UNIST M.S. thesis 2022; notes/hpwp.md): HeMem
+//! ([`crate::hemem`]) with a write-likely class that gets priority for DRAM, because Optane
+//! writes cost three times what reads do (Abstract, §I, §IV).
+//!
+//! Rules (docs/policies.md, "hpwp"):
+//! 1. Sample loads and stores as HeMem does (§4.2, §5.2) and count each page's sampled reads and
+//!    writes, cooled by HeMem's global clock (§5.2; [`crate::sampled_heat`]).
+//! 2. Hot: 3 or more sampled accesses in total, reads and writes alike (§5.2, §6.2 Fig 4-5).
+//! 3. High probability write (HPW): 4 or more recent sampled writes (§4.2; §6.2 Fig 6-7 leaves the
+//!    value unstated), decided at each sample of the page (Fig 3, orange) and kept until the next.
+//! 4. Five FIFO lists per tier (§4.3): HPW-HOT, HOT, HPW-COLD, COLD, and FREE (the machine's
+//!    free pages). When the clock has moved, the hot lists are walked; a page that cooled below 3
+//!    joins HPW-COLD or COLD by its HPW bit (Fig 3, blue).
+//! 5. Every 10 ms (§5.3) promote from the slow tier, oldest first in each list (§4.3, Fig 3 green):
+//!    HPW-HOT pages first, making room from FREE, else by demoting DRAM COLD, then HPW-COLD, then
+//!    HOT; then HOT pages, from FREE, COLD, then HPW-COLD; then HPW-COLD pages, from FREE or DRAM
+//!    COLD only. DRAM HPW-HOT is never demoted; slow COLD is never promoted. A promoted page
+//!    joins the DRAM list of its class, a demoted one the slow list of its class.
+//! 6. HeMem's promotion cap per pass, 2 MiB pages, HeMem's mover.
+//!
+//! Writes during a copy (§2 Page Migrator, §5.3: the page is write-protected with userfaultfd
+//! while it is copied, so no write is lost) are the live machine's mover's job, not the
+//! policy's; the simulator's moves are atomic.
+
+use crate::hemem::{self, COOLING_THRESHOLD, PAGE_SIZE, SAMPLE_PERIOD, TICK_NS};
+use crate::sampled_heat::{Heat, HeatCounters, Promoter, Side, TierLists};
+use terrace_model::{MachineInfo, Observations, PageIdx, Plan, Policy, Requirements, TrackerRequest};
+
+pub const NAME: &str = "hpwp";
+pub const SUMMARY: &str =
+    "HPWP: HeMem plus a write-likely class; write-likely hot pages first to DRAM, write-likely cold ones too";
+
+/// Sampled accesses, reads and writes together, that make a page hot (§6.2: "we set the hot
+/// threshold to 3").
+pub const HOT_ACCESSES: u32 = 3;
+/// Recent sampled writes that make a page write-likely. The thesis gives no value (§6.2: 2-3
+/// overestimate, more than 4 underestimates, "set by balancing"); 4 is the value its sweep
+/// wording points to and is HeMem's own write-hot threshold on the same cooled counter.
+pub const HPW_WRITES: u32 = 4;
+
+const HPW_HOT: usize = 0;
+const HOT: usize = 1;
+const HPW_COLD: usize = 2;
+const COLD: usize = 3;
+
+/// The promotion order (§4.3): each slow class that is promoted, with the DRAM classes it may
+/// demote to make room once FREE is empty, in the order it tries them.
+const PROMOTIONS: [(usize, &[usize]); 3] =
+    [(HPW_HOT, &[COLD, HPW_COLD, HOT]), (HOT, &[COLD, HPW_COLD]), (HPW_COLD, &[COLD])];
+
+fn class(hot: bool, hpw: bool) -> usize {
+    match (hot, hpw) {
+        (true, true) => HPW_HOT,
+        (true, false) => HOT,
+        (false, true) => HPW_COLD,
+        (false, false) => COLD,
+    }
+}
+
+fn is_hot(h: Heat) -> bool {
+    h.total() >= HOT_ACCESSES
+}
+
+pub struct Hpwp {
+    heat: HeatCounters,
+    lists: TierLists,
+    /// Each page's HPW bit, as decided at its last sample.
+    hpw: Vec<bool>,
+    /// The clock value at the last walk of the hot lists.
+    walked_at: u64,
+    budget: usize,
+}
+
+impl Default for Hpwp {
+    fn default() -> Self {
+        Hpwp {
+            heat: HeatCounters::new(COOLING_THRESHOLD),
+            lists: TierLists::new(4),
+            hpw: Vec::new(),
+            walked_at: 0,
+            budget: hemem::promotions_per_pass(1.0, PAGE_SIZE),
+        }
+    }
+}
+
+impl Policy for Hpwp {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
+            page_size: PAGE_SIZE,
+            tick_ns: Some(TICK_NS),
+            ..Requirements::default()
+        }
+    }
+
+    fn start(&mut self, machine: &MachineInfo) {
+        self.budget = hemem::promotions_per_pass(machine.scale, PAGE_SIZE);
+    }
+
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        if obs.tiers.len() < 2 {
+            return Plan::none();
+        }
+        // The live machine's page count grows as the program maps memory.
+        let pages = obs.placement.len();
+        self.heat.grow(pages);
+        if pages > self.hpw.len() {
+            self.hpw.resize(pages, false);
+        }
+        self.lists.sync(obs.placement, COLD);
+        for s in obs.samples.iter().filter(|s| (s.page as usize) < pages) {
+            let h = self.heat.record(s.page, s.kind);
+            let hpw = h.writes >= HPW_WRITES;
+            self.hpw[s.page as usize] = hpw;
+            self.lists.set_class(s.page, class(is_hot(h), hpw));
+        }
+        if self.heat.clock() != self.walked_at {
+            self.walked_at = self.heat.clock();
+            for side in [Side::Fast, Side::Slow] {
+                let hot: Vec<PageIdx> =
+                    [HPW_HOT, HOT].iter().flat_map(|&c| self.lists.pages(side, c)).collect();
+                for page in hot {
+                    let h = self.heat.cool(page);
+                    self.lists.set_class(page, class(is_hot(h), self.hpw[page as usize]));
+                }
+            }
+        }
+        // Candidates as the pass starts: a page demoted during the pass waits for the next one.
+        let candidates: Vec<(Vec<PageIdx>, &[usize])> =
+            PROMOTIONS.iter().map(|&(c, victims)| (self.lists.pages(Side::Slow, c), victims)).collect();
+        let mut pass = Promoter::new(obs.tiers, self.budget);
+        for (pages, victims) in candidates {
+            for page in pages {
+                if !pass.promote(&mut self.lists, page, victims) {
+                    break;
+                }
+            }
+        }
+        Plan {
+            moves: pass.into_moves(),
+            options: hemem::move_options(),
+            reason: "hpwp: write-likely hot, then hot, then write-likely cold pages up".into(),
+            ..Plan::none()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hemem::tests::{machine, samples, tick, F, S};
+    use terrace_model::{AccessKind, Move, Sample};
+
+    const R: AccessKind = AccessKind::Read;
+    const W: AccessKind = AccessKind::Write;
+
+    fn up(page: PageIdx) -> Move {
+        Move { page, to: F }
+    }
+    fn down(page: PageIdx) -> Move {
+        Move { page, to: S }
+    }
+
+    /// Samples that leave `write_cold` write-likely but cold: four writes, then `clock_page`
+    /// reaches the cooling threshold, so the walk halves them to two (total below 3).
+    fn write_likely_then_cooled(write_cold: &[PageIdx], clock_page: PageIdx) -> Vec<Sample> {
+        let mut s: Vec<Sample> = write_cold.iter().flat_map(|&p| samples(p, W, 4)).collect();
+        s.extend(samples(clock_page, R, 10));
+        s
+    }
+
+    #[test]
+    fn promotes_write_likely_hot_before_hot_before_write_likely_cold() {
+        // Page 0 (fast) ticks the clock; page 1 becomes HPW-COLD, page 2 HOT, page 3 HPW-HOT.
+        let mut s = write_likely_then_cooled(&[1], 0);
+        s.extend(samples(2, R, 3));
+        s.extend(samples(3, W, 4));
+        let placement = [F, S, S, S];
+        let mut p = Hpwp::default();
+        assert_eq!(tick(&mut p, &placement, 4, &s).moves, [up(3), up(2), up(1)]);
+        // With a budget of two promotions, the write-likely cold page waits.
+        let mut p = Hpwp::default();
+        p.start(&machine(4096.0));
+        assert_eq!(tick(&mut p, &placement, 4, &s).moves, [up(3), up(2)]);
+    }
+
+    #[test]
+    fn hot_is_three_sampled_accesses_of_either_kind() {
+        let mut s = samples(0, R, 2);
+        s.extend(samples(0, W, 1));
+        s.extend(samples(1, R, 1));
+        s.extend(samples(1, W, 1));
+        assert_eq!(tick(&mut Hpwp::default(), &[S, S], 2, &s).moves, [up(0)]);
+    }
+
+    #[test]
+    fn dram_hpw_hot_is_never_demoted() {
+        // Fast pages 0 and 1 are HPW-HOT; slow page 2 is HPW-HOT, slow page 3 HOT.
+        let s: Vec<Sample> =
+            [0, 1, 2].iter().flat_map(|&p| samples(p, W, 4)).chain(samples(3, R, 3)).collect();
+        assert!(tick(&mut Hpwp::default(), &[F, F, S, S], 2, &s).is_empty());
+        // A DRAM HOT page is the last resort for an HPW-HOT one; the HPW-HOT page stays.
+        let s: Vec<Sample> =
+            samples(0, W, 4).into_iter().chain(samples(1, R, 3)).chain(samples(2, W, 4)).collect();
+        assert_eq!(tick(&mut Hpwp::default(), &[F, F, S], 2, &s).moves, [down(1), up(2)]);
+    }
+
+    #[test]
+    fn plain_cold_is_never_promoted_even_into_free_room() {
+        // Page 1 was never hot; page 2 was hot on reads and cooled to COLD when page 0 ticked
+        // the clock.
+        let mut s = vec![Sample { page: 1, kind: R }, Sample { page: 1, kind: W }];
+        s.extend(samples(2, R, 3));
+        s.extend(samples(0, R, 10));
+        assert!(tick(&mut Hpwp::default(), &[F, S, S], 10, &s).is_empty());
+    }
+
+    #[test]
+    fn hpw_cold_is_promoted_only_into_free_room_or_by_demoting_dram_cold() {
+        // Fast: page 0 HOT, page 1 HPW-COLD; slow: page 2 HPW-COLD. Full: nothing to demote.
+        let s = write_likely_then_cooled(&[1, 2], 0);
+        assert!(tick(&mut Hpwp::default(), &[F, F, S], 2, &s).is_empty());
+        // One free page: it goes there.
+        assert_eq!(tick(&mut Hpwp::default(), &[F, F, S], 3, &s).moves, [up(2)]);
+        // Full, with a COLD fast page (3, never sampled): that one makes room.
+        assert_eq!(tick(&mut Hpwp::default(), &[F, F, S, F], 3, &s).moves, [down(3), up(2)]);
+    }
+
+    #[test]
+    fn a_hot_promotion_demotes_dram_hpw_cold_but_never_dram_hot() {
+        // Fast: page 0 HOT, page 1 HPW-COLD; slow: pages 2 and 3 HOT.
+        let mut s = write_likely_then_cooled(&[1], 0);
+        s.extend(samples(2, R, 3));
+        s.extend(samples(3, R, 3));
+        assert_eq!(tick(&mut Hpwp::default(), &[F, F, S, S], 2, &s).moves, [down(1), up(2)]);
+    }
+
+    #[test]
+    fn asks_for_what_hemem_asks_for() {
+        let m = machine(1.0);
+        assert_eq!(Hpwp::default().requirements(&m), hemem::Hemem::default().requirements(&m));
+    }
+}
