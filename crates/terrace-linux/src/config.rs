@@ -51,7 +51,7 @@ pub enum ReferencedSource {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
     pub socket: PathBuf,
     /// Address of the metrics endpoint; must be a loopback address.

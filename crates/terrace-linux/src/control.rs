@@ -132,13 +132,18 @@ pub fn authorize(caller_uid: u32, pid: i32, owner_uid: u32) -> Result<(), String
     if may_manage(caller_uid, owner_uid) {
         Ok(())
     } else {
-        Err(format!("permission denied: uid {caller_uid} may not manage pid {pid} (owned by uid {owner_uid})"))
+        Err(format!(
+            "permission denied: uid {caller_uid} may not manage pid {pid} (owned by uid {owner_uid})"
+        ))
     }
 }
 
 /// The real uid in the text of /proc/PID/status (the first number of its `Uid:` line).
 pub fn parse_status_uid(status: &str) -> Option<u32> {
-    status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
 }
 
 /// The real uid of process `pid`, from `proc_root`/PID/status; `Err("no process P")` if there is

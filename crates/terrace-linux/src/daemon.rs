@@ -11,7 +11,7 @@
 //! The daemon knows policies only by name: whoever starts it passes a [`PolicyBuilder`] (the
 //! `terrace` command passes the policy registry), so the live machine stays free of policies.
 
-use crate::config::Config;
+use crate::config::{Config, ReferencedSource};
 use crate::control::{self, LineRead, ProcessEntry, Reply, Request};
 use crate::machine::{check_requirements, LiveMachine, LiveStats, Target};
 use crate::metrics::{self, ProcessMetrics};
@@ -29,8 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use terrace_model::{
-    Applied, Machine, MachineError, MachineInfo, Observations, PageSize, Plan, Policy, Progress,
-    Requirements,
+    Applied, Machine, MachineError, MachineInfo, Observations, PageSize, Plan, Policy, Progress, Requirements,
 };
 
 /// Builds a policy by name; the error is one line (e.g. the known names).
@@ -178,6 +177,19 @@ impl Daemon {
     /// one that a daemon still answers on is not.
     pub fn start(config: Config, build: PolicyBuilder) -> Result<Daemon, DaemonError> {
         build(&config.daemon.policy).map_err(DaemonError::Policy)?;
+        let socket = config.daemon.socket.clone();
+        let listener = listen(&socket)?;
+        let socket_ino = std::fs::metadata(&socket).map(|m| m.ino()).unwrap_or(0);
+        let metrics = match &config.daemon.metrics {
+            Some(addr) => match TcpListener::bind(addr.as_str()) {
+                Ok(m) => Some(m),
+                Err(source) => {
+                    let _ = std::fs::remove_file(&socket);
+                    return Err(DaemonError::Metrics { addr: addr.clone(), source });
+                }
+            },
+            None => None,
+        };
         match live_tiers(&config) {
             Ok(tiers) => {
                 let t: Vec<String> = tiers
@@ -189,16 +201,6 @@ impl Daemon {
             }
             Err(e) => tracing::warn!("{}; every bind will fail until that changes", error_chain(&e)),
         }
-        let socket = config.daemon.socket.clone();
-        let listener = listen(&socket)?;
-        let socket_ino = std::fs::metadata(&socket).map(|m| m.ino()).unwrap_or(0);
-        let metrics = match &config.daemon.metrics {
-            Some(addr) => Some(
-                TcpListener::bind(addr.as_str())
-                    .map_err(|source| DaemonError::Metrics { addr: addr.clone(), source })?,
-            ),
-            None => None,
-        };
         tracing::info!(
             "listening on {}{}; default policy {}{}",
             socket.display(),
@@ -334,7 +336,11 @@ impl Shared {
         if shared.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             shared.connections.fetch_sub(1, Ordering::SeqCst);
             let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = writeln!(&stream, "{}", Reply::error("the daemon is busy (too many connections); retry").to_line());
+            let _ = writeln!(
+                &stream,
+                "{}",
+                Reply::error("the daemon is busy (too many connections); retry").to_line()
+            );
             return;
         }
         let shared2 = Arc::clone(shared);
@@ -401,7 +407,15 @@ impl Shared {
         let result = match req {
             Request::Bind { pid, policy } => self.bind(pid, policy, caller),
             Request::Unbind { pid } => self.unbind(pid, caller),
-            Request::List => Ok(Reply { processes: Some(self.list()), ..Reply::ok("") }),
+            Request::List => {
+                let processes = self.list();
+                let message = format!(
+                    "managing {} process{}",
+                    processes.len(),
+                    if processes.len() == 1 { "" } else { "es" }
+                );
+                Ok(Reply { processes: Some(processes), ..Reply::ok(message) })
+            }
         };
         result.unwrap_or_else(Reply::error)
     }
@@ -463,6 +477,7 @@ impl Shared {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(LiveStats::default()));
         let dry_run = self.config.daemon.dry_run;
+        let referenced = self.config.trackers.referenced;
         {
             let mut managed = lock(&self.managed);
             if let Some(m) = managed.get(&pid) {
@@ -485,8 +500,10 @@ impl Shared {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let me = Arc::clone(self);
         let thread_name = name.clone();
+        let stop_on_timeout = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name(format!("terrace-pid-{pid}")).spawn(move || {
-            let ending = manage(pid, identity, tiers, dry_run, policy.as_mut(), stop, stats, ready_tx);
+            let ending =
+                manage(pid, identity, tiers, dry_run, referenced, policy.as_mut(), stop, stats, ready_tx);
             me.finished(pid, id, &thread_name, ending);
         });
         let thread = match spawned {
@@ -503,8 +520,13 @@ impl Shared {
                 return Err(e);
             }
             Err(_) => {
+                // Whenever the thread gets going, it stops at once.
+                stop_on_timeout.store(true, Ordering::SeqCst);
                 self.forget(pid, id);
-                return Err(format!("pid {pid}: managing it did not start (see the daemon's log)"));
+                return Err(format!(
+                    "pid {pid}: the first scan did not finish within {} s; not managing it",
+                    PREPARE_TIMEOUT.as_secs()
+                ));
             }
         }
         if let Some(m) = lock(&self.managed).get_mut(&pid).filter(|m| m.id == id) {
@@ -616,6 +638,7 @@ fn manage(
     identity: u64,
     tiers: Vec<LiveTier>,
     dry_run: bool,
+    referenced: ReferencedSource,
     policy: &mut dyn Policy,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<LiveStats>>,
@@ -623,13 +646,14 @@ fn manage(
 ) -> Result<Ending, String> {
     let name = policy.name().to_string();
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let inner = match LiveMachine::attach(Target::Pid(pid), tiers, dry_run) {
+        let mut inner = match LiveMachine::attach(Target::Pid(pid), tiers, dry_run) {
             Ok(m) => m,
             Err(e) => {
                 let _ = ready.send(Err(format!("cannot manage pid {pid}: {}", error_chain(&e))));
                 return Ending::Refused;
             }
         };
+        inner.set_referenced_source(referenced);
         let mut m = Watched {
             inner,
             pid,
@@ -755,7 +779,10 @@ mod tests {
     fn error_chains_fit_one_line() {
         let e = TiersError::Topology(TopologyError::MissingNode { path: "/x".into() });
         let text = error_chain(&e);
-        assert!(text.starts_with("cannot read this host's NUMA topology: no NUMA node directory at /x"), "{text}");
+        assert!(
+            text.starts_with("cannot read this host's NUMA topology: no NUMA node directory at /x"),
+            "{text}"
+        );
         assert!(!text.contains('\n'));
     }
 }

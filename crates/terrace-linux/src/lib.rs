@@ -6,15 +6,15 @@
 //! move_pages(2) and checks where they landed ([`migrate`]), and implements
 //! `terrace_model::Machine` over all of it ([`machine`]), so every policy that runs on the
 //! simulated machine runs here unchanged. Linux only.
+pub mod bench_migrate;
 pub mod config;
+pub mod control;
+pub mod daemon;
 pub mod doctor;
 pub mod machine;
+pub mod metrics;
 pub mod migrate;
 pub mod numa_sys;
 pub mod process;
 pub mod topology;
 pub mod trackers;
-pub mod bench_migrate;
-pub mod daemon;
-pub mod control;
-pub mod metrics;

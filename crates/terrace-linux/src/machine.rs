@@ -501,8 +501,9 @@ pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
             TrackerKind::HintFaults => {
                 return Err(MachineError::MissingTracker {
                     tracker: "NUMA hint faults",
-                    hint: "the kernel reports hint faults only as totals in /proc/vmstat; a policy on them \
-                           drives the kernel's own tiering instead (numa_balancing = 2)"
+                    hint: "the kernel reports hint faults only as totals in /proc/vmstat; running \
+                           kernel-tiering live means driving the kernel's own tiering (numa_balancing = 2), \
+                           which Terrace cannot do yet: run it with `terrace sim`"
                         .into(),
                 })
             }

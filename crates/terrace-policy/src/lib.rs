@@ -8,7 +8,11 @@
 pub mod age;
 pub mod ambix;
 pub mod baselines;
+pub mod hemem;
+pub mod hpwp;
+pub mod kernel_tiering;
 pub mod ping_pong;
 pub mod registry;
+pub mod sampled_heat;
 
 pub use registry::{build, list, PolicyError, PolicySpec};

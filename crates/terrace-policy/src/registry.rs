@@ -1,7 +1,7 @@
 //! Policies by name: what `terrace list policies` shows and `--policy NAME` builds.
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
-use crate::{age, ambix, ping_pong};
+use crate::{age, ambix, hemem, hpwp, kernel_tiering, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy.
@@ -46,6 +46,13 @@ const POLICIES: &[PolicySpec] = &[
         summary: ambix::NOSWITCH_SUMMARY,
         build: || Box::new(ambix::Ambix::new(false)),
     },
+    PolicySpec { name: hemem::NAME, summary: hemem::SUMMARY, build: || Box::new(hemem::Hemem::default()) },
+    PolicySpec { name: hpwp::NAME, summary: hpwp::SUMMARY, build: || Box::new(hpwp::Hpwp::default()) },
+    PolicySpec {
+        name: kernel_tiering::NAME,
+        summary: kernel_tiering::SUMMARY,
+        build: || Box::new(kernel_tiering::KernelTiering::default()),
+    },
     PolicySpec { name: age::NAME, summary: age::SUMMARY, build: || Box::new(age::Age::default()) },
     PolicySpec { name: age::HUGE_NAME, summary: age::HUGE_SUMMARY, build: || Box::new(age::Age::huge()) },
     PolicySpec {
@@ -65,6 +72,9 @@ pub const DEFAULT_COMPARISON: &[&str] = &[
     oracle::NAME,
     age::NAME,
     ambix::NAME,
+    hemem::NAME,
+    hpwp::NAME,
+    kernel_tiering::NAME,
 ];
 
 #[derive(Debug, thiserror::Error)]

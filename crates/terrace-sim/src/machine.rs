@@ -625,7 +625,8 @@ impl Machine for SimMachine {
         let page = req.page_size.bytes();
         let mut capacity = [Some(self.capacity_bytes[0] / page), Some(self.capacity_bytes[1] / page)];
         if self.slow_is_default {
-            capacity[1] = capacity[1].map(|c| c.max(self.info.pages.saturating_sub(capacity[0].unwrap_or(0))));
+            capacity[1] =
+                capacity[1].map(|c| c.max(self.info.pages.saturating_sub(capacity[0].unwrap_or(0))));
         }
         self.mode = req.memory_mode;
         match req.memory_mode {

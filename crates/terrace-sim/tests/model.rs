@@ -49,7 +49,8 @@ fn profile() -> Profile {
 fn run(source: Box<dyn AccessSource>, policy: &str, fast: Capacity) -> terrace_sim::RunReport {
     let mut p = terrace_policy::build(policy).unwrap();
     // The default slow tier holds the whole footprint, so that all-slow can hold any footprint.
-    simulate(source, p.as_mut(), &profile(), &SimOptions { fast_capacity: fast, ..Default::default() }).unwrap()
+    simulate(source, p.as_mut(), &profile(), &SimOptions { fast_capacity: fast, ..Default::default() })
+        .unwrap()
 }
 
 /// One thread reading `n` distinct pages, each once: dependent random reads.
@@ -123,7 +124,8 @@ const SMALL: f64 = 1.0 / 16.0;
 /// every generator's shape, without running all sixty sizes and mixes under every policy.
 fn suite() -> Vec<String> {
     let mut names: Vec<String> = terrace_workloads::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect();
-    let families = ["npb-bt-small", "npb-ft-small", "npb-mg-small", "npb-cg-small", "bfs-small", "kvstore-set50"];
+    let families =
+        ["npb-bt-small", "npb-ft-small", "npb-mg-small", "npb-cg-small", "bfs-small", "kvstore-set50"];
     for w in terrace_workloads::list() {
         if families.contains(&w.name) {
             names.push(w.name.to_string());

@@ -1,9 +1,12 @@
-//! `terrace bench`: the simulator's own speed, as figures (not pass/fail).
+//! `terrace bench`: the simulator's own speed, and page-migration throughput (live or modelled),
+//! as figures (not pass/fail).
 
 use anyhow::Result;
 use clap::Subcommand;
 use std::time::Instant;
-use terrace_model::{MachineInfo, Observations, Plan, Policy, Requirements, TrackerRequest};
+use terrace_linux::bench_migrate::{self, Op as LiveOp};
+use terrace_model::{MachineInfo, Observations, PageSize, Plan, Policy, Requirements, TrackerRequest};
+use terrace_sim::bench_grid::{self, GridOp};
 use terrace_sim::{Profile, SimOptions};
 use terrace_workloads::trace::{self, TraceReader};
 use terrace_workloads::{Access, AccessSource};
@@ -18,6 +21,34 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 0.25)]
         size_scale: f64,
     },
+    /// Page-migration throughput (move_pages) per page size, thread count, batch size and
+    /// exchange, beside the memcpy bandwidth measured in the same run; or the model's figures.
+    Migrate(MigrateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MigrateArgs {
+    /// Compute the grid with the simulated machine's cost model instead of measuring this host.
+    #[arg(long)]
+    simulated: bool,
+    /// Machine profile for --simulated: a built-in name or a .toml file.
+    #[arg(long, requires = "simulated")]
+    profile: Option<String>,
+    /// Size of the region moved in every cell, MiB (a multiple of 4).
+    #[arg(long, default_value_t = 64)]
+    mib: u64,
+    /// Measure 1 to this many threads (concurrent move_pages callers).
+    #[arg(long, default_value_t = 4)]
+    threads: u32,
+    /// Pages per move_pages call, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,512")]
+    batches: Vec<u32>,
+    /// Live: runs per cell (and per memcpy figure); each figure is the best of them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Also write every figure to this file as JSON.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
 }
 
 /// Asks for HeMem's sampling tracker (period 19,997, hardware.md Tracking costs) and never
@@ -90,9 +121,16 @@ fn drain(source: &mut dyn AccessSource) -> u64 {
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
-    let BenchCommand::Sim { workload, size_scale } = cmd;
+    match cmd {
+        BenchCommand::Sim { workload, size_scale } => bench_sim(&workload, size_scale),
+        BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
+        BenchCommand::Migrate(args) => migrate_live(&args),
+    }
+}
+
+fn bench_sim(workload: &str, size_scale: f64) -> Result<()> {
     let profile = Profile::load(terrace_sim::DEFAULT_PROFILE)?;
-    let build = || terrace_workloads::build(&workload, 1, size_scale);
+    let build = || terrace_workloads::build(workload, 1, size_scale);
     println!("one core; workload {workload} at size scale {size_scale}");
 
     let (generate, n) = best_of(2, || Ok(drain(build()?.as_mut())))?;
@@ -138,4 +176,242 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         println!("ratio decode / sim {label:<11}{:>8.2}x", decode_rate / s);
     }
     Ok(())
+}
+
+const OPS: [(GridOp, LiveOp); 3] = [
+    (GridOp::Demote, LiveOp::Demote),
+    (GridOp::Promote, LiveOp::Promote),
+    (GridOp::Exchange, LiveOp::Exchange),
+];
+
+fn check_migrate_args(args: &MigrateArgs) -> Result<()> {
+    if args.mib == 0 || !args.mib.is_multiple_of(4) {
+        anyhow::bail!(
+            "--mib must be a positive multiple of 4 (two halves of whole 2 MiB pages), not {}",
+            args.mib
+        );
+    }
+    if args.threads == 0 {
+        anyhow::bail!("--threads must be at least 1");
+    }
+    if args.batches.is_empty() || args.batches.contains(&0) {
+        anyhow::bail!("--batches needs one or more positive page counts");
+    }
+    Ok(())
+}
+
+/// One figure and its ratio, in a fixed-width column.
+fn figure(gb_s: f64, ratio: f64) -> String {
+    format!("{gb_s:>8.3} GB/s {ratio:>5.2}x")
+}
+
+fn migrate_header(from: &str, to: &str) {
+    println!(
+        "{:<5} {:>7} {:>6}   {:<20} {:<20} {:<20}",
+        "page",
+        "threads",
+        "batch",
+        format!("demote {from}->{to}"),
+        format!("promote {to}->{from}"),
+        "exchange"
+    );
+}
+
+/// `terrace bench migrate --simulated`: the cost model's figures for the grid.
+fn migrate_simulated(args: &MigrateArgs) -> Result<()> {
+    check_migrate_args(args)?;
+    let profile = Profile::load(args.profile.as_deref().unwrap_or(terrace_sim::DEFAULT_PROFILE))?;
+    let bytes = args.mib << 20;
+    let cells = bench_grid::standard_cells(args.threads, &args.batches);
+    let figures = bench_grid::migration_grid(&profile, bytes, &cells);
+    let (fast, slow) = (&profile.tiers[0].name, &profile.tiers[1].name);
+    println!(
+        "terrace bench migrate --simulated: profile {}, {} MiB per cell, tier 0 ({fast}) <-> tier 1 ({slow})",
+        profile.name, args.mib
+    );
+    println!("The model's figures (docs/model.md §4); ratios are to plain copying between the tiers with as many threads.");
+    let mut copy = Vec::new();
+    for t in 1..=args.threads {
+        let (down, up) = (
+            bench_grid::copy_bandwidth_gb_s(&profile, 0, 1, t),
+            bench_grid::copy_bandwidth_gb_s(&profile, 1, 0, t),
+        );
+        let kernel = |size| {
+            figures
+                .iter()
+                .find(|f| f.cell.threads == t && f.cell.page_size == size && f.cell.op == GridOp::Demote)
+                .map(|f| f.kernel_copy_gb_s)
+                .unwrap_or(f64::NAN)
+        };
+        let (k4, k2) = (kernel(PageSize::Base4K), kernel(PageSize::Huge2M));
+        println!(
+            "copy     {t} thread{}: 0->1 {down:.3} GB/s, 1->0 {up:.3} GB/s (tier bandwidth); kernel page copy 0->1: 4KiB {k4:.3}, 2MiB {k2:.3} GB/s",
+            if t == 1 { " " } else { "s" }
+        );
+        copy.push(serde_json::json!({
+            "threads": t, "fast_to_slow_gb_s": down, "slow_to_fast_gb_s": up,
+            "kernel_copy_4kib_gb_s": k4, "kernel_copy_2mib_gb_s": k2,
+        }));
+    }
+    println!();
+    migrate_header("0", "1");
+    let mut rows = Vec::new();
+    for row in figures.chunks(3) {
+        let c = row[0].cell;
+        let cols: Vec<String> = OPS
+            .iter()
+            .map(|(op, _)| {
+                let f = row.iter().find(|f| f.cell.op == *op).expect("every op in a row");
+                figure(f.gb_s, f.ratio())
+            })
+            .collect();
+        println!(
+            "{:<5} {:>7} {:>6}   {}",
+            c.page_size.to_string(),
+            c.threads,
+            c.batch_pages,
+            cols.join("   ")
+        );
+        for f in row {
+            rows.push(serde_json::json!({
+                "page": f.cell.page_size.to_string(), "threads": f.cell.threads,
+                "batch_pages": f.cell.batch_pages, "effective_batch_pages": f.effective_batch_pages,
+                "op": f.cell.op, "bytes": f.bytes, "seconds": f.seconds, "gb_s": f.gb_s,
+                "copy_gb_s": f.copy_gb_s, "ratio_to_copy": f.ratio(), "kernel_copy_gb_s": f.kernel_copy_gb_s,
+            }));
+        }
+    }
+    println!("\nthreads = copy threads and batches in flight (Nimble §3.1.2-3); exchange = Nimble's exchange_pages.");
+    if let Some(path) = &args.json {
+        crate::write_json(
+            path,
+            &serde_json::json!({
+                "simulated": true, "profile": profile.name, "bytes": bytes, "copy": copy, "cells": rows,
+            }),
+        )?;
+    }
+    Ok(())
+}
+
+/// `terrace bench migrate`: measures move_pages on this host.
+fn migrate_live(args: &MigrateArgs) -> Result<()> {
+    check_migrate_args(args)?;
+    let opts = bench_migrate::Options {
+        mib: args.mib,
+        max_threads: args.threads,
+        batches: args.batches.clone(),
+        nodes: None,
+        repeat: args.repeat,
+    };
+    let (src, dst) = bench_migrate::check(&opts)?;
+    println!(
+        "terrace bench migrate: {} MiB per cell between node {src} and node {dst}, move_pages(2) on this process",
+        args.mib
+    );
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    println!("transparent_hugepage/enabled: {}", thp.trim());
+    let mut rows: Vec<bench_migrate::CellResult> = Vec::new();
+    println!();
+    migrate_header(&src.to_string(), &dst.to_string());
+    let mut notes: Vec<String> = Vec::new();
+    let report = bench_migrate::run(&opts, &mut |r| {
+        rows.push(r.clone());
+        if rows.len() < OPS.len() {
+            return;
+        }
+        // A whole row: print it as soon as it is measured (the grid takes a while).
+        let row = std::mem::take(&mut rows);
+        let c = row[0].cell;
+        let cols: Vec<String> = OPS
+            .iter()
+            .map(|(_, op)| {
+                let r = row.iter().find(|r| r.cell.op == *op).expect("every op in a row");
+                match &r.outcome {
+                    bench_migrate::Outcome::Measured { gb_s, ratio_to_memcpy, .. } => {
+                        figure(*gb_s, *ratio_to_memcpy)
+                    }
+                    bench_migrate::Outcome::NoThp { reason } => {
+                        if !notes.contains(reason) {
+                            notes.push(reason.clone());
+                        }
+                        format!("{:<20}", "no THP")
+                    }
+                    bench_migrate::Outcome::Failed { reason } => {
+                        notes.push(format!(
+                            "{}, {} threads, batch {}, {:?}: {reason}",
+                            c.page, c.threads, c.batch_pages, op
+                        ));
+                        format!("{:<20}", "failed")
+                    }
+                }
+            })
+            .collect();
+        println!("{:<5} {:>7} {:>6}   {}", c.page.to_string(), c.threads, c.batch_pages, cols.join("   "));
+    })?;
+    println!();
+    for t in 1..=args.threads {
+        println!(
+            "memcpy   {t} thread{}: {src}->{dst} {:.3} GB/s, {dst}->{src} {:.3} GB/s",
+            if t == 1 { " " } else { "s" },
+            report.memcpy_gb_s(t, src, dst).unwrap_or(f64::NAN),
+            report.memcpy_gb_s(t, dst, src).unwrap_or(f64::NAN)
+        );
+    }
+    println!(
+        "Each figure is the best of {} runs; ratios are to memcpy with as many threads in the same direction (both, for exchange).",
+        report.repeat
+    );
+    for n in &notes {
+        println!("note: {n}");
+    }
+    if let Some(path) = &args.json {
+        crate::write_json(path, &report)?;
+    }
+    let failed =
+        report.cells.iter().filter(|c| matches!(c.outcome, bench_migrate::Outcome::Failed { .. })).count();
+    if failed > 0 {
+        anyhow::bail!("{failed} cells failed (see the notes above)");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(simulated: bool, json: Option<std::path::PathBuf>) -> MigrateArgs {
+        MigrateArgs { simulated, profile: None, mib: 8, threads: 2, batches: vec![64, 512], repeat: 1, json }
+    }
+
+    /// The development and CI hosts have one NUMA node: the live benchmark says so and where to go.
+    #[test]
+    fn live_migrate_bench_refuses_a_single_node_host() {
+        if bench_migrate::memory_nodes().map(|n| n.len() >= 2).unwrap_or(false) {
+            return;
+        }
+        let e = format!("{:#}", migrate_live(&args(false, None)).unwrap_err());
+        assert!(
+            e.contains("needs two NUMA nodes") && e.contains("tests/vm") && e.contains("--simulated"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn simulated_migrate_bench_writes_every_cell() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grid.json");
+        migrate_simulated(&args(true, Some(path.clone()))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2 * 2 * 2 * 3);
+        assert!(cells.iter().all(|c| c["gb_s"].as_f64().unwrap() > 0.0));
+        assert_eq!(v["copy"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn odd_sizes_are_refused() {
+        let mut a = args(true, None);
+        a.mib = 6;
+        assert!(migrate_simulated(&a).unwrap_err().to_string().contains("multiple of 4"));
+    }
 }

@@ -1,9 +1,17 @@
 //! `terrace daemon`, `terrace bind`, `terrace unbind`: a long-running manager of several
 //! processes, and the commands that hand processes to it over its Unix socket.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
+use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
+use terrace_linux::config::Config;
+use terrace_linux::control::{self, Reply, Request};
+use terrace_linux::daemon::{install_signal_handlers, Daemon};
+
+/// Longest `bind` and `unbind` wait for the daemon's answer (a bind scans the whole process first).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(150);
 
 #[derive(Args, Debug)]
 pub struct DaemonArgs {
@@ -15,23 +23,82 @@ pub struct DaemonArgs {
 #[derive(Args, Debug)]
 pub struct BindArgs {
     /// Process to manage (bind) or to stop managing (unbind).
-    pub pid: i32,
+    #[arg(required_unless_present = "raw")]
+    pub pid: Option<i32>,
     /// Policy for this process (bind only; default: the daemon's).
     #[arg(long, short)]
     pub policy: Option<String>,
-    /// The daemon's socket (default: from the config, else /run/terrace.sock).
+    /// The daemon's socket (default: from --config, else /run/terrace.sock).
     #[arg(long)]
     pub socket: Option<PathBuf>,
+    /// The daemon's configuration file, to find its socket.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Send LINE to the daemon as it is (`-`: read it from stdin) and print its raw reply; for
+    /// testing the protocol.
+    #[arg(long, value_name = "LINE", hide = true, conflicts_with_all = ["pid", "policy"])]
+    pub raw: Option<String>,
 }
 
-pub fn daemon(_args: DaemonArgs) -> Result<()> {
-    bail!("the daemon is not built yet")
+pub fn daemon(args: DaemonArgs) -> Result<()> {
+    let config = match &args.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    let shutdown = install_signal_handlers().context("cannot install signal handlers")?;
+    let build = Box::new(|name: &str| terrace_policy::build(name).map_err(|e| e.to_string()));
+    let daemon = Daemon::start(config, build)?;
+    daemon.serve(shutdown);
+    Ok(())
 }
 
-pub fn bind(_args: BindArgs) -> Result<()> {
-    bail!("the daemon is not built yet")
+pub fn bind(args: BindArgs) -> Result<()> {
+    let pid = args.pid;
+    let policy = args.policy.clone();
+    request(args, |pid| Request::Bind { pid, policy }, pid)
 }
 
-pub fn unbind(_args: BindArgs) -> Result<()> {
-    bail!("the daemon is not built yet")
+pub fn unbind(args: BindArgs) -> Result<()> {
+    if args.policy.is_some() {
+        bail!("unbind takes no --policy (the process keeps its pages where they are)");
+    }
+    let pid = args.pid;
+    request(args, |pid| Request::Unbind { pid }, pid)
+}
+
+/// Sends one request (or the raw line) and prints the answer: the daemon's message on success,
+/// its error (as this command's error) otherwise.
+fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) -> Result<()> {
+    let socket = match (&args.socket, &args.config) {
+        (Some(s), _) => s.clone(),
+        (None, Some(c)) => Config::load(c)?.daemon.socket,
+        (None, None) => Config::default().daemon.socket,
+    };
+    if let Some(raw) = &args.raw {
+        let mut bytes = Vec::new();
+        if raw == "-" {
+            std::io::stdin().read_to_end(&mut bytes).context("cannot read the request from stdin")?;
+        } else {
+            bytes.extend_from_slice(raw.as_bytes());
+            bytes.push(b'\n');
+        }
+        let line = control::call(&socket, &bytes, REPLY_TIMEOUT)?;
+        println!("{line}");
+        return match serde_json::from_str::<Reply>(&line) {
+            Ok(r) if r.ok => Ok(()),
+            Ok(r) => bail!("{}", r.text()),
+            Err(e) => bail!("the daemon's reply is not a reply: {e}"),
+        };
+    }
+    let pid = pid.expect("clap requires a pid without --raw");
+    let mut line = make(pid).to_line();
+    line.push('\n');
+    let reply = control::call(&socket, line.as_bytes(), REPLY_TIMEOUT)?;
+    let reply: Reply = serde_json::from_str(&reply)
+        .with_context(|| format!("the daemon at {} answered something else: {reply}", socket.display()))?;
+    if !reply.ok {
+        bail!("{}", reply.text());
+    }
+    println!("{}", reply.text());
+    Ok(())
 }

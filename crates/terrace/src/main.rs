@@ -118,6 +118,7 @@ fn main() -> ExitCode {
     // Logs (one line per migration batch on the live machine) go to stderr; RUST_LOG overrides.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

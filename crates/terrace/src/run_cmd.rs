@@ -1,13 +1,12 @@
 //! `terrace run`: start a program and manage its memory with a policy on the live machine.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use terrace_linux::config::Config;
 use terrace_linux::machine::{check_requirements, LiveMachine, Target};
 use terrace_linux::numa_sys;
-use terrace_linux::topology::{ClassifiedBy, LiveTier, Topology};
 use terrace_model::{InitialPlacement, MachineInfo, PageSize};
 
 #[derive(Args, Debug)]
@@ -26,28 +25,13 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// The host's tiers, fastest first, as the config and the topology say.
-pub fn live_tiers(config: &Config) -> Result<Vec<LiveTier>> {
-    let topo = Topology::read(Path::new("/sys"), Path::new("/proc"))
-        .context("cannot read this host's NUMA topology")?;
-    let class = topo.classify(&config.tiers);
-    let tiers = topo.model_tiers(&class);
-    if class.by == ClassifiedBy::SingleNode || tiers.len() < 2 {
-        bail!(
-            "this host has a single memory tier, so there is nothing to place; `terrace doctor` explains, \
-             and `terrace sim` runs any policy on a simulated machine"
-        );
-    }
-    Ok(tiers)
-}
-
 pub fn run(args: RunArgs) -> Result<()> {
     let config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
     let mut policy = terrace_policy::build(&args.policy)?;
-    let tiers = live_tiers(&config)?;
+    let tiers = terrace_linux::daemon::live_tiers(&config)?;
     let provisional = MachineInfo {
         name: "live".into(),
         tiers: tiers.iter().map(|t| t.tier.clone()).collect(),

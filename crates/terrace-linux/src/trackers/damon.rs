@@ -39,13 +39,19 @@ pub enum DamonError {
 }
 
 fn write(path: &Path, value: &str) -> Result<(), DamonError> {
-    fs::write(path, value).map_err(|source| DamonError::Io { what: "write", path: path.display().to_string(), source })
+    fs::write(path, value).map_err(|source| DamonError::Io {
+        what: "write",
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 fn read(path: &Path) -> Result<String, DamonError> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|source| DamonError::Io { what: "read", path: path.display().to_string(), source })
+    fs::read_to_string(path).map(|s| s.trim().to_string()).map_err(|source| DamonError::Io {
+        what: "read",
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 fn read_u64(path: &Path) -> Result<u64, DamonError> {
@@ -82,7 +88,10 @@ impl DamonTracker {
         }
         write(&admin.join("nr_kdamonds"), "1")?;
         let kd = admin.join("0");
-        let tracker = DamonTracker { kdamond: kd.clone(), samples_per_aggregation: (aggr_us / sample_us.max(1)) as u32 };
+        let tracker = DamonTracker {
+            kdamond: kd.clone(),
+            samples_per_aggregation: (aggr_us / sample_us.max(1)) as u32,
+        };
         let ctx = kd.join("contexts/0");
         write(&kd.join("contexts/nr_contexts"), "1")?;
         write(&ctx.join("operations"), "vaddr")?;
@@ -112,8 +121,11 @@ impl DamonTracker {
         write(&self.kdamond.join("state"), "update_schemes_tried_regions")?;
         let dir = self.kdamond.join("contexts/0/schemes/0/tried_regions");
         let mut out = Vec::new();
-        let entries = fs::read_dir(&dir)
-            .map_err(|source| DamonError::Io { what: "list", path: dir.display().to_string(), source })?;
+        let entries = fs::read_dir(&dir).map_err(|source| DamonError::Io {
+            what: "list",
+            path: dir.display().to_string(),
+            source,
+        })?;
         for e in entries.flatten() {
             let p = e.path();
             if !p.is_dir() {
@@ -146,7 +158,12 @@ impl Drop for DamonTracker {
 
 /// Marks, in `bits`, every indexed page of an accessed region with `flag`. `runs` are the page
 /// index's runs: (first index, first virtual page number, pages).
-pub fn mark_accessed(regions: &[Region], runs: impl Iterator<Item = (u32, u64, u64)>, bits: &mut [u8], flag: u8) {
+pub fn mark_accessed(
+    regions: &[Region],
+    runs: impl Iterator<Item = (u32, u64, u64)>,
+    bits: &mut [u8],
+    flag: u8,
+) {
     let hot: Vec<&Region> = regions.iter().filter(|r| r.nr_accesses > 0).collect();
     for (first, vpn, pages) in runs {
         let (lo, hi) = (vpn << 12, (vpn + pages) << 12);

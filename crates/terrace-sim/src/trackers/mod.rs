@@ -2,5 +2,6 @@
 //! Each records during replay and charges its cost when observed.
 
 pub mod future;
+pub mod hint_faults;
 pub mod page_bits;
 pub mod sampling;

@@ -1,0 +1,479 @@
+//! `kernel-tiering`: the Linux kernel's own memory tiering, the baseline "autonuma" of Ambix
+//! (notes/ambix.md §4: Huang Ying's tiering-0.4 patch on v5.5) and the mechanism TPP builds on
+//! (shared/reference/anchors.md). docs/policies.md, "kernel-tiering", maps every rule to its source.
+//!
+//! - **Promotion** (NUMA balancing in memory-tiering mode, `numa_balancing = 2`): periodic scans
+//!   make pages fault on their next access (the `HintFaults` tracker, at the kernel's minimum
+//!   scan period). A slow-tier page whose hint fault comes less than the hot threshold after the
+//!   scan is promoted (`numa_hint_fault_latency` < `numa_balancing_hot_threshold_ms`); the
+//!   threshold is doubled for write faults, as in the tiering-0.4 patch Ambix compares with.
+//! - **Rate limit**: at most `numa_balancing_promote_rate_limit_MBps` of promotions per second
+//!   (`numa_promotion_rate_limit`: once a one-second window has seen that many, promotion stops
+//!   until the next window).
+//! - **Demotion** (kswapd reclaim with `demotion_enabled`): when the fast tier's free pages fall
+//!   below its low watermark, or a promotion finds no room above the high watermark, kswapd
+//!   demotes the least recently used fast pages until the free pages reach the high watermark
+//!   plus TPP's demotion headroom, with room for the promotions. kswapd is one thread: while its
+//!   last batch is still being moved it starts no other, and promotions that find no room fail
+//!   (the page stays slow until a later scan's fault).
+//!   Recency is "least recently faulted": the time of a page's last hint fault, or of its arrival
+//!   in the fast tier (first touch or promotion) if it has not faulted since (the kernel ages its
+//!   LRU lists with page-table accessed bits; hint faults carry the same information at scan
+//!   granularity).
+//!
+//! On the live machine this policy should drive the kernel's own mechanism (numa_balancing = 2,
+//! demotion_enabled, memory.reclaim) and report /proc/vmstat; that is still to come, and the live
+//! machine refuses it, naming the missing hint-fault tracker.
+
+use terrace_model::{
+    AccessKind, Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy,
+    Requirements, TierId, TrackerKind, TrackerRequest,
+};
+
+pub const NAME: &str = "kernel-tiering";
+pub const SUMMARY: &str = "Linux's own tiering (numa_balancing=2): promote on hint faults soon after the \
+                           scan, rate-limited; demote least recently used pages below the watermark";
+
+/// `numa_balancing_scan_period_min_ms` default: the whole address space is scanned at most once
+/// per second (and at most 2560 MB/s, which the tracker applies).
+pub const SCAN_PERIOD_MIN_MS: u32 = 1000;
+/// `numa_balancing_hot_threshold_ms` default, in ns of real time: a read fault less than this
+/// after the scan marks the page hot.
+pub const HOT_THRESHOLD_NS: u64 = 1_000_000_000;
+/// The tiering-0.4 patch doubles the threshold for write faults (notes/ambix.md §4).
+pub const WRITE_THRESHOLD_FACTOR: u64 = 2;
+/// `numa_balancing_promote_rate_limit_MBps` default, MiB/s (the kernel's MB are 2^20 bytes). At
+/// 64 GiB/s it limits nothing in practice, as the kernel intends by default.
+pub const PROMOTE_RATE_LIMIT_MB_S: f64 = 65536.0;
+/// The kernel's rate-limit window: one second of real time.
+pub const RATE_WINDOW_NS: u64 = 1_000_000_000;
+/// Decision period, real time. The kernel decides at each fault; the model decides every 10 ms
+/// (memtierd's mover interval and HeMem's policy period), short against the 1000 ms threshold.
+pub const TICK_NS: u64 = 10_000_000;
+/// kswapd's watermark step: `watermark_scale_factor` default 10, in ten-thousandths of the
+/// node's memory. The low watermark is one step of free pages, the high watermark two (min,
+/// the node's share of min_free_kbytes, is well under a step on the seeds' machines and taken
+/// as 0).
+pub const WATERMARK_STEP: f64 = 10.0 / 10_000.0;
+
+/// Free pages kswapd demotes to beyond the high watermark, as a share of the fast tier: TPP's
+/// `demote_scale_factor` default of 2% (TPP, ASPLOS'23: demotion runs ahead of allocation and
+/// promotion so that they find room). Upstream Linux keeps a smaller promotion headroom; at a
+/// scaled run's sizes it would make kswapd's batches a handful of pages (docs/policies.md).
+pub const DEMOTE_HEADROOM: f64 = 0.02;
+
+/// The fast tier's watermarks in free pages, for a tier of `capacity` pages: low (kswapd wakes
+/// below it), high (promotions need room above it) and the demotion target (kswapd stops there).
+pub fn watermarks(capacity: u64) -> (u64, u64, u64) {
+    let step = (capacity as f64 * WATERMARK_STEP).ceil() as u64;
+    let headroom = (capacity as f64 * DEMOTE_HEADROOM).ceil() as u64;
+    (step, 2 * step, 2 * step + headroom)
+}
+
+pub struct KernelTiering {
+    /// Promotion rate limit, MiB/s.
+    rate_limit_mb_s: f64,
+    /// Scaled to the run (`start`).
+    hot_threshold_ns: u64,
+    window_ns: u64,
+    /// Pages the rate limit allows per window.
+    window_budget: u64,
+    /// Start of the current rate-limit window; `None` before the first tick.
+    window_start_ns: Option<u64>,
+    promoted_in_window: u64,
+    /// Machine time each page was last known to be used, ns (0: not seen yet).
+    last_use: Vec<u64>,
+    /// Placed pages already given a `last_use`.
+    seen_placed: u64,
+    candidates: Vec<PageIdx>,
+    lru: Vec<(u64, PageIdx)>,
+    /// Machine time of the last tick, ns, the demotions its plan holds, and until when kswapd is
+    /// busy with the demotions handed to it.
+    last_tick_ns: u64,
+    last_demotions: u64,
+    busy_until_ns: u64,
+}
+
+impl Default for KernelTiering {
+    fn default() -> Self {
+        KernelTiering::with_rate_limit(PROMOTE_RATE_LIMIT_MB_S)
+    }
+}
+
+impl KernelTiering {
+    /// Kernel tiering with another `numa_balancing_promote_rate_limit_MBps`.
+    pub fn with_rate_limit(mb_s: f64) -> Self {
+        KernelTiering {
+            rate_limit_mb_s: mb_s,
+            hot_threshold_ns: HOT_THRESHOLD_NS,
+            window_ns: RATE_WINDOW_NS,
+            window_budget: u64::MAX,
+            window_start_ns: None,
+            promoted_in_window: 0,
+            last_use: Vec::new(),
+            seen_placed: 0,
+            candidates: Vec::new(),
+            lru: Vec::new(),
+            last_tick_ns: 0,
+            last_demotions: 0,
+            busy_until_ns: 0,
+        }
+    }
+
+    fn threshold_ns(&self, kind: AccessKind) -> u64 {
+        match kind {
+            AccessKind::Read => self.hot_threshold_ns,
+            AccessKind::Write => self.hot_threshold_ns * WRITE_THRESHOLD_FACTOR,
+        }
+    }
+
+    /// Promotions the rate limit still allows at `now`.
+    fn rate_budget(&mut self, now: u64) -> u64 {
+        match self.window_start_ns {
+            Some(start) if now.saturating_sub(start) < self.window_ns => {}
+            _ => {
+                self.window_start_ns = Some(now);
+                self.promoted_in_window = 0;
+            }
+        }
+        self.window_budget.saturating_sub(self.promoted_in_window)
+    }
+}
+
+impl Policy for KernelTiering {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest { kind: TrackerKind::HintFaults, period: SCAN_PERIOD_MIN_MS }],
+            tick_ns: Some(TICK_NS),
+            page_size: PageSize::Base4K,
+            ..Requirements::default()
+        }
+    }
+
+    fn start(&mut self, m: &MachineInfo) {
+        let scale = if m.scale > 0.0 { m.scale } else { 1.0 };
+        self.hot_threshold_ns = ((HOT_THRESHOLD_NS as f64 / scale).round() as u64).max(1);
+        self.window_ns = ((RATE_WINDOW_NS as f64 / scale).round() as u64).max(1);
+        // Bytes per second are the same at every scale (footprint and time shrink together), so
+        // a window 1/scale as long holds 1/scale of the pages.
+        let bytes = self.rate_limit_mb_s * (1u64 << 20) as f64 * (RATE_WINDOW_NS as f64 * 1e-9) / scale;
+        self.window_budget = (bytes / m.page_size.bytes() as f64).floor() as u64;
+    }
+
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let now = obs.now_ns.max(1);
+        self.last_tick_ns = now;
+        self.last_demotions = 0;
+        self.last_use.resize(obs.placement.len(), 0);
+        // Hint faults: every faulting page was just used; a slow page faulting soon enough after
+        // its scan is a promotion candidate (once, however many times it faulted).
+        self.candidates.clear();
+        for f in obs.hint_faults {
+            let Some(last) = self.last_use.get_mut(f.page as usize) else { continue };
+            let again = *last == now;
+            *last = now;
+            if !again
+                && obs.placement[f.page as usize] == TierId::SLOW
+                && f.latency_ns < self.threshold_ns(f.kind)
+            {
+                self.candidates.push(f.page);
+            }
+        }
+        // Pages placed since the last tick arrive at the head of the LRU.
+        let placed: u64 = obs.tiers.iter().map(|t| t.used_pages).sum();
+        if placed != self.seen_placed {
+            for (last, tier) in self.last_use.iter_mut().zip(obs.placement) {
+                if *last == 0 && tier.is_placed() {
+                    *last = now;
+                }
+            }
+            self.seen_placed = placed;
+        }
+        let budget = self.rate_budget(now);
+        self.candidates.truncate(budget.min(usize::MAX as u64) as usize);
+
+        let mut plan = Plan {
+            options: MoveOptions::default(),
+            reason: "kernel tiering: hint fault within the hot threshold up, least recently used down".into(),
+            ..Plan::none()
+        };
+        let fast = obs.tiers.first().copied().unwrap_or_default();
+        let mut promote = self.candidates.len() as u64;
+        if let Some(capacity) = fast.capacity_pages {
+            let free = fast.free_pages();
+            let (low, high, target) = watermarks(capacity);
+            // kswapd wakes below the low watermark, or when a promotion finds no room above the
+            // high one, unless it is still busy with its last batch; it demotes until the free
+            // pages reach its target with the promotions in.
+            let wake = free < low || (promote > 0 && free < promote + high);
+            let idle = now >= self.busy_until_ns;
+            let want = if wake && idle { (promote + target).saturating_sub(free) } else { 0 };
+            let mut demoted = 0;
+            if want > 0 {
+                self.lru.clear();
+                self.lru.extend(
+                    obs.placement
+                        .iter()
+                        .zip(&self.last_use)
+                        .enumerate()
+                        .filter(|(_, (t, _))| **t == TierId::FAST)
+                        .map(|(i, (_, &last))| (last, i as PageIdx)),
+                );
+                let k = (want as usize).min(self.lru.len());
+                if k < self.lru.len() {
+                    self.lru.select_nth_unstable(k);
+                }
+                let victims = &mut self.lru[..k];
+                victims.sort_unstable();
+                plan.moves.extend(victims.iter().map(|&(_, page)| Move { page, to: TierId::SLOW }));
+                demoted = k as u64;
+                self.last_demotions = demoted;
+            }
+            // Promotions only into room above the high watermark.
+            promote = promote.min((free + demoted).saturating_sub(high));
+        }
+        for &page in &self.candidates[..promote as usize] {
+            plan.moves.push(Move { page, to: TierId::FAST });
+            self.last_use[page as usize] = now;
+        }
+        self.promoted_in_window += promote;
+        plan
+    }
+
+    fn applied(&mut self, applied: &Applied) {
+        // kswapd works through its batches one after another; promotions are the faulting
+        // threads' work, so only the demotions' share of the mover's time keeps kswapd busy.
+        if applied.pages_moved > 0 && self.last_demotions > 0 {
+            let share = self.last_demotions.min(applied.pages_moved) as f64 / applied.pages_moved as f64;
+            let busy = (applied.time_ns as f64 * share) as u64;
+            self.busy_until_ns = self.busy_until_ns.max(self.last_tick_ns) + busy;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::{HintFault, TierStatus};
+
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+
+    fn info(scale: f64) -> MachineInfo {
+        MachineInfo {
+            name: "test".into(),
+            tiers: vec![],
+            page_size: PageSize::Base4K,
+            pages: 0,
+            threads: 1,
+            scale,
+        }
+    }
+
+    fn tick(p: &mut KernelTiering, now: u64, placement: &[TierId], faults: &[HintFault], cap: u64) -> Plan {
+        let used = placement.iter().filter(|t| **t == F).count() as u64;
+        let slow = placement.iter().filter(|t| **t == S).count() as u64;
+        let tiers = [
+            TierStatus { used_pages: used, capacity_pages: Some(cap), ..Default::default() },
+            TierStatus { used_pages: slow, ..Default::default() },
+        ];
+        let obs = Observations {
+            now_ns: now,
+            previous_ns: 0,
+            placement,
+            tiers: &tiers,
+            page_bits: None,
+            samples: &[],
+            future: None,
+            hint_faults: faults,
+        };
+        p.tick(&obs)
+    }
+
+    fn fault(page: PageIdx, kind: AccessKind, latency_ns: u64) -> HintFault {
+        HintFault { page, kind, latency_ns }
+    }
+
+    fn started(rate: f64) -> KernelTiering {
+        let mut p = KernelTiering::with_rate_limit(rate);
+        p.start(&info(1.0));
+        p
+    }
+
+    fn promoted(plan: &Plan) -> Vec<PageIdx> {
+        plan.moves.iter().filter(|m| m.to == F).map(|m| m.page).collect()
+    }
+
+    fn demoted(plan: &Plan) -> Vec<PageIdx> {
+        plan.moves.iter().filter(|m| m.to == S).map(|m| m.page).collect()
+    }
+
+    #[test]
+    fn write_faults_get_twice_the_threshold() {
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let late = HOT_THRESHOLD_NS + 1;
+        let plan = tick(
+            &mut p,
+            1,
+            &[S, S, S],
+            &[fault(0, AccessKind::Read, late), fault(1, AccessKind::Write, late)],
+            100,
+        );
+        assert_eq!(promoted(&plan), vec![1]);
+        let plan = tick(&mut p, 2, &[S, F, S], &[fault(2, AccessKind::Write, 2 * HOT_THRESHOLD_NS)], 100);
+        assert!(plan.is_empty(), "a write fault at twice the threshold is not hot");
+    }
+
+    #[test]
+    fn a_fault_after_the_threshold_does_not_promote() {
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let plan = tick(&mut p, 1, &[S, S], &[fault(0, AccessKind::Read, HOT_THRESHOLD_NS - 1)], 100);
+        assert_eq!(promoted(&plan), vec![0]);
+        let plan = tick(&mut p, 2, &[F, S], &[fault(1, AccessKind::Read, HOT_THRESHOLD_NS)], 100);
+        assert!(plan.is_empty());
+    }
+
+    #[test]
+    fn the_threshold_scales_with_the_run() {
+        let mut p = KernelTiering::default();
+        p.start(&info(1000.0));
+        let t = HOT_THRESHOLD_NS / 1000;
+        assert!(promoted(&tick(&mut p, 1, &[S], &[fault(0, AccessKind::Read, t - 1)], 10)) == vec![0]);
+        assert!(tick(&mut p, 2, &[S, S], &[fault(1, AccessKind::Read, t)], 10).is_empty());
+    }
+
+    #[test]
+    fn kernel_tiering_never_promotes_faster_than_its_rate_limit() {
+        // 1 MiB/s of 4 KiB pages: 256 pages per one-second window.
+        let mut p = started(1.0);
+        let pages = 5000usize;
+        let mut placement = vec![S; pages];
+        let mut promoted_at: Vec<u64> = Vec::new();
+        let tick_ns = 50_000_000;
+        let mut next = 0;
+        for t in 1..=80u64 {
+            let now = t * tick_ns;
+            // 100 hot faults every tick: 2000 a second, far above the limit.
+            let faults: Vec<HintFault> =
+                (0..100).map(|i| fault(((next + i) % pages) as PageIdx, AccessKind::Read, 1)).collect();
+            next += 100;
+            let plan = tick(&mut p, now, &placement, &faults, pages as u64);
+            for m in &plan.moves {
+                placement[m.page as usize] = m.to;
+                if m.to == F {
+                    promoted_at.push(now);
+                }
+            }
+        }
+        let per_window = 256;
+        // Within any second, never more than the limit's pages (the kernel's windows restart at
+        // the first candidate after a second has passed, so any span of one second meets at most
+        // two windows, and each window at most its budget).
+        for (i, &t) in promoted_at.iter().enumerate() {
+            let in_window = promoted_at[i..].iter().take_while(|&&u| u < t + RATE_WINDOW_NS).count();
+            assert!(in_window <= 2 * per_window, "{in_window} promotions in one second");
+        }
+        // And from the first promotion to the last, no more than the windows that span allows.
+        let span = promoted_at[promoted_at.len() - 1] - promoted_at[0];
+        let windows = (span / RATE_WINDOW_NS + 1) as usize;
+        assert!(promoted_at.len() <= windows * per_window, "{} promotions", promoted_at.len());
+        assert!(promoted_at.len() >= 3 * per_window, "the limit is reached, not undershot");
+        // Windows: no window of the kernel's kind holds more than its budget.
+        let mut start = promoted_at[0];
+        let mut n = 0;
+        for &t in &promoted_at {
+            if t - start >= RATE_WINDOW_NS {
+                start = t;
+                n = 0;
+            }
+            n += 1;
+            assert!(n <= per_window);
+        }
+    }
+
+    #[test]
+    fn demotion_picks_the_least_recently_used_fast_pages_only_above_the_watermark() {
+        // 1000 fast pages: watermarks of 1 and 2 free pages, demotion to 22.
+        assert_eq!(watermarks(1000), (1, 2, 22));
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let mut placement = vec![F; 1000];
+        placement.extend([S; 10]);
+        placement[999] = S; // 999 fast pages: 1 free, at the low watermark.
+        assert!(tick(&mut p, 10, &placement, &[], 1000).is_empty(), "no demotion at the watermark");
+        // Pages 5, 3 and 7 are used later than the rest; page 999 fills the fast tier.
+        let used =
+            [fault(5, AccessKind::Read, 1), fault(3, AccessKind::Read, 1), fault(7, AccessKind::Write, 1)];
+        assert!(tick(&mut p, 20, &placement, &used, 1000).is_empty());
+        placement[999] = F;
+        let plan = tick(&mut p, 30, &placement, &[], 1000);
+        // Below the low watermark: demote to 22 free, least recently used first: pages 0..999
+        // share a last use (ties go to the lower index), 3, 5, 7 are younger.
+        let want: Vec<PageIdx> = (0..25).filter(|p| ![3, 5, 7].contains(p)).collect();
+        assert_eq!(demoted(&plan), want);
+        assert!(promoted(&plan).is_empty());
+    }
+
+    #[test]
+    fn a_promotion_into_a_full_fast_tier_demotes_first() {
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let mut placement = vec![F; 10];
+        placement.extend([S; 2]);
+        // Capacity 12: watermarks 1, 2 and 3; 2 free, no room above the high watermark.
+        assert_eq!(watermarks(12), (1, 2, 3));
+        tick(&mut p, 1, &placement, &[fault(4, AccessKind::Read, 1)], 12);
+        let plan =
+            tick(&mut p, 2, &placement, &[fault(11, AccessKind::Read, 1), fault(2, AccessKind::Read, 1)], 12);
+        assert_eq!(
+            plan.moves,
+            vec![Move { page: 0, to: S }, Move { page: 1, to: S }, Move { page: 11, to: F }]
+        );
+    }
+
+    #[test]
+    fn while_kswapd_is_busy_promotions_without_room_fail() {
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let mut placement = vec![F; 1000];
+        placement.extend([S; 100]);
+        let hot: Vec<HintFault> = (1000..1030).map(|pg| fault(pg, AccessKind::Read, 1)).collect();
+        // Full: kswapd demotes 22 + 30 pages and the 30 go up.
+        let plan = tick(&mut p, 10, &placement, &hot[..], 1000);
+        assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (52, 30));
+        p.applied(&Applied { pages_moved: 82, time_ns: 1640, ..Default::default() });
+        for m in &plan.moves {
+            placement[m.page as usize] = m.to;
+        }
+        // 20 free above the high watermark; 30 more hot pages while kswapd is still moving:
+        // 20 go up, 10 fail, nothing is demoted.
+        let more: Vec<HintFault> = (1030..1060).map(|pg| fault(pg, AccessKind::Read, 1)).collect();
+        let plan = tick(&mut p, 500, &placement, &more, 1000);
+        assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (0, 20));
+        for m in &plan.moves {
+            placement[m.page as usize] = m.to;
+        }
+        // Once it is done, kswapd makes room again.
+        let plan = tick(&mut p, 2000, &placement, &more[20..], 1000);
+        assert!(!demoted(&plan).is_empty());
+    }
+
+    #[test]
+    fn an_unbounded_fast_tier_takes_every_hot_page() {
+        let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
+        let tiers = [TierStatus::default(), TierStatus::default()];
+        let faults = [fault(0, AccessKind::Read, 1), fault(1, AccessKind::Read, 1)];
+        let obs = Observations {
+            now_ns: 1,
+            previous_ns: 0,
+            placement: &[S, S],
+            tiers: &tiers,
+            page_bits: None,
+            samples: &[],
+            future: None,
+            hint_faults: &faults,
+        };
+        assert_eq!(promoted(&p.tick(&obs)), vec![0, 1]);
+    }
+}
