@@ -31,3 +31,30 @@ in_list() {
 as_user() { su -s /bin/sh "$1" -c "$2"; }
 # Turn the kernel's own NUMA balancing off, so that any page that moves was moved by Terrace.
 kernel_balancing_off() { echo 0 >/proc/sys/kernel/numa_balancing || fail "cannot turn NUMA balancing off"; }
+
+# The daemon cases' common start: a config with the socket, the metrics endpoint and POLICY
+# (default age), the daemon in the background appending to /tmp/daemon.log, waited for until it
+# answers. Sets $sock and $dpid; may be called again to start a new daemon. On exit the daemon's
+# log joins the report and everything the case started ($dpid $hpid $rpid $apid $prog) is
+# stopped. The guest's loopback, where the metrics endpoint listens, is brought up first.
+start_daemon() {
+	trap 'echo "--- daemon log"; tail -n 40 /tmp/daemon.log 2>/dev/null
+		for p in $dpid $hpid $rpid $apid $prog; do kill "$p" 2>/dev/null; done' EXIT
+	ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+	sock=/run/terrace.sock
+	cat >/tmp/terrace.toml <<CONF
+[daemon]
+socket = "$sock"
+metrics = "127.0.0.1:9464"
+dry_run = false
+policy = "${1:-age}"
+CONF
+	terrace daemon --config /tmp/terrace.toml 2>>/tmp/daemon.log &
+	dpid=$!
+	i=0
+	while ! terrace bind --raw '{"op":"list"}' >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -le 100 ] || { cat /tmp/daemon.log; fail "the daemon does not answer after 10 s"; }
+		sleep 0.1
+	done
+}

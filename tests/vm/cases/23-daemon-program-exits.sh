@@ -5,32 +5,7 @@
 # daemon logs the exit, forgets the process and keeps answering.
 . /lib/vmtest.sh
 kernel_balancing_off
-# On failure, the daemon's log is part of the report; nothing this case started outlives it.
-cleanup() {
-	echo "--- daemon log"
-	tail -n 40 /tmp/daemon.log 2>/dev/null
-	for p in $dpid $hpid $rpid $apid $prog $p; do kill "$p" 2>/dev/null; done
-}
-trap cleanup EXIT
-# The guest's loopback is down until someone brings it up (the metrics endpoint is on it).
-ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-
-sock=/run/terrace.sock
-cat >/tmp/terrace.toml <<CONF
-[daemon]
-socket = "$sock"
-metrics = "127.0.0.1:9464"
-dry_run = false
-policy = "age"
-CONF
-terrace daemon --config /tmp/terrace.toml 2>/tmp/daemon.log &
-dpid=$!
-i=0
-while [ ! -S $sock ]; do
-	i=$((i + 1))
-	[ $i -le 100 ] || { cat /tmp/daemon.log; fail "the daemon made no socket in 10 s"; }
-	sleep 0.1
-done
+start_daemon
 
 # wait_log TEXT SECONDS
 wait_log() {
