@@ -90,18 +90,24 @@ impl Default for Hemem {
     }
 }
 
+/// What HeMem asks of a machine, and HPWP after it: samples every `SAMPLE_PERIOD` accesses,
+/// 2 MiB pages, a pass every 10 ms.
+pub(crate) fn requirements() -> Requirements {
+    Requirements {
+        trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
+        page_size: PAGE_SIZE,
+        tick_ns: Some(TICK_NS),
+        ..Requirements::default()
+    }
+}
+
 impl Policy for Hemem {
     fn name(&self) -> &str {
         NAME
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
-            page_size: PAGE_SIZE,
-            tick_ns: Some(TICK_NS),
-            ..Requirements::default()
-        }
+        requirements()
     }
 
     fn start(&mut self, machine: &MachineInfo) {

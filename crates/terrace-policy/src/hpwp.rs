@@ -22,9 +22,9 @@
 //! while it is copied, so no write is lost) are the live machine's mover's job, not the
 //! policy's; the simulator's moves are atomic.
 
-use crate::hemem::{self, COOLING_THRESHOLD, PAGE_SIZE, SAMPLE_PERIOD, TICK_NS};
+use crate::hemem::{self, COOLING_THRESHOLD, PAGE_SIZE};
 use crate::sampled_heat::{Heat, HeatCounters, Promoter, Side, TierLists};
-use terrace_model::{MachineInfo, Observations, PageIdx, Plan, Policy, Requirements, TrackerRequest};
+use terrace_model::{MachineInfo, Observations, PageIdx, Plan, Policy, Requirements};
 
 pub const NAME: &str = "hpwp";
 pub const SUMMARY: &str =
@@ -89,12 +89,7 @@ impl Policy for Hpwp {
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
-            page_size: PAGE_SIZE,
-            tick_ns: Some(TICK_NS),
-            ..Requirements::default()
-        }
+        hemem::requirements()
     }
 
     fn start(&mut self, machine: &MachineInfo) {
