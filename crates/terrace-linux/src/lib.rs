@@ -11,6 +11,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod doctor;
+pub mod kernel_tiering;
 pub mod machine;
 pub mod metrics;
 pub mod migrate;

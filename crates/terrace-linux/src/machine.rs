@@ -6,6 +6,7 @@
 //! depends on Terrace: if Terrace stops, the program runs on where its pages are.
 
 use crate::config::ReferencedSource;
+use crate::kernel_tiering::{self, KernelTiering};
 use crate::migrate::{self, PageMove};
 use crate::process::{ProcessError, ProcessMemory, PAGE_BYTES, PM_PRESENT};
 use crate::topology::LiveTier;
@@ -76,6 +77,8 @@ pub struct LiveMachine {
     huge: Option<HugeView>,
     /// DAMON, for the referenced bit, where the kernel has it.
     damon: Option<DamonTracker>,
+    /// The kernel's tiering, switched on for a kernel-tiering run, and its counters at the last look.
+    kernel_tiering: Option<(KernelTiering, Vec<u64>)>,
     referenced: ReferencedSource,
     placement: Vec<TierId>,
     bits: Vec<u8>,
@@ -121,6 +124,7 @@ impl LiveMachine {
             page_bits: false,
             huge: None,
             damon: None,
+            kernel_tiering: None,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
             bits: Vec::new(),
@@ -279,6 +283,14 @@ impl Machine for LiveMachine {
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req)?;
+        if req.kernel_tiering {
+            let on = KernelTiering::enable().map_err(MachineError::Other)?;
+            tracing::info!(
+                "the kernel's own tiering carries this policy out: numa_balancing = 2 and demotion on for \
+                 the run (restored afterwards); its /proc/vmstat counters follow"
+            );
+            self.kernel_tiering = Some((on, kernel_tiering::counters()));
+        }
         if req.page_size == PageSize::Huge2M {
             self.huge = Some(HugeView::default());
             self.info.page_size = PageSize::Huge2M;
@@ -348,6 +360,19 @@ impl Machine for LiveMachine {
             Err(e) => tracing::warn!("scan of process {} failed: {e}", self.pid),
         }
         self.info.pages = self.page_count();
+        if let Some((_, last)) = self.kernel_tiering.as_mut() {
+            let now = kernel_tiering::counters();
+            if now != *last {
+                let delta: Vec<String> = kernel_tiering::COUNTERS
+                    .iter()
+                    .zip(now.iter().zip(last.iter()))
+                    .filter(|(_, (n, l))| n != l)
+                    .map(|(name, (n, l))| format!("{name} +{}", n.saturating_sub(*l)))
+                    .collect();
+                tracing::info!(target: "terrace::kernel", "kernel tiering: {}", delta.join(", "));
+                *last = now;
+            }
+        }
         self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
         self.stats.observations += 1;
         let previous = self.last_observe.as_nanos() as u64;
@@ -498,12 +523,13 @@ pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
                     hint: "only the simulator knows the future; run this policy with `terrace sim`".into(),
                 })
             }
+            // The kernel's own tiering consumes its hint faults; nothing to observe here.
+            TrackerKind::HintFaults if req.kernel_tiering => {}
             TrackerKind::HintFaults => {
                 return Err(MachineError::MissingTracker {
                     tracker: "NUMA hint faults",
-                    hint: "the kernel reports hint faults only as totals in /proc/vmstat; running \
-                           kernel-tiering live means driving the kernel's own tiering (numa_balancing = 2), \
-                           which Terrace cannot do yet: run it with `terrace sim`"
+                    hint: "the kernel reports hint faults only as totals in /proc/vmstat; only a policy \
+                           carried out by the kernel's own tiering (kernel-tiering) can use them live"
                         .into(),
                 })
             }

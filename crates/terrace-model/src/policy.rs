@@ -39,6 +39,10 @@ pub struct Requirements {
     pub initial: InitialPlacement,
     /// Period between ticks, in nanoseconds of unscaled (real) time; `None` means never tick.
     pub tick_ns: Option<u64>,
+    /// On a live machine, the kernel's own tiering carries this policy out (Linux NUMA balancing
+    /// in tiering mode plus demotion on reclaim): the machine switches it on for the run and
+    /// reports its counters, and the policy sees no per-fault observations there.
+    pub kernel_tiering: bool,
 }
 
 impl Default for Requirements {
@@ -49,6 +53,7 @@ impl Default for Requirements {
             memory_mode: MemoryMode::Flat,
             initial: InitialPlacement::FirstTouch,
             tick_ns: None,
+            kernel_tiering: false,
         }
     }
 }

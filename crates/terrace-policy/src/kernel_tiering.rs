@@ -150,6 +150,8 @@ impl Policy for KernelTiering {
             trackers: vec![TrackerRequest { kind: TrackerKind::HintFaults, period: SCAN_PERIOD_MIN_MS }],
             tick_ns: Some(TICK_NS),
             page_size: PageSize::Base4K,
+            // On a live machine the kernel's own mechanism is this policy.
+            kernel_tiering: true,
             ..Requirements::default()
         }
     }

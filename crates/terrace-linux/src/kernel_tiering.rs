@@ -1,0 +1,57 @@
+//! Driving the kernel's own memory tiering for a run: NUMA balancing in tiering mode
+//! (`kernel.numa_balancing = 2`: promotion of slow-tier pages on hint faults) and demotion on
+//! reclaim (`/sys/kernel/mm/numa/demotion_enabled`), with their counters from /proc/vmstat.
+//!
+//! These are system-wide settings: they are switched on when a run starts and put back as they
+//! were when it ends (if Terrace is killed, they stay on; `terrace doctor` shows them).
+
+use std::fs;
+
+const BALANCING: &str = "/proc/sys/kernel/numa_balancing";
+const DEMOTION: &str = "/sys/kernel/mm/numa/demotion_enabled";
+
+/// The /proc/vmstat counters of kernel tiering that Terrace reports.
+pub const COUNTERS: &[&str] =
+    &["pgpromote_success", "pgdemote_kswapd", "pgdemote_direct", "numa_hint_faults", "numa_pages_migrated"];
+
+/// The kernel's tiering, switched on; restores the previous settings when dropped.
+pub struct KernelTiering {
+    previous: Vec<(&'static str, String)>,
+}
+
+impl KernelTiering {
+    /// Switches tiering mode and demotion on, remembering what was set before.
+    pub fn enable() -> Result<Self, String> {
+        let mut previous = Vec::new();
+        for (path, value) in [(BALANCING, "2"), (DEMOTION, "1")] {
+            let before = fs::read_to_string(path).map_err(|e| {
+                format!("cannot read {path}: {e} (a kernel without NUMA balancing or demotion)")
+            })?;
+            fs::write(path, value)
+                .map_err(|e| format!("cannot write {value} to {path}: {e} (needs root)"))?;
+            previous.push((path, before.trim().to_string()));
+        }
+        Ok(KernelTiering { previous })
+    }
+}
+
+impl Drop for KernelTiering {
+    fn drop(&mut self) {
+        for (path, value) in &self.previous {
+            let _ = fs::write(path, value);
+        }
+    }
+}
+
+/// The tiering counters now, in `COUNTERS` order (0 for one the kernel does not have).
+pub fn counters() -> Vec<u64> {
+    let text = fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    COUNTERS
+        .iter()
+        .map(|name| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+                .unwrap_or(0)
+        })
+        .collect()
+}
