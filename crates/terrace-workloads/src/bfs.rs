@@ -13,9 +13,9 @@
 //! whose ids GAP permutes, so hubs are scattered over the arrays.
 
 use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
-use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
+use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
-use crate::{WorkloadError, WorkloadInfo};
+use crate::WorkloadError;
 use terrace_model::Access;
 
 /// Ambix §4: `OMP_NUM_THREADS=32`.
@@ -113,18 +113,17 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
         let traversal = Traversal::new(layout, &rmat, per_thread, Rng::new(rng.next_u64()));
         phases.push(Phase::Custom(Box::new(traversal)));
     }
-    let info = WorkloadInfo {
-        name: name.to_string(),
-        description: format!(
+    let info = seed_info(
+        name,
+        format!(
             "GAP BFS (Ambix §4): {THREADS} threads, {ITERATIONS} top-down BFS over a Kronecker graph \
-             of {n} vertices, 2 reads per write"
+         of {n} vertices, 2 reads per write"
         ),
-        footprint_bytes: footprint,
-        threads: THREADS,
-        scale: SEED_SCALE / size_scale,
-        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
-        accesses: 0,
-    };
+        footprint,
+        THREADS,
+        FAST_BYTES,
+        size_scale,
+    );
     Ok(Generator::new(info, phases))
 }
 

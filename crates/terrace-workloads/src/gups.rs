@@ -7,9 +7,9 @@
 //! per-page heat, in a run a simulator finishes in seconds.
 
 use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
-use crate::registry::{scaled_bytes, scaled_count, scaled_fast_bytes, SEED_SCALE};
+use crate::registry::{scaled_bytes, scaled_count, seed_info, SEED_SCALE};
 use crate::rng::Rng;
-use crate::{WorkloadError, WorkloadInfo};
+use crate::WorkloadError;
 use terrace_model::Access;
 
 /// HPWP §6.2: 16 threads.
@@ -56,19 +56,18 @@ pub(crate) fn build(
         writing: false,
         remaining: 2 * updates_per_thread * u64::from(THREADS),
     };
-    let info = WorkloadInfo {
-        name: name.to_string(),
-        description: format!(
+    let info = seed_info(
+        name,
+        format!(
             "GUPS (HPWP §6.2): {THREADS} threads, 8-byte read-modify-writes, 90% to a \
-             {} MiB hot set",
+         {} MiB hot set",
             hot_mib
         ),
-        footprint_bytes: footprint,
-        threads: THREADS,
-        scale: SEED_SCALE / size_scale,
-        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
-        accesses: 0,
-    };
+        footprint,
+        THREADS,
+        FAST_BYTES,
+        size_scale,
+    );
     Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gups(updates)]))
 }
 

@@ -13,9 +13,9 @@
 
 use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
 use crate::pmbench::alias_table;
-use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
+use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
-use crate::{WorkloadError, WorkloadInfo};
+use crate::WorkloadError;
 use terrace_model::Access;
 
 /// HPWP §6.3: the FlexKVS server runs 8 threads.
@@ -93,19 +93,18 @@ pub(crate) fn build(
     let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, INSTRUCTIONS)], 1, false);
     let total = ACCESSES_PER_PAGE * (footprint / 4096);
     let requests = Requests::new(layout, f64::from(set_percent) / 100.0, total, seed);
-    let info = WorkloadInfo {
-        name: name.to_string(),
-        description: format!(
+    let info = seed_info(
+        name,
+        format!(
             "FlexKVS-like key-value store (HPWP §6.3): {THREADS} threads, {} items of 4 KiB, 90% of \
-             requests to a Zipf({ZIPF_EXPONENT}) hot fifth, {set_percent}% SETs",
+         requests to a Zipf({ZIPF_EXPONENT}) hot fifth, {set_percent}% SETs",
             layout.items
         ),
-        footprint_bytes: footprint,
-        threads: THREADS,
-        scale: SEED_SCALE / size_scale,
-        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
-        accesses: 0,
-    };
+        footprint,
+        THREADS,
+        FAST_BYTES,
+        size_scale,
+    );
     Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Custom(Box::new(requests))]))
 }
 

@@ -15,9 +15,9 @@
 //! docs/workloads.md lists every pass.
 
 use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
-use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
+use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
-use crate::{WorkloadError, WorkloadInfo};
+use crate::WorkloadError;
 use terrace_model::{Access, AccessKind};
 
 /// Ambix §4: `OMP_NUM_THREADS=32`.
@@ -165,19 +165,18 @@ pub(crate) fn build(
             }
         }
     }
-    let info = WorkloadInfo {
-        name: name.to_string(),
-        description: format!(
+    let info = seed_info(
+        name,
+        format!(
             "NPB-like {} (Ambix §4): {THREADS} threads, {ITERATIONS} iterations, {}:1 reads:writes",
             kernel.describe(),
             kernel.reads_per_write()
         ),
-        footprint_bytes: footprint,
-        threads: THREADS,
-        scale: SEED_SCALE / size_scale,
-        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
-        accesses: 0,
-    };
+        footprint,
+        THREADS,
+        FAST_BYTES,
+        size_scale,
+    );
     Ok(Generator::new(info, phases))
 }
 

@@ -6,9 +6,9 @@
 //! Terrace runs the 64 GB size divided by 1024 (GB -> MB).
 
 use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
-use crate::registry::{scaled_bytes, scaled_fast_bytes, SEED_SCALE};
+use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
-use crate::{WorkloadError, WorkloadInfo};
+use crate::WorkloadError;
 use terrace_model::Access;
 
 /// Ambix §4: `OMP_NUM_THREADS=32`.
@@ -58,20 +58,19 @@ pub(crate) fn build(
         next_thread: 0,
         remaining: ACCESSES_PER_PAGE * pages,
     };
-    let info = WorkloadInfo {
-        name: name.to_string(),
-        description: format!(
+    let info = seed_info(
+        name,
+        format!(
             "pmbench (Ambix §4): {THREADS} threads, Gaussian pages with sigma {}% of the array, \
-             {}% reads",
+         {}% reads",
             sigma_share * 100.0,
             (read_share * 100.0).round()
         ),
-        footprint_bytes: footprint,
-        threads: THREADS,
-        scale: SEED_SCALE / size_scale,
-        suggested_fast_bytes: scaled_fast_bytes(FAST_BYTES, size_scale),
-        accesses: 0,
-    };
+        footprint,
+        THREADS,
+        FAST_BYTES,
+        size_scale,
+    );
     Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gaussian(gaussian)]))
 }
 

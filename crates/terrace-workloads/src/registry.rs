@@ -2,7 +2,7 @@
 
 use crate::phases::Generator;
 use crate::stream::Kernel;
-use crate::{bfs, gups, kvstore, npb, pmbench, stream, AccessSource, WorkloadError};
+use crate::{bfs, gups, kvstore, npb, pmbench, stream, AccessSource, WorkloadError, WorkloadInfo};
 use std::sync::OnceLock;
 
 /// The seeds' sizes are in GB; Terrace's default runs are in MB.
@@ -247,6 +247,28 @@ pub(crate) fn scaled_bytes(
 /// `x * size_scale`, rounded to the nearest integer.
 pub(crate) fn scaled_count(x: f64, size_scale: f64) -> u64 {
     (x * size_scale).round() as u64
+}
+
+/// The description of a workload scaled from a seed experiment: the run is `SEED_SCALE /
+/// size_scale` times smaller than the seed's, and so is its fast tier (`seed_fast_bytes` is
+/// already divided by `SEED_SCALE`); `Generator::new` fills in the access count.
+pub(crate) fn seed_info(
+    name: &str,
+    description: String,
+    footprint_bytes: u64,
+    threads: u32,
+    seed_fast_bytes: u64,
+    size_scale: f64,
+) -> WorkloadInfo {
+    WorkloadInfo {
+        name: name.to_string(),
+        description,
+        footprint_bytes,
+        threads,
+        scale: SEED_SCALE / size_scale,
+        suggested_fast_bytes: scaled_fast_bytes(seed_fast_bytes, size_scale),
+        accesses: 0,
+    }
 }
 
 /// A fast-tier capacity `bytes * size_scale`, rounded down to whole pages.
