@@ -58,3 +58,24 @@ CONF
 		sleep 0.1
 	done
 }
+
+# Reading terrace-hotcold's reports in /tmp/out ("hotcold end hot node0=N | cold node1=M ...").
+# _count SET NODE LINE: pages of SET on NODE in one report line (0 if none).
+_count() {
+	_n=$(echo "$3" | sed 's/^hotcold [^ ]* //' | tr '|' '\n' | grep "^ *$1 " | sed -n "s/.* node$2=\([0-9]*\).*/\1/p")
+	echo "${_n:-0}"
+}
+# pages_at SET NODE: pages of SET (hot, cold or read) on NODE in the end report; fails the case
+# if the program printed none.
+pages_at() {
+	_end=$(grep '^hotcold end' /tmp/out) || fail "the program printed no end report"
+	_count "$1" "$2" "$_end"
+}
+# first_report SET NODE MIN: the time ("5.0s") of the first periodic report with at least MIN
+# pages of SET on NODE, or "(never)".
+first_report() {
+	_t=$(grep '^hotcold t=' /tmp/out | while read -r _l; do
+		[ "$(_count "$1" "$2" "$_l")" -ge "$3" ] && { echo "$_l" | sed -n 's/^hotcold t=\([0-9.]*s\).*/\1/p'; break; }
+	done)
+	echo "${_t:-(never)}"
+}

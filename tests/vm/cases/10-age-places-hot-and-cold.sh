@@ -13,12 +13,11 @@ cat /tmp/out
 tail -n 20 /tmp/log
 [ $rc -eq 0 ] || fail "terrace run exited $rc"
 grep -q 'hotcold start hot node1=1024 | cold node1=4096' /tmp/out || fail "the program did not start on node 1"
-end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
-hot0=$(echo "$end" | sed -n 's/.*hot [^|]*node0=\([0-9]*\).*/\1/p')
-cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+hot0=$(pages_at hot 0)
+cold1=$(pages_at cold 1)
 [ -n "$hot0" ] && [ "$hot0" -ge 973 ] || fail "only ${hot0:-0} of 1024 hot pages on node 0"
 [ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
-first=$(sed -n 's/^hotcold t=\([0-9.]*\)s hot [^|]*node0=\([0-9]*\).*/\1 \2/p' /tmp/out | awk '$2 >= 973 { print $1 "s"; exit }')
-note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 40 s; 95% of hot pages on node0 by the ${first:-(never)} report"
+first=$(first_report hot 0 973)
+note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 40 s; 95% of hot pages on node0 by the $first report"
 grep -q 'moved' /tmp/log || fail "no batch log line"

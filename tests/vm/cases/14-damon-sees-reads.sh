@@ -14,9 +14,8 @@ cat /tmp/out
 grep -v 'moved' /tmp/log | tail -n 5
 [ $rc -eq 0 ] || fail "terrace run exited $rc"
 grep -q 'referenced from DAMON' /tmp/log || fail "DAMON was not used for the referenced bit"
-end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
-read0=$(echo "$end" | sed -n 's/.*read [^|]*node0=\([0-9]*\).*/\1/p')
-cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+read0=$(pages_at read 0)
+cold1=$(pages_at cold 1)
 [ -n "$read0" ] && [ "$read0" -ge 461 ] || fail "only ${read0:-0} of 512 read-only hot pages on node 0"
 [ -n "$cold1" ] && [ "$cold1" -ge 1536 ] || fail "only ${cold1:-0} of 2048 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"

@@ -17,9 +17,8 @@ cat /tmp/out
 grep -v 'moved' /tmp/log | tail -n 5
 grep 'moved' /tmp/log | head -n 3
 [ $rc -eq 0 ] || fail "terrace run exited $rc"
-end=$(grep '^hotcold end' /tmp/out) || fail "no end report"
-hot0=$(echo "$end" | sed -n 's/.*hot [^|]*node0=\([0-9]*\).*/\1/p')
-cold1=$(echo "$end" | sed -n 's/.*cold [^|]*node1=\([0-9]*\).*/\1/p')
+hot0=$(pages_at hot 0)
+cold1=$(pages_at cold 1)
 [ -n "$hot0" ] && [ "$hot0" -ge 973 ] || fail "only ${hot0:-0} of 1024 hot 4 KiB pages on node 0"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 note "age-2m: hot $hot0/1024 on node0; cold ${cold1:-0}/4096 on node1 at the end (known issue: cold huge pages bounce)"
