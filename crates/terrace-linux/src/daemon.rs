@@ -13,7 +13,7 @@
 
 use crate::config::{Config, ReferencedSource};
 use crate::control::{self, LineRead, ProcessEntry, Reply, Request};
-use crate::machine::{check_requirements, LiveMachine, LiveStats, Target};
+use crate::machine::{check_requirements, Attach, LiveMachine, LiveStats, Target};
 use crate::metrics::{self, ProcessMetrics};
 use crate::topology::{ClassifiedBy, LiveTier, Topology, TopologyError};
 use std::collections::HashMap;
@@ -469,7 +469,7 @@ impl Shared {
             threads: 1,
             scale: 1.0,
         };
-        check_requirements(&policy.requirements(&provisional))
+        check_requirements(&policy.requirements(&provisional), Attach::Running)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
         let identity = identity(&self.proc_root, pid).ok_or_else(|| format!("no process {pid}"))?;
 

@@ -470,78 +470,22 @@ mod live {
         }
     }
 
-    #[repr(C)]
-    struct UffdioApi {
-        api: u64,
-        features: u64,
-        ioctls: u64,
-    }
-    const UFFD_API: u64 = 0xAA;
-    const UFFD_USER_MODE_ONLY: libc::c_int = 1;
-    const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
-    /// _IOWR(0xAA, 0x3F, struct uffdio_api) in the generic ioctl encoding (x86, Arm, RISC-V).
-    pub(super) const UFFDIO_API: u64 =
-        (3 << 30) | ((std::mem::size_of::<UffdioApi>() as u64) << 16) | (0xAA << 8) | 0x3F;
-
-    /// Opens a userfaultfd, asks for write-protect faults, and closes it.
+    /// Opens a userfaultfd as the fault sampler does (kernel-mode faults included) and asks for
+    /// write-protect faults.
     pub(super) fn uffd_wp() -> TrackerCheck {
-        let open = |flags: libc::c_int| {
-            // SAFETY: userfaultfd takes only flags and returns a new descriptor or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
-            if fd < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                // SAFETY: fd is a fresh descriptor we own.
-                Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
-            }
-        };
-        let base = libc::O_CLOEXEC | libc::O_NONBLOCK;
-        // User-mode-only works unprivileged where vm.unprivileged_userfaultfd is 0 (5.11+);
-        // older kernels reject the flag, so retry without it.
-        let fd = match open(base | UFFD_USER_MODE_ONLY) {
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => open(base),
-            r => r,
-        };
-        let fail = |detail: String, enable: &str| TrackerCheck {
-            kind: TrackerKind::UffdWp,
-            available: false,
-            detail,
-            enable: Some(enable.into()),
-        };
-        let fd = match fd {
-            Ok(fd) => fd,
-            Err(e) => {
-                let enable = match e.raw_os_error() {
-                    Some(libc::EPERM) | Some(libc::EACCES) => {
-                        "run with CAP_SYS_PTRACE, or sysctl vm.unprivileged_userfaultfd=1"
-                    }
-                    _ => "use a kernel with CONFIG_USERFAULTFD=y",
-                };
-                return fail(format!("userfaultfd() failed with {}", errno_text(&e)), enable);
-            }
-        };
-        let mut api = UffdioApi { api: UFFD_API, features: UFFD_FEATURE_PAGEFAULT_FLAG_WP, ioctls: 0 };
-        use std::os::fd::AsRawFd;
-        // SAFETY: UFFDIO_API reads and writes exactly one struct uffdio_api, which `api` is.
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API as _, &mut api as *mut UffdioApi) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            return fail(
-                format!("UFFDIO_API with UFFD_FEATURE_PAGEFAULT_FLAG_WP failed with {}", errno_text(&e)),
-                "use a kernel with CONFIG_HAVE_ARCH_USERFAULTFD_WP (5.7+ on x86-64, 6.x on arm64)",
-            );
-        }
-        if api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 {
-            return fail(
-                "userfaultfd works but does not offer write-protect faults".into(),
-                "use a kernel with CONFIG_HAVE_ARCH_USERFAULTFD_WP",
-            );
-        }
-        TrackerCheck {
-            kind: TrackerKind::UffdWp,
-            available: true,
-            detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP".into(),
-            enable: None,
+        match crate::userfaultfd::probe_write_protect() {
+            Ok(()) => TrackerCheck {
+                kind: TrackerKind::UffdWp,
+                available: true,
+                detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP".into(),
+                enable: None,
+            },
+            Err(u) => TrackerCheck {
+                kind: TrackerKind::UffdWp,
+                available: false,
+                detail: u.detail,
+                enable: Some(u.enable.into()),
+            },
         }
     }
 }
@@ -666,10 +610,5 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1 << 30), "1.0 GiB");
         assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
-    }
-
-    #[test]
-    fn ioctl_number_matches_the_kernel_header() {
-        assert_eq!(live::UFFDIO_API, 0xC018_AA3F);
     }
 }

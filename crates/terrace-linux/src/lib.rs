@@ -17,5 +17,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod numa_sys;
 pub mod process;
+pub mod remote_syscall;
 pub mod topology;
 pub mod trackers;
+pub mod userfaultfd;

@@ -12,11 +12,13 @@ use crate::process::{ProcessError, ProcessMemory, PAGE_BYTES, PM_PRESENT};
 use crate::topology::LiveTier;
 use crate::trackers::damon::{self, DamonTracker};
 use crate::trackers::soft_dirty;
+use crate::trackers::write_faults::WriteFaultSampler;
+use crate::userfaultfd::Userfaultfd;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 use terrace_model::{
-    Applied, Machine, MachineError, MachineInfo, MemoryMode, Observations, PageSize, Plan, Progress,
-    Requirements, TierId, TierStatus, TrackerKind, PAGE_DIRTY, PAGE_REFERENCED,
+    AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, Observations, PageSize, Plan,
+    Progress, Requirements, Sample, TierId, TierStatus, TrackerKind, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 /// Running totals, for logs and the metrics endpoint.
@@ -29,6 +31,9 @@ pub struct LiveStats {
     pub tracking_seconds: f64,
     pub migration_seconds: f64,
     pub observations: u64,
+    /// Writes the fault sampler caught, and writes that waited for a protected copy.
+    pub write_faults: u64,
+    pub writes_held_for_copy: u64,
 }
 
 /// The process the machine manages: one it started (and can wait for) or one it was given.
@@ -77,6 +82,15 @@ pub struct LiveMachine {
     huge: Option<HugeView>,
     /// DAMON, for the referenced bit, where the kernel has it.
     damon: Option<DamonTracker>,
+    /// The fault sampler's userfaultfd of the program, until `prepare` starts the sampler on it.
+    fault_fd: Option<Userfaultfd>,
+    /// The fault sampler, when the policy asks for access sampling, and how many units it
+    /// protects per epoch.
+    faults: Option<WriteFaultSampler>,
+    fault_sample: usize,
+    samples: Vec<Sample>,
+    /// When DAMON's counts were last turned into read samples.
+    reads_at: Option<Instant>,
     /// The kernel's tiering, switched on for a kernel-tiering run, and its counters at the last look.
     kernel_tiering: Option<(KernelTiering, Vec<u64>)>,
     referenced: ReferencedSource,
@@ -124,6 +138,11 @@ impl LiveMachine {
             page_bits: false,
             huge: None,
             damon: None,
+            fault_fd: None,
+            faults: None,
+            fault_sample: 256,
+            samples: Vec::new(),
+            reads_at: None,
             kernel_tiering: None,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
@@ -143,8 +162,22 @@ impl LiveMachine {
         self.referenced = source;
     }
 
+    /// Gives the machine a userfaultfd of the program (created inside it at its start, see
+    /// [`crate::remote_syscall`]), for the fault sampler; set before driving.
+    pub fn set_fault_source(&mut self, uffd: Userfaultfd, sample_per_epoch: usize) {
+        self.fault_fd = Some(uffd);
+        self.fault_sample = sample_per_epoch.max(1);
+    }
+
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+    /// The first address of the policy's page `page` (a 4 KiB page, or a 2 MiB range).
+    pub fn page_address(&self, page: u32) -> Option<u64> {
+        match &self.huge {
+            Some(h) => h.bases.get(page as usize).copied(),
+            None => ((page as usize) < self.mem.pages()).then(|| self.mem.index().addr(page)),
+        }
     }
     pub fn stats(&self) -> &LiveStats {
         &self.stats
@@ -260,6 +293,99 @@ impl LiveMachine {
         Ok(())
     }
 
+    /// Starts DAMON on the program (a sample every 5 ms, aggregated every 100 ms: DAMON's
+    /// defaults), unless it runs already.
+    fn start_damon(&mut self) -> Result<(), String> {
+        if self.damon.is_none() {
+            self.damon = Some(DamonTracker::start(self.pid, 5_000, 100_000).map_err(|e| e.to_string())?);
+        }
+        Ok(())
+    }
+
+    /// Access sampling on the live machine: writes from the fault sampler, reads from DAMON's
+    /// per-region access counts (no PMU here offers load/store sampling; docs/live.md).
+    fn start_sampling(&mut self) -> Result<(), MachineError> {
+        let Some(fd) = self.fault_fd.take() else {
+            return Err(MachineError::MissingTracker {
+                tracker: "access sampling",
+                hint: SAMPLING_NEEDS_RUN.into(),
+            });
+        };
+        let unit = if self.huge.is_some() { 1 << HUGE_SHIFT } else { PAGE_BYTES };
+        let sampler = WriteFaultSampler::start(fd, unit).map_err(|e| MachineError::MissingTracker {
+            tracker: "access sampling",
+            hint: format!("the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"),
+        })?;
+        self.faults = Some(sampler);
+        let reads = match damon::available().then(|| self.start_damon()) {
+            Some(Ok(())) => "reads from DAMON regions' access counts".to_string(),
+            Some(Err(e)) => format!("no reads ({e})"),
+            None => "no reads (this kernel has no DAMON)".into(),
+        };
+        tracing::info!(
+            "access sampling (substitute for PEBS/IBS, which this machine lacks): writes from the fault \
+             sampler, {} {} write-protected per tick; {reads}",
+            self.fault_sample,
+            if unit == PAGE_BYTES { "pages" } else { "2 MiB ranges" },
+        );
+        Ok(())
+    }
+
+    /// This tick's samples: one write per sampled unit written since the last tick, and, once per
+    /// DAMON aggregation, each region's access count as reads of every page in it. Then re-arms
+    /// the sampler on a fresh random sample of present units.
+    fn collect_samples(&mut self) {
+        self.samples.clear();
+        let Some(sampler) = self.faults.as_mut() else { return };
+        sampler.register(self.mem.mapped_ranges());
+        for base in sampler.take_written() {
+            let page = match self.huge.as_mut() {
+                Some(h) => h.index_of.get(&base).copied(),
+                None => self.mem.index().index_of(base),
+            };
+            if let Some(page) = page {
+                self.samples.push(Sample { page, kind: AccessKind::Write });
+            }
+        }
+        let counts = sampler.counts();
+        self.stats.write_faults = counts.faults;
+        self.stats.writes_held_for_copy = counts.held_for_copy;
+        let candidates: Vec<u64> = match &self.huge {
+            Some(h) => {
+                h.bases.iter().zip(&h.placement).filter(|(_, t)| t.is_placed()).map(|(&b, _)| b).collect()
+            }
+            None => self.present.iter().map(|&i| self.mem.index().addr(i)).collect(),
+        };
+        sampler.rearm(&candidates, self.fault_sample);
+        let aggregated = self.reads_at.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
+        if let (Some(d), true) = (&self.damon, aggregated) {
+            self.reads_at = Some(Instant::now());
+            let regions = match d.regions() {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!("DAMON regions of pid {}: {e}", self.pid);
+                    return;
+                }
+            };
+            let mut reads = vec![0u32; self.page_count() as usize];
+            damon::for_each_accessed(&regions, self.mem.index().runs(), |i, n| {
+                let page = match &self.huge {
+                    Some(h) => {
+                        h.index_of.get(&(self.mem.index().addr(i) >> HUGE_SHIFT << HUGE_SHIFT)).copied()
+                    }
+                    None => Some(i),
+                };
+                if let Some(r) = page.and_then(|p| reads.get_mut(p as usize)) {
+                    *r = (*r).max(n);
+                }
+            });
+            for (page, &n) in reads.iter().enumerate() {
+                let s = Sample { page: page as u32, kind: AccessKind::Read };
+                self.samples.extend(std::iter::repeat_n(s, n as usize));
+            }
+        }
+    }
+
     /// Pages in the policy's view (4 KiB pages, or 2 MiB ranges).
     fn page_count(&self) -> u64 {
         self.huge.as_ref().map_or(self.mem.pages(), |h| h.bases.len()) as u64
@@ -282,7 +408,7 @@ impl Machine for LiveMachine {
     }
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
-        check_requirements(req)?;
+        check_requirements(req, Attach::Start)?;
         if req.kernel_tiering {
             let on = KernelTiering::enable().map_err(MachineError::Other)?;
             tracing::info!(
@@ -316,14 +442,13 @@ impl Machine for LiveMachine {
                 }
                 ReferencedSource::Auto => damon::available(),
             };
-            match want.then(|| DamonTracker::start(self.pid, 5_000, 100_000)) {
-                Some(Ok(d)) => {
+            match want.then(|| self.start_damon()) {
+                Some(Ok(())) => {
                     tracing::info!("page-table bits: dirty from soft-dirty, referenced from DAMON regions");
-                    self.damon = Some(d);
                 }
                 other => {
                     let why = match other {
-                        Some(Err(e)) => e.to_string(),
+                        Some(Err(e)) => e,
                         _ if self.referenced == ReferencedSource::SoftDirty => "as configured".into(),
                         _ => "this kernel has no DAMON".into(),
                     };
@@ -333,6 +458,9 @@ impl Machine for LiveMachine {
                     );
                 }
             }
+        }
+        if req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling) {
+            self.start_sampling()?;
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
         self.info.pages = self.page_count();
@@ -373,6 +501,7 @@ impl Machine for LiveMachine {
                 *last = now;
             }
         }
+        self.collect_samples();
         self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
         self.stats.observations += 1;
         let previous = self.last_observe.as_nanos() as u64;
@@ -387,7 +516,7 @@ impl Machine for LiveMachine {
             placement,
             tiers,
             page_bits: self.page_bits.then_some(bits.as_slice()),
-            samples: &[],
+            samples: &self.samples,
             future: None,
             hint_faults: &[],
         }
@@ -441,7 +570,19 @@ impl Machine for LiveMachine {
             tracing::info!(target: "terrace::plan", "dry run: would move {} ({})", what.join(", "), plan.reason);
             return applied;
         }
-        let out = migrate::execute(self.pid, &moves, &plan.options, PAGE_BYTES, &plan.reason);
+        // A batch counts policy pages: a 2 MiB page is 512 addresses in one call.
+        let mut options = plan.options;
+        if self.huge.is_some() {
+            options.batch_pages = options.batch_pages.saturating_mul(SUBPAGES as u32);
+        }
+        let guard = match (&self.faults, options.write_protect_copies) {
+            (Some(f), true) => Some(f as &dyn migrate::CopyGuard),
+            _ => None,
+        };
+        let out = migrate::execute_guarded(self.pid, &moves, &options, PAGE_BYTES, &plan.reason, guard);
+        if let Some(f) = &self.faults {
+            self.stats.writes_held_for_copy = f.counts().held_for_copy;
+        }
         // A policy page moved if none of its present 4 KiB pages failed; absent ones do not count.
         let mut failed: std::collections::HashMap<u32, terrace_model::MoveFailure> =
             std::collections::HashMap::new();
@@ -477,9 +618,23 @@ impl Machine for LiveMachine {
     }
 }
 
+/// Why a policy that samples accesses cannot manage a process that is already running.
+const SAMPLING_NEEDS_RUN: &str = "this machine has no PMU with load/store sampling, and the fault \
+    sampler creates its userfaultfd inside the program as it starts: start the program with \
+    `terrace run --policy P -- PROGRAM` (a running process cannot be given one)";
+
+/// How the machine gets hold of the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// Terrace starts it (`terrace run`) and can prepare it before its first instruction.
+    Start,
+    /// It runs already (`terrace bind`).
+    Running,
+}
+
 /// Whether this host can give a policy what it asks for; says what is missing and how to get it.
-/// `terrace run` asks before it starts the program.
-pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
+/// `terrace run` and the daemon ask before they start or bind the program.
+pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), MachineError> {
     match req.memory_mode {
         MemoryMode::Flat => {}
         MemoryMode::FastTierAsCache => {
@@ -509,13 +664,19 @@ pub fn check_requirements(req: &Requirements) -> Result<(), MachineError> {
                     });
                 }
             }
-            TrackerKind::Sampling => {
+            TrackerKind::Sampling if attach == Attach::Running => {
                 return Err(MachineError::MissingTracker {
                     tracker: "access sampling",
-                    hint: "the live machine's samplers (perf and fault-based) are not built yet; \
-                           use a policy on page-table bits"
-                        .into(),
+                    hint: SAMPLING_NEEDS_RUN.into(),
                 })
+            }
+            TrackerKind::Sampling => {
+                if let Err(u) = crate::userfaultfd::probe_write_protect() {
+                    return Err(MachineError::MissingTracker {
+                        tracker: "access sampling (fault sampler)",
+                        hint: format!("{}; {}", u.detail, u.enable),
+                    });
+                }
             }
             TrackerKind::Future => {
                 return Err(MachineError::MissingTracker {

@@ -188,6 +188,7 @@ mod tests {
                 tracking_seconds: 0.25,
                 migration_seconds: 1.5,
                 observations: 9,
+                ..LiveStats::default()
             },
         }]
     }

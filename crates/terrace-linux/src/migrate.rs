@@ -63,6 +63,24 @@ impl RateLimit {
     }
 }
 
+/// Something that must hold while a batch is copied: hpwp's write protection
+/// ([`crate::trackers::write_faults::WriteFaultSampler`]).
+pub trait CopyGuard: Sync {
+    /// Called before the batch's move_pages; returns what `end` needs to undo it.
+    fn begin(&self, batch: &[PageMove]) -> Vec<u64>;
+    /// Called after the batch's check, whatever happened.
+    fn end(&self, token: &[u64]);
+}
+
+impl CopyGuard for crate::trackers::write_faults::WriteFaultSampler {
+    fn begin(&self, batch: &[PageMove]) -> Vec<u64> {
+        self.begin_copy(batch.iter().map(|m| m.addr))
+    }
+    fn end(&self, token: &[u64]) {
+        self.end_copy(token)
+    }
+}
+
 /// Moves `moves` of process `pid` in order: batches of `opts.batch_pages`, up to
 /// `opts.concurrent_batches` at once, paced to `opts.rate_limit_mb_s`. After each batch it asks
 /// the kernel where the pages are and counts any page not on its target as failed.
@@ -75,6 +93,18 @@ pub fn execute(
     opts: &MoveOptions,
     page_bytes: u64,
     reason: &str,
+) -> MoveOutcome {
+    execute_guarded(pid, moves, opts, page_bytes, reason, None)
+}
+
+/// [`execute`], with `guard` held around each batch's copy.
+pub fn execute_guarded(
+    pid: i32,
+    moves: &[PageMove],
+    opts: &MoveOptions,
+    page_bytes: u64,
+    reason: &str,
+    guard: Option<&dyn CopyGuard>,
 ) -> MoveOutcome {
     let start = Instant::now();
     let batch = opts.batch_pages.max(1) as usize;
@@ -90,7 +120,11 @@ pub fn execute(
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(chunk) = batches.get(i) else { break };
                 rate.wait_for((chunk.len() as u64 * page_bytes) as f64);
+                let token = guard.map(|g| g.begin(chunk));
                 let part = move_batch(pid, chunk);
+                if let (Some(g), Some(t)) = (guard, &token) {
+                    g.end(t);
+                }
                 log_batch(pid, chunk, &part, reason);
                 let mut r = results.lock().expect("results lock");
                 r.moved += part.moved;
@@ -196,6 +230,31 @@ mod tests {
         assert_eq!(out.moved, 0);
         assert_eq!(out.failed.len(), 4);
         assert!(v.iter().all(|&b| b == 5));
+    }
+
+    #[test]
+    fn a_guard_is_held_around_every_batch() {
+        struct Count(Mutex<Vec<String>>);
+        impl CopyGuard for Count {
+            fn begin(&self, batch: &[PageMove]) -> Vec<u64> {
+                self.0.lock().unwrap().push(format!("begin {}", batch.len()));
+                vec![batch.len() as u64]
+            }
+            fn end(&self, token: &[u64]) {
+                self.0.lock().unwrap().push(format!("end {}", token[0]));
+            }
+        }
+        let v = vec![2u8; 16 * 4096];
+        let base = (v.as_ptr() as u64 + 4095) & !4095;
+        let moves: Vec<PageMove> =
+            (0..10).map(|i| PageMove { addr: base + i * 4096, node: 63, tag: i as u32 }).collect();
+        let guard = Count(Mutex::new(Vec::new()));
+        let opts = MoveOptions { batch_pages: 4, ..Default::default() };
+        execute_guarded(0, &moves, &opts, 4096, "test", Some(&guard));
+        assert_eq!(
+            guard.0.into_inner().unwrap(),
+            ["begin 4", "end 4", "begin 4", "end 4", "begin 2", "end 2"]
+        );
     }
 
     #[test]

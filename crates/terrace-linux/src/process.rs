@@ -166,6 +166,11 @@ impl ProcessMemory {
         self.index.len()
     }
 
+    /// The managed ranges mapped now, as [start, end) addresses.
+    pub fn mapped_ranges(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.mapped.iter().map(|&(vpn, pages)| (vpn << PAGE_SHIFT, (vpn + pages) << PAGE_SHIFT))
+    }
+
     /// Re-reads the mappings; new managed pages get indexes.
     pub fn refresh(&mut self) -> Result<(), ProcessError> {
         let pid = self.pid;

@@ -41,6 +41,12 @@ pub struct MoveOptions {
     /// Cap on bytes moved per second of machine time, in MB/s (10^6 bytes).
     pub rate_limit_mb_s: Option<f64>,
     pub tlb_flush: TlbFlush,
+    /// Write-protect each page while it is copied, so writes wait for the copy instead of racing
+    /// it (HeMem's and HPWP's migrator, notes/hpwp.md §5.3). The live machine does it with
+    /// userfaultfd where it has the fault sampler's descriptor; the simulator does not model the
+    /// wait (docs/model.md §4).
+    #[serde(default)]
+    pub write_protect_copies: bool,
 }
 
 impl Default for MoveOptions {
@@ -52,6 +58,7 @@ impl Default for MoveOptions {
             concurrent_batches: 1,
             rate_limit_mb_s: None,
             tlb_flush: TlbFlush::PerPage,
+            write_protect_copies: false,
         }
     }
 }

@@ -52,7 +52,7 @@ pub fn promotions_per_pass(scale: f64, page: PageSize) -> usize {
 }
 
 /// How HeMem moves pages: one page at a time, copied by its copy threads, each remap its own
-/// shootdown.
+/// shootdown, the page write-protected during its copy (notes/hpwp.md §5.3, "Page Migrator").
 pub fn move_options() -> MoveOptions {
     MoveOptions {
         batch_pages: 1,
@@ -60,6 +60,7 @@ pub fn move_options() -> MoveOptions {
         concurrent_batches: 1,
         rate_limit_mb_s: None,
         tlb_flush: TlbFlush::PerPage,
+        write_protect_copies: true,
     }
 }
 

@@ -5,9 +5,9 @@ use clap::Args;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use terrace_linux::config::Config;
-use terrace_linux::machine::{check_requirements, LiveMachine, Target};
+use terrace_linux::machine::{check_requirements, Attach, LiveMachine, Target};
 use terrace_linux::numa_sys;
-use terrace_model::{InitialPlacement, MachineInfo, PageSize};
+use terrace_model::{InitialPlacement, MachineInfo, PageSize, TrackerKind};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -42,7 +42,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let req = policy.requirements(&provisional);
     // Refuse before starting anything the policy cannot have.
-    check_requirements(&req).with_context(|| format!("policy {} cannot run here", args.policy))?;
+    check_requirements(&req, Attach::Start)
+        .with_context(|| format!("policy {} cannot run here", args.policy))?;
 
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
@@ -65,12 +66,33 @@ pub fn run(args: RunArgs) -> Result<()> {
             cmd.pre_exec(move || numa_sys::set_mempolicy(mode, &nodes));
         }
     }
-    let child = cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?;
+    // The fault sampler's userfaultfd must be created inside the program: start it stopped at
+    // exec, have it make one, take a copy, and let it run.
+    let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
+    let (child, uffd) = if sampling {
+        let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
+            .with_context(|| format!("cannot start {}", args.command[0]))?;
+        let uffd = stopped.create_userfaultfd();
+        // Let it run whatever happened: from here on the program never waits for Terrace.
+        if let Err(e) = stopped.release() {
+            tracing::error!("could not let pid {} run on after preparing it: {e}", child.id());
+        }
+        let uffd = uffd.map_err(|e| tracing::error!("cannot give the program a userfaultfd: {e}")).ok();
+        (child, uffd)
+    } else {
+        (cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?, None)
+    };
     let pid = child.id();
     tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], args.policy);
     let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
         .with_context(|| format!("cannot manage pid {pid}"))?;
     machine.set_referenced_source(config.trackers.referenced);
+    if let Some(uffd) = uffd {
+        machine.set_fault_source(
+            terrace_linux::userfaultfd::Userfaultfd::from_fd(uffd),
+            config.trackers.fault_sample,
+        );
+    }
     if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {
         // The program is running already: it runs on, unmanaged, and we wait for it.
         tracing::error!("{e:#}; the program runs on unmanaged");
@@ -78,12 +100,20 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let s = machine.stats();
     tracing::info!(
-        "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.2} s, migration {:.2} s",
+        "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.2} s, migration {:.2} s{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
         s.tracking_seconds,
-        s.migration_seconds
+        s.migration_seconds,
+        if sampling {
+            format!(
+                "; {} sampled write faults, {} writes waited for a copy",
+                s.write_faults, s.writes_held_for_copy
+            )
+        } else {
+            String::new()
+        }
     );
     let status = machine.exit_status();
     drop(machine);

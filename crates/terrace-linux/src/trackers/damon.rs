@@ -156,13 +156,12 @@ impl Drop for DamonTracker {
     }
 }
 
-/// Marks, in `bits`, every indexed page of an accessed region with `flag`. `runs` are the page
+/// Calls `f(index, nr_accesses)` for every indexed page of an accessed region. `runs` are the page
 /// index's runs: (first index, first virtual page number, pages).
-pub fn mark_accessed(
+pub fn for_each_accessed(
     regions: &[Region],
     runs: impl Iterator<Item = (u32, u64, u64)>,
-    bits: &mut [u8],
-    flag: u8,
+    mut f: impl FnMut(u32, u32),
 ) {
     let hot: Vec<&Region> = regions.iter().filter(|r| r.nr_accesses > 0).collect();
     for (first, vpn, pages) in runs {
@@ -174,11 +173,25 @@ pub fn mark_accessed(
             }
             let from = first as u64 + ((a >> 12) - vpn);
             let to = first as u64 + (((b + 4095) >> 12) - vpn);
-            for i in from..to.min(bits.len() as u64) {
-                bits[i as usize] |= flag;
+            for i in from..to {
+                f(i as u32, r.nr_accesses);
             }
         }
     }
+}
+
+/// Marks, in `bits`, every indexed page of an accessed region with `flag`.
+pub fn mark_accessed(
+    regions: &[Region],
+    runs: impl Iterator<Item = (u32, u64, u64)>,
+    bits: &mut [u8],
+    flag: u8,
+) {
+    for_each_accessed(regions, runs, |i, _| {
+        if let Some(b) = bits.get_mut(i as usize) {
+            *b |= flag;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -198,5 +211,8 @@ mod tests {
         mark_accessed(&regions, runs.into_iter(), &mut bits, 1);
         let marked: Vec<usize> = (0..15).filter(|&i| bits[i] == 1).collect();
         assert_eq!(marked, vec![2, 3, 13, 14]);
+        let mut counts = Vec::new();
+        for_each_accessed(&regions, runs.into_iter(), |i, n| counts.push((i, n)));
+        assert_eq!(counts, vec![(2, 3), (3, 3), (13, 1), (14, 1)]);
     }
 }

@@ -3,3 +3,4 @@
 
 pub mod damon;
 pub mod soft_dirty;
+pub mod write_faults;

@@ -1,0 +1,319 @@
+//! The fault sampler: write-protect a random sample of pages with userfaultfd, count the writes
+//! that fault, re-arm each epoch. It works on any kernel with userfaultfd write-protect (5.7+ on
+//! x86-64), no performance counters needed; it is the live twin of the simulator's sampling
+//! tracker for writes (docs/live.md, "Access sampling").
+//!
+//! A handler thread resolves every fault at once: it records the page and lifts the protection,
+//! which wakes the writer, so a write is delayed, never lost. The same descriptor protects pages
+//! while the migrator copies them (HPWP §5.3: "write-protects the page during migration");
+//! a write to such a page waits until its copy is done. If Terrace dies, the kernel closes the
+//! descriptor, which lifts every protection and wakes every waiter.
+
+use crate::userfaultfd::{Userfaultfd, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP};
+use rand_core::{Rng as _, SeedableRng};
+use std::collections::HashSet;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// What the handler and the sampler share.
+#[derive(Default)]
+struct State {
+    /// Units (by base address) protected to sample the next write.
+    armed: HashSet<u64>,
+    /// Units protected while the migrator copies them.
+    copying: HashSet<u64>,
+    /// Units written since the last `take_written`, one entry per sampled write.
+    written: Vec<u64>,
+    /// Writes that waited for a copy to finish.
+    held: u64,
+    faults: u64,
+}
+
+struct Shared {
+    uffd: Userfaultfd,
+    state: Mutex<State>,
+    /// Registered ranges, [start, end).
+    registered: Mutex<Vec<(u64, u64)>>,
+    unit: u64,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    /// Protects (or releases) one unit, clipped to the registered ranges it overlaps.
+    fn protect(&self, base: u64, on: bool) -> bool {
+        let registered = self.registered.lock().expect("registered lock");
+        let mut ok = false;
+        for &(s, e) in registered.iter() {
+            let (a, b) = (base.max(s), (base + self.unit).min(e));
+            if a < b {
+                ok |= self.uffd.write_protect(a, b - a, on).is_ok();
+            }
+        }
+        ok
+    }
+
+    fn handle(&self, faults: &[WriteFault]) {
+        let mut st = self.state.lock().expect("sampler lock");
+        for f in faults {
+            let base = f.addr & !(self.unit - 1);
+            st.faults += 1;
+            if st.copying.contains(&base) {
+                // The migrator lifts this protection when the copy is done, waking the writer.
+                st.held += 1;
+                continue;
+            }
+            if st.armed.remove(&base) {
+                st.written.push(base);
+            }
+            // Under the lock, so a copy cannot protect this unit in between and be undone here.
+            self.protect(base, false);
+        }
+    }
+}
+
+/// Counts of the sampler's work, for logs and the metrics endpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    pub faults: u64,
+    pub held_for_copy: u64,
+}
+
+pub struct WriteFaultSampler {
+    shared: Arc<Shared>,
+    handler: Option<JoinHandle<()>>,
+    rng: rand_xoshiro::Xoshiro256PlusPlus,
+}
+
+impl WriteFaultSampler {
+    /// Takes a userfaultfd of the target's address space; `unit` is the sampling and protection
+    /// granule in bytes (4 KiB, or 2 MiB so transparent huge pages are never split).
+    pub fn start(uffd: Userfaultfd, unit: u64) -> io::Result<Self> {
+        assert!(unit.is_power_of_two() && unit >= 4096, "unit must be a page-size power of two");
+        let granted = uffd.handshake(UFFD_FEATURE_PAGEFAULT_FLAG_WP)?;
+        if granted & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "no userfaultfd write-protect faults"));
+        }
+        let shared = Arc::new(Shared {
+            uffd,
+            state: Mutex::new(State::default()),
+            registered: Mutex::new(Vec::new()),
+            unit,
+            stop: AtomicBool::new(false),
+        });
+        let s = Arc::clone(&shared);
+        let handler = std::thread::Builder::new().name("terrace-faults".into()).spawn(move || {
+            let mut faults = Vec::new();
+            while !s.stop.load(Ordering::Relaxed) {
+                faults.clear();
+                match s.uffd.read_faults(50, &mut faults) {
+                    Ok(true) => s.handle(&faults),
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::warn!("fault sampler: reading faults failed: {e}");
+                        break;
+                    }
+                }
+            }
+        })?;
+        Ok(WriteFaultSampler { shared, handler: Some(handler), rng: SeedableRng::seed_from_u64(0x7e77ace) })
+    }
+
+    /// Registers every range of `ranges` ([start, end) of anonymous private memory) not yet
+    /// registered. A range the kernel refuses (another userfaultfd has it; not anonymous) is
+    /// skipped and never sampled.
+    pub fn register(&self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+        for (s, e) in ranges {
+            if self.shared.registered.lock().expect("registered lock").contains(&(s, e)) {
+                continue;
+            }
+            match self.shared.uffd.register_wp(s, e - s) {
+                Ok(()) => self.shared.registered.lock().expect("registered lock").push((s, e)),
+                Err(err) => tracing::debug!("fault sampler: cannot register {s:#x}-{e:#x}: {err}"),
+            }
+        }
+    }
+
+    /// Ends the epoch: lifts the protection of sampled units not written, and protects a new
+    /// random sample of at most `sample` units from `candidates` (unit base addresses).
+    pub fn rearm(&mut self, candidates: &[u64], sample: usize) {
+        let mut st = self.shared.state.lock().expect("sampler lock");
+        for base in std::mem::take(&mut st.armed) {
+            self.shared.protect(base, false);
+        }
+        let pick: Vec<u64> = if candidates.len() <= sample {
+            candidates.to_vec()
+        } else {
+            // Partial Fisher-Yates: the first `sample` of a shuffled copy.
+            let mut c = candidates.to_vec();
+            for i in 0..sample {
+                let j = i + (self.rng.next_u64() % (c.len() - i) as u64) as usize;
+                c.swap(i, j);
+            }
+            c.truncate(sample);
+            c
+        };
+        for base in pick {
+            if !st.copying.contains(&base) && self.shared.protect(base, true) {
+                st.armed.insert(base);
+            }
+        }
+    }
+
+    /// The units written since the last call (each sampled write once).
+    pub fn take_written(&self) -> Vec<u64> {
+        std::mem::take(&mut self.shared.state.lock().expect("sampler lock").written)
+    }
+
+    pub fn counts(&self) -> FaultCounts {
+        let st = self.shared.state.lock().expect("sampler lock");
+        FaultCounts { faults: st.faults, held_for_copy: st.held }
+    }
+
+    /// The protection granule, bytes.
+    pub fn unit(&self) -> u64 {
+        self.shared.unit
+    }
+
+    /// Write-protects the units holding `addrs` for a copy: writes to them wait until
+    /// [`Self::end_copy`].
+    pub fn begin_copy(&self, addrs: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        let mut st = self.shared.state.lock().expect("sampler lock");
+        let mut bases: Vec<u64> = addrs.into_iter().map(|a| a & !(self.shared.unit - 1)).collect();
+        bases.sort_unstable();
+        bases.dedup();
+        bases.retain(|&b| st.copying.insert(b));
+        for &b in &bases {
+            st.armed.remove(&b);
+            self.shared.protect(b, true);
+        }
+        bases
+    }
+
+    /// Lifts the copy protection of `bases` (as returned by `begin_copy`), waking any writer.
+    pub fn end_copy(&self, bases: &[u64]) {
+        let mut st = self.shared.state.lock().expect("sampler lock");
+        for b in bases {
+            st.copying.remove(b);
+            self.shared.protect(*b, false);
+        }
+    }
+}
+
+impl Drop for WriteFaultSampler {
+    fn drop(&mut self) {
+        // Lift every protection first, then stop the handler; closing the descriptor afterwards
+        // unregisters the ranges (and would wake any waiter anyway).
+        {
+            let mut st = self.shared.state.lock().expect("sampler lock");
+            let st = &mut *st;
+            for b in st.armed.drain().chain(st.copying.drain()) {
+                self.shared.protect(b, false);
+            }
+        }
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handler.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A userfaultfd of this test process, or None where the kernel or permissions refuse one.
+    fn here() -> Option<Userfaultfd> {
+        match Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK) {
+            Ok(u) => Some(u),
+            Err(e) => {
+                eprintln!("skipped: no userfaultfd here ({e})");
+                None
+            }
+        }
+    }
+
+    fn anon(pages: usize) -> (*mut u8, usize) {
+        let len = pages * 4096;
+        // SAFETY: a fresh private anonymous mapping, unmapped by the test.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        (p.cast(), len)
+    }
+
+    #[test]
+    fn sampled_writes_are_counted_once_and_never_lost() {
+        let Some(uffd) = here() else { return };
+        let Ok(mut sampler) = WriteFaultSampler::start(uffd, 4096) else {
+            eprintln!("skipped: no write-protect faults here");
+            return;
+        };
+        let (p, len) = anon(16);
+        // SAFETY: p..p+len is our mapping; every page is touched so it is present.
+        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        mem.fill(1);
+        let base = p as u64;
+        sampler.register([(base, base + len as u64)]);
+        let pages: Vec<u64> = (0..16).map(|i| base + i * 4096).collect();
+        sampler.rearm(&pages, 16);
+        // Write pages 0, 3 and 5, page 3 twice: each write completes, each page is sampled once.
+        for (i, v) in [(0usize, 7u8), (3, 8), (3, 9), (5, 10)] {
+            mem[i * 4096 + 1] = v;
+        }
+        let mut written = sampler.take_written();
+        written.sort_unstable();
+        assert_eq!(written, vec![pages[0], pages[3], pages[5]]);
+        assert_eq!((mem[1], mem[3 * 4096 + 1], mem[5 * 4096 + 1]), (7, 9, 10));
+        assert_eq!(sampler.counts().faults, 3);
+        // A new epoch samples again.
+        sampler.rearm(&pages, 16);
+        mem[3 * 4096] = 11;
+        assert_eq!(sampler.take_written(), vec![pages[3]]);
+        drop(sampler);
+        // After the sampler is gone, writes go through untouched.
+        mem[4096 * 15] = 12;
+        assert_eq!(mem[4096 * 15], 12);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+
+    #[test]
+    fn a_write_during_a_copy_waits_for_its_end() {
+        let Some(uffd) = here() else { return };
+        let Ok(sampler) = WriteFaultSampler::start(uffd, 4096) else { return };
+        let (p, len) = anon(4);
+        // SAFETY: our mapping, every page touched.
+        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        mem.fill(0);
+        let base = p as u64;
+        sampler.register([(base, base + len as u64)]);
+        let bases = sampler.begin_copy([base + 4096 + 100]);
+        assert_eq!(bases, vec![base + 4096]);
+        let done = Arc::new(AtomicBool::new(false));
+        let (d, addr) = (Arc::clone(&done), base + 4096 + 8);
+        let writer = std::thread::spawn(move || {
+            // SAFETY: addr lies in the test's live mapping.
+            unsafe { std::ptr::write_volatile(addr as *mut u8, 42) };
+            d.store(true, Ordering::SeqCst);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!done.load(Ordering::SeqCst), "the write went through during the copy");
+        sampler.end_copy(&bases);
+        writer.join().unwrap();
+        assert_eq!(mem[4096 + 8], 42);
+        assert_eq!(sampler.counts().held_for_copy, 1);
+        drop(sampler);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+}
