@@ -79,3 +79,9 @@ first_report() {
 	done)
 	echo "${_t:-(never)}"
 }
+# policy_cost: the policy's tracking and decision time per second of the run, from the
+# "done:" line terrace run logs in /tmp/log.
+policy_cost() {
+	sed -n 's/.*tracking \([0-9.]*\) s, decisions \([0-9.]*\) s, migration [0-9.]* s over \([0-9.]*\) s.*/\1 \2 \3/p' /tmp/log |
+		awk '{ printf "tracking %.1f ms/s, decisions %.2f ms/s", 1000 * $1 / $3, 1000 * $2 / $3 }'
+}

@@ -4,6 +4,7 @@
 //! [tiers]              # optional: which NUMA nodes are fast and slow (default: detected)
 //! fast_nodes = [0]
 //! slow_nodes = [1]
+//! fast_limit_mib = 512   # optional: the most of the fast tier a managed program may use
 //!
 //! [trackers]
 //! referenced = "auto"             # auto | damon | soft-dirty: the source of the referenced bit
@@ -116,6 +117,11 @@ impl Config {
                 return Err(invalid(format!("node {n} is listed as both fast and slow")));
             }
         }
+        if c.tiers.fast_limit_mib == Some(0) {
+            return Err(invalid(
+                "tiers.fast_limit_mib = 0 leaves no fast memory; give at least 1 (MiB)".into(),
+            ));
+        }
         if !(1..=1 << 20).contains(&c.trackers.fault_sample) {
             return Err(invalid(format!(
                 "trackers.fault_sample = {} is out of range; give 1 to 1048576 pages per epoch",
@@ -167,5 +173,11 @@ mod tests {
         assert!(e.contains("fault_sample"), "{e}");
         assert_eq!(Config::parse("t", "[trackers]\nfault_sample = 64\n").unwrap().trackers.fault_sample, 64);
         assert_eq!(Config::default().trackers.fault_sample, 256);
+        let e = Config::parse("t", "[tiers]\nfast_limit_mib = 0\n").unwrap_err().to_string();
+        assert!(e.contains("fast_limit_mib"), "{e}");
+        assert_eq!(
+            Config::parse("t", "[tiers]\nfast_limit_mib = 6\n").unwrap().tiers.fast_limit_mib,
+            Some(6)
+        );
     }
 }

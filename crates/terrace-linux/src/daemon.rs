@@ -62,9 +62,14 @@ pub enum TiersError {
 pub fn live_tiers(config: &Config) -> Result<Vec<LiveTier>, TiersError> {
     let topo = Topology::read(Path::new("/sys"), Path::new("/proc")).map_err(TiersError::Topology)?;
     let class = topo.classify(&config.tiers);
-    let tiers = topo.model_tiers(&class);
+    let mut tiers = topo.model_tiers(&class);
     if class.by == ClassifiedBy::SingleNode || tiers.len() < 2 {
         return Err(TiersError::SingleTier);
+    }
+    if let Some(mib) = config.tiers.fast_limit_mib {
+        let pages = mib << (20 - 12);
+        let cap = &mut tiers[0].tier.capacity_pages;
+        *cap = Some(cap.map_or(pages, |c| c.min(pages)));
     }
     Ok(tiers)
 }

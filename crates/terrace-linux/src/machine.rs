@@ -29,6 +29,9 @@ pub struct LiveStats {
     pub moves_failed: u64,
     pub plans: u64,
     pub tracking_seconds: f64,
+    /// The policy's own time: from the end of each observation to its plan's application (or
+    /// the next wait, when it planned nothing).
+    pub decision_seconds: f64,
     pub migration_seconds: f64,
     pub observations: u64,
     /// Writes the fault sampler caught, and writes that waited for a protected copy.
@@ -88,7 +91,13 @@ pub struct LiveMachine {
     /// protects per epoch.
     faults: Option<WriteFaultSampler>,
     fault_sample: usize,
+    /// Whether the policy asked for access sampling (else the descriptor only guards copies).
+    sampling: bool,
     samples: Vec<Sample>,
+    /// When the last observation ended, until the policy's decision is timed.
+    deciding_since: Option<Instant>,
+    /// Policy ticks in one DAMON aggregation (100 ms), for scaling its counts to read samples.
+    ticks_per_aggregation: u32,
     /// When DAMON's counts were last turned into read samples.
     reads_at: Option<Instant>,
     /// The kernel's tiering, switched on for a kernel-tiering run, and its counters at the last look.
@@ -141,8 +150,11 @@ impl LiveMachine {
             fault_fd: None,
             faults: None,
             fault_sample: 256,
+            sampling: false,
             samples: Vec::new(),
             reads_at: None,
+            ticks_per_aggregation: 1,
+            deciding_since: None,
             kernel_tiering: None,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
@@ -230,12 +242,37 @@ impl LiveMachine {
         self.present.clear();
         self.present.extend((0..pages as u32).filter(|&i| self.entries[i as usize] & PM_PRESENT != 0));
         let mut status = std::mem::take(&mut self.status);
-        self.mem.nodes_of(&self.present, &mut status)?;
         self.placement.clear();
         self.placement.resize(pages, TierId::UNPLACED);
-        for (&i, &node) in self.present.iter().zip(&status) {
-            if node >= 0 {
-                self.placement[i as usize] = self.tier_of_node(node);
+        if self.huge.is_some() {
+            // A 2 MiB policy sees each range at the node of its first present page, so ask the
+            // kernel about that page only: 512 times fewer lookups, the bulk of a scan's time.
+            let index = self.mem.index();
+            let mut firsts: Vec<u32> = Vec::new();
+            let mut last_base = u64::MAX;
+            for &i in &self.present {
+                let base = index.addr(i) >> HUGE_SHIFT;
+                if base != last_base {
+                    firsts.push(i);
+                    last_base = base;
+                }
+            }
+            self.mem.nodes_of(&firsts, &mut status)?;
+            let mut at = 0;
+            let mut tier = TierId::UNPLACED;
+            for &i in &self.present {
+                if firsts.get(at) == Some(&i) {
+                    tier = if status[at] >= 0 { self.tier_of_node(status[at]) } else { TierId::UNPLACED };
+                    at += 1;
+                }
+                self.placement[i as usize] = tier;
+            }
+        } else {
+            self.mem.nodes_of(&self.present, &mut status)?;
+            for (&i, &node) in self.present.iter().zip(&status) {
+                if node >= 0 {
+                    self.placement[i as usize] = self.tier_of_node(node);
+                }
             }
         }
         self.status = status;
@@ -302,13 +339,14 @@ impl LiveMachine {
         Ok(())
     }
 
-    /// Access sampling on the live machine: writes from the fault sampler, reads from DAMON's
-    /// per-region access counts (no PMU here offers load/store sampling; docs/live.md).
-    fn start_sampling(&mut self) -> Result<(), MachineError> {
+    /// Starts the fault sampler on the program's userfaultfd: for access sampling (writes from
+    /// the sampler, reads from DAMON's per-region access counts, as no PMU here offers
+    /// load/store sampling; docs/live.md), and to write-protect copies.
+    fn start_fault_sampler(&mut self) -> Result<(), MachineError> {
         let Some(fd) = self.fault_fd.take() else {
             return Err(MachineError::MissingTracker {
-                tracker: "access sampling",
-                hint: SAMPLING_NEEDS_RUN.into(),
+                tracker: if self.sampling { "access sampling" } else { "write-protected copies" },
+                hint: USERFAULTFD_NEEDS_RUN.into(),
             });
         };
         let unit = if self.huge.is_some() { 1 << HUGE_SHIFT } else { PAGE_BYTES };
@@ -317,6 +355,10 @@ impl LiveMachine {
             hint: format!("the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"),
         })?;
         self.faults = Some(sampler);
+        if !self.sampling {
+            tracing::info!("copies are write-protected with userfaultfd: writes wait for the copy");
+            return Ok(());
+        }
         let reads = match damon::available().then(|| self.start_damon()) {
             Some(Ok(())) => "reads from DAMON regions' access counts".to_string(),
             Some(Err(e)) => format!("no reads ({e})"),
@@ -338,6 +380,9 @@ impl LiveMachine {
         self.samples.clear();
         let Some(sampler) = self.faults.as_mut() else { return };
         sampler.register(self.mem.mapped_ranges());
+        if !self.sampling {
+            return;
+        }
         for base in sampler.take_written() {
             let page = match self.huge.as_mut() {
                 Some(h) => h.index_of.get(&base).copied(),
@@ -379,10 +424,19 @@ impl LiveMachine {
                     *r = (*r).max(n);
                 }
             });
+            let per_aggregation = d.samples_per_aggregation().max(1);
             for (page, &n) in reads.iter().enumerate() {
                 let s = Sample { page: page as u32, kind: AccessKind::Read };
-                self.samples.extend(std::iter::repeat_n(s, n as usize));
+                let count = read_samples(n, per_aggregation, self.ticks_per_aggregation);
+                self.samples.extend(std::iter::repeat_n(s, count as usize));
             }
+        }
+    }
+
+    /// Adds the policy's time since the last observation to its decision time.
+    fn end_decision(&mut self) {
+        if let Some(t) = self.deciding_since.take() {
+            self.stats.decision_seconds += t.elapsed().as_secs_f64();
         }
     }
 
@@ -459,15 +513,24 @@ impl Machine for LiveMachine {
                 }
             }
         }
-        if req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling) {
-            self.start_sampling()?;
+        self.sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
+        self.ticks_per_aggregation =
+            req.tick_ns.map_or(1, |t| (DAMON_AGGREGATION_NS / t.max(1)).clamp(1, 1000) as u32);
+        if self.sampling || req.protected_copies {
+            self.start_fault_sampler()?;
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
         self.info.pages = self.page_count();
         Ok(())
     }
 
-    fn advance(&mut self, until_ns: u64) -> Progress {
+    fn advance(&mut self, mut until_ns: u64) -> Progress {
+        self.end_decision();
+        if self.kernel_tiering.is_some() {
+            // The kernel does the work; Terrace only reports its counters, once a second at most,
+            // instead of scanning the program at the policy's 10 ms tick.
+            until_ns = until_ns.max(self.last_observe.as_nanos() as u64 + 1_000_000_000);
+        }
         loop {
             if !self.alive() {
                 return Progress::Finished { now_ns: self.now_ns() };
@@ -503,6 +566,7 @@ impl Machine for LiveMachine {
         }
         self.collect_samples();
         self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
+        self.deciding_since = Some(Instant::now());
         self.stats.observations += 1;
         let previous = self.last_observe.as_nanos() as u64;
         self.last_observe = self.start.elapsed();
@@ -523,6 +587,11 @@ impl Machine for LiveMachine {
     }
 
     fn apply(&mut self, plan: &Plan) -> Applied {
+        self.end_decision();
+        if self.kernel_tiering.is_some() {
+            // The kernel's own tiering carries the policy out; its modelled plans are not applied.
+            return Applied::default();
+        }
         let mut applied = Applied::default();
         let view: &[TierId] = self.huge.as_ref().map_or(&self.placement, |h| &h.placement);
         let target_node =
@@ -618,10 +687,24 @@ impl Machine for LiveMachine {
     }
 }
 
-/// Why a policy that samples accesses cannot manage a process that is already running.
-const SAMPLING_NEEDS_RUN: &str = "this machine has no PMU with load/store sampling, and the fault \
-    sampler creates its userfaultfd inside the program as it starts: start the program with \
-    `terrace run --policy P -- PROGRAM` (a running process cannot be given one)";
+const DAMON_AGGREGATION_NS: u64 = 100_000_000;
+
+/// Read samples for a page whose DAMON region saw an access in `accessed` of `per_aggregation`
+/// samples: put on the fault sampler's scale, which catches at most one write per page per tick,
+/// so a page read all the time earns as many read samples as one written all the time earns
+/// write samples (`ticks` per aggregation), and a page touched once in the aggregation (a single
+/// pass) earns at most one.
+fn read_samples(accessed: u32, per_aggregation: u32, ticks: u32) -> u32 {
+    let scaled = (accessed as u64 * ticks as u64 + per_aggregation as u64 / 2) / per_aggregation as u64;
+    (scaled as u32).clamp(u32::from(accessed > 0), ticks)
+}
+
+/// Why a policy that samples accesses or protects its copies cannot manage a process that is
+/// already running.
+const USERFAULTFD_NEEDS_RUN: &str = "this machine has no PMU with load/store sampling, and the fault \
+    sampler (which also write-protects copies) creates its userfaultfd inside the program as it \
+    starts: start the program with `terrace run --policy P -- PROGRAM` (a running process cannot \
+    be given one)";
 
 /// How the machine gets hold of the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -664,20 +747,8 @@ pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), Mach
                     });
                 }
             }
-            TrackerKind::Sampling if attach == Attach::Running => {
-                return Err(MachineError::MissingTracker {
-                    tracker: "access sampling",
-                    hint: SAMPLING_NEEDS_RUN.into(),
-                })
-            }
-            TrackerKind::Sampling => {
-                if let Err(u) = crate::userfaultfd::probe_write_protect() {
-                    return Err(MachineError::MissingTracker {
-                        tracker: "access sampling (fault sampler)",
-                        hint: format!("{}; {}", u.detail, u.enable),
-                    });
-                }
-            }
+            // Checked below, with protected copies: both need the fault sampler.
+            TrackerKind::Sampling => {}
             TrackerKind::Future => {
                 return Err(MachineError::MissingTracker {
                     tracker: "future accesses",
@@ -696,5 +767,34 @@ pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), Mach
             }
         }
     }
+    let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
+    if sampling || req.protected_copies {
+        let tracker = if sampling { "access sampling" } else { "write-protected copies" };
+        if attach == Attach::Running {
+            return Err(MachineError::MissingTracker { tracker, hint: USERFAULTFD_NEEDS_RUN.into() });
+        }
+        if let Err(u) = crate::userfaultfd::probe_write_protect() {
+            return Err(MachineError::MissingTracker {
+                tracker,
+                hint: format!("{}; {}", u.detail, u.enable),
+            });
+        }
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_samples;
+
+    #[test]
+    fn damon_counts_become_reads_on_the_write_samplers_scale() {
+        // 20 DAMON samples per aggregation, 10 policy ticks in it (hemem's 10 ms).
+        assert_eq!(read_samples(0, 20, 10), 0);
+        assert_eq!(read_samples(1, 20, 10), 1, "an access seen at all is at least one read");
+        assert_eq!(read_samples(10, 20, 10), 5);
+        assert_eq!(read_samples(20, 20, 10), 10, "always accessed: one read per tick");
+        // One tick per aggregation (a 1 s policy): at most one read.
+        assert_eq!(read_samples(20, 20, 1), 1);
+    }
 }

@@ -64,6 +64,10 @@ pub struct MemoryTier {
 pub struct TierOverride {
     pub fast_nodes: Option<Vec<u32>>,
     pub slow_nodes: Option<Vec<u32>>,
+    /// The most of the fast tier one managed program may use, MiB (default: the fast nodes'
+    /// memory). A policy sees it as the fast tier's capacity, so it demotes to stay within it.
+    #[serde(default)]
+    pub fast_limit_mib: Option<u64>,
 }
 
 impl TierOverride {

@@ -97,10 +97,14 @@ fn written_pages_come_back_as_write_samples_and_idle_ones_do_not() {
     let base = u64::from_str_radix(hex, 16).expect("the child's address");
 
     let mut per_page = vec![0u32; PAGES];
+    let (mut observe_time, mut observations) = (Duration::ZERO, 0u32);
     let end = Instant::now() + Duration::from_millis(1500);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
+        let t0 = Instant::now();
         let obs = m.observe();
+        observe_time += t0.elapsed();
+        observations += 1;
         let writes: Vec<u32> =
             obs.samples.iter().filter(|s| s.kind == AccessKind::Write).map(|s| s.page).collect();
         for page in writes {
@@ -117,6 +121,7 @@ fn written_pages_come_back_as_write_samples_and_idle_ones_do_not() {
         }
     };
     eprintln!("write samples per page of the child's buffer: {per_page:?}");
+    eprintln!("{observations} observations, {:?} each", observe_time / observations.max(1));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "the child's data check failed");
     assert!(per_page[..HOT].iter().all(|&n| n >= 5), "hot pages sampled too rarely: {per_page:?}");
     assert!(per_page[HOT..].iter().all(|&n| n == 0), "idle pages reported written: {per_page:?}");

@@ -79,17 +79,18 @@ fn hmat_decides_when_the_kernel_has_one_tier() {
 #[test]
 fn override_wins() {
     let t = read("two-node-hmat");
-    let c = t.classify(&TierOverride { fast_nodes: None, slow_nodes: Some(vec![0]) });
+    let c = t.classify(&TierOverride { fast_nodes: None, slow_nodes: Some(vec![0]), ..Default::default() });
     assert_eq!(c.by, ClassifiedBy::Override);
     assert_eq!(c.nodes, vec![(0, TierClass::Slow), (1, TierClass::Fast)]);
-    let c = t.classify(&TierOverride { fast_nodes: Some(vec![0, 1]), slow_nodes: None });
+    let c =
+        t.classify(&TierOverride { fast_nodes: Some(vec![0, 1]), slow_nodes: None, ..Default::default() });
     assert_eq!(c.nodes, vec![(0, TierClass::Fast), (1, TierClass::Fast)]);
 }
 
 #[test]
 fn override_naming_an_unknown_node_is_reported() {
     let root = fixture("two-node-hmat");
-    let o = TierOverride { fast_nodes: None, slow_nodes: Some(vec![7]) };
+    let o = TierOverride { fast_nodes: None, slow_nodes: Some(vec![7]), ..Default::default() };
     let r = examine_with(&root.join("sys"), &root.join("proc"), &o).unwrap();
     assert!(codes(&r).contains(&"override-unknown-node"), "{:?}", r.findings);
 }

@@ -43,6 +43,11 @@ pub struct Requirements {
     /// in tiering mode plus demotion on reclaim): the machine switches it on for the run and
     /// reports its counters, and the policy sees no per-fault observations there.
     pub kernel_tiering: bool,
+    /// The policy's moves write-protect pages while they are copied
+    /// ([`crate::MoveOptions::write_protect_copies`]): a live machine needs a userfaultfd of the
+    /// program for that, which it can have only for a program it starts.
+    #[serde(default)]
+    pub protected_copies: bool,
 }
 
 impl Default for Requirements {
@@ -54,6 +59,7 @@ impl Default for Requirements {
             initial: InitialPlacement::FirstTouch,
             tick_ns: None,
             kernel_tiering: false,
+            protected_copies: false,
         }
     }
 }

@@ -98,6 +98,7 @@ pub(crate) fn requirements() -> Requirements {
         trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
         page_size: PAGE_SIZE,
         tick_ns: Some(TICK_NS),
+        protected_copies: move_options().write_protect_copies,
         ..Requirements::default()
     }
 }

@@ -1,29 +1,42 @@
 //! `ping-pong`: a torture test for movers, not a placement policy. Every tick it sends every
 //! placed page to the other tier that has room, so a short run makes thousands of migrations;
-//! a program that checks its data afterwards proves the mover loses nothing.
+//! a program that checks its data afterwards proves the mover loses nothing. `ping-pong-wp`
+//! does the same with every copy write-protected, as hemem's and hpwp's migrator does it, to
+//! prove that a write waiting for a copy is never lost.
 
 use terrace_model::{MachineInfo, Move, MoveOptions, Observations, Plan, Policy, Requirements, TierId};
 
 pub const NAME: &str = "ping-pong";
 pub const SUMMARY: &str =
     "test: every tick, every page to the other tier (proves migration keeps data intact)";
+pub const WP_NAME: &str = "ping-pong-wp";
+pub const WP_SUMMARY: &str =
+    "test: ping-pong with each copy write-protected (proves hpwp's protected copies lose no write)";
 
 /// 200 ms: five round trips of the whole footprint per second.
 const TICK_NS: u64 = 200_000_000;
 
 #[derive(Default)]
-pub struct PingPong;
+pub struct PingPong {
+    /// Write-protect each page while it is copied.
+    pub protected: bool,
+}
 
 impl Policy for PingPong {
     fn name(&self) -> &str {
-        NAME
+        if self.protected {
+            WP_NAME
+        } else {
+            NAME
+        }
     }
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements { tick_ns: Some(TICK_NS), ..Requirements::default() }
+        Requirements { tick_ns: Some(TICK_NS), protected_copies: self.protected, ..Requirements::default() }
     }
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let mut room: Vec<u64> = obs.tiers.iter().map(|t| t.free_pages()).collect();
-        let mut plan = Plan { options: MoveOptions::default(), reason: "ping-pong".into(), ..Plan::none() };
+        let options = MoveOptions { write_protect_copies: self.protected, ..MoveOptions::default() };
+        let mut plan = Plan { options, reason: self.name().into(), ..Plan::none() };
         for (i, &t) in obs.placement.iter().enumerate() {
             if !t.is_placed() || obs.tiers.len() < 2 {
                 continue;
@@ -60,7 +73,13 @@ mod tests {
             future: None,
             hint_faults: &[],
         };
-        let plan = PingPong.tick(&obs);
+        let plan = PingPong::default().tick(&obs);
         assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::FAST }]);
+        assert!(!plan.options.write_protect_copies);
+        let mut wp = PingPong { protected: true };
+        assert!(wp.requirements(&crate::hemem::tests::machine(1.0)).protected_copies);
+        let plan = wp.tick(&obs);
+        assert_eq!(plan.moves.len(), 2);
+        assert!(plan.options.write_protect_copies);
     }
 }

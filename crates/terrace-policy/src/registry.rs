@@ -58,7 +58,12 @@ const POLICIES: &[PolicySpec] = &[
     PolicySpec {
         name: ping_pong::NAME,
         summary: ping_pong::SUMMARY,
-        build: || Box::new(ping_pong::PingPong),
+        build: || Box::new(ping_pong::PingPong::default()),
+    },
+    PolicySpec {
+        name: ping_pong::WP_NAME,
+        summary: ping_pong::WP_SUMMARY,
+        build: || Box::new(ping_pong::PingPong { protected: true }),
     },
 ];
 

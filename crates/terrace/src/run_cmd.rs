@@ -69,7 +69,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    let (child, uffd) = if sampling {
+    let (child, uffd) = if sampling || req.protected_copies {
         let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
             .with_context(|| format!("cannot start {}", args.command[0]))?;
         let uffd = stopped.create_userfaultfd();
@@ -83,6 +83,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         (cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?, None)
     };
     let pid = child.id();
+    let started = std::time::Instant::now();
     tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], args.policy);
     let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
         .with_context(|| format!("cannot manage pid {pid}"))?;
@@ -100,13 +101,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     let s = machine.stats();
     tracing::info!(
-        "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.2} s, migration {:.2} s{}",
+        "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.3} s, decisions {:.3} s, \
+         migration {:.2} s over {:.1} s{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
         s.tracking_seconds,
+        s.decision_seconds,
         s.migration_seconds,
-        if sampling {
+        started.elapsed().as_secs_f64(),
+        if sampling || req.protected_copies {
             format!(
                 "; {} sampled write faults, {} writes waited for a copy",
                 s.write_faults, s.writes_held_for_copy

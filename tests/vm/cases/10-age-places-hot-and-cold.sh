@@ -19,5 +19,5 @@ cold1=$(pages_at cold 1)
 [ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 first=$(first_report hot 0 973)
-note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 40 s; 95% of hot pages on node0 by the $first report"
+note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 40 s; 95% of hot pages on node0 by the $first report; $(policy_cost)"
 grep -q 'moved' /tmp/log || fail "no batch log line"

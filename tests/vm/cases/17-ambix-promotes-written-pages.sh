@@ -19,4 +19,4 @@ cold1=$(pages_at cold 1)
 [ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 first=$(first_report hot 0 973)
-note "ambix: hot $hot0/1024 on node0 (95% by the $first report), cold $cold1/4096 on node1"
+note "ambix: hot $hot0/1024 on node0 (95% by the $first report), cold $cold1/4096 on node1; $(policy_cost)"

@@ -21,4 +21,4 @@ grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 grep -q 'pgpromote_success +' /tmp/log || fail "no promotion counted in /proc/vmstat"
 [ "$(cat /proc/sys/kernel/numa_balancing)" = 0 ] || fail "numa_balancing was not restored"
 first=$(first_report hot 0 973)
-note "kernel-tiering (the kernel's own): hot $hot0/1024 on node0 (95% by the $first report), cold $cold1/4096 on node1"
+note "kernel-tiering (the kernel's own): hot $hot0/1024 on node0 (95% by the $first report), cold $cold1/4096 on node1; $(policy_cost)"
