@@ -62,6 +62,9 @@ pub struct SimMachine {
     hint_fault_ns: f64,
     /// Open access streams per thread: merge accesses within one media unit, detect sequential reads.
     streams: Box<[StreamTable; 256]>,
+    /// Memory Mode: the open write streams of each thread's dirty-line write-backs, so that
+    /// consecutive victims combine in the slow tier's media unit as the thread's own writes do.
+    writeback_streams: Box<[StreamTable; 256]>,
     now_ns: f64,
     last_observe_ns: f64,
     last_apply_ns: f64,
@@ -161,6 +164,7 @@ impl SimMachine {
             hints: None,
             hint_fault_ns: 0.0,
             streams: Box::new([StreamTable::default(); 256]),
+            writeback_streams: Box::new([StreamTable::default(); 256]),
             now_ns: 0.0,
             last_observe_ns: 0.0,
             last_apply_ns: 0.0,
@@ -319,12 +323,15 @@ impl SimMachine {
             instructions += a.instructions as u64;
             let write = a.kind == AccessKind::Write;
             let last = &mut self.streams[a.thread as usize];
+            let wb_streams = &mut self.writeback_streams[a.thread as usize];
             match cache.access(a.addr, write) {
                 CacheOutcome::Hit => account_access(&mut loads[0], last, a, write, 6),
                 CacheOutcome::Miss { writeback } => {
                     // The line comes from the slow tier (a write miss reads it too, then writes
                     // it in DRAM) and is filled into DRAM; a dirty victim goes back to the slow
-                    // tier. Fills and write-backs cost bandwidth; the access counts as a miss.
+                    // tier, a write of its own line that merges into an open media unit like any
+                    // write (model.md §1). Fills and write-backs cost bandwidth; the access counts
+                    // as a miss.
                     if write {
                         // Read for ownership: the line's bytes, counted as a write miss.
                         let mut rfo = TierLoad::default();
@@ -335,9 +342,12 @@ impl SimMachine {
                         account_access(&mut loads[1], last, a, false, slow_gran);
                     }
                     loads[0].write_bytes += LINE_BYTES;
-                    if writeback {
+                    if let Some(victim) = writeback {
                         loads[0].read_bytes += LINE_BYTES;
-                        loads[1].write_bytes += 1 << slow_gran;
+                        let mut wb = TierLoad::default();
+                        let line = Access { addr: victim, size: LINE_BYTES as u16, ..a };
+                        account_access(&mut wb, wb_streams, line, true, slow_gran);
+                        loads[1].write_bytes += wb.write_bytes;
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Optane Memory Mode: the fast tier as a direct-mapped, write-back cache of the slow tier,
 //! in 64-byte lines (Ambix §3 "MemM"). Misses read the line from the slow tier and fill it into
-//! the fast tier; a dirty victim is written back to the slow tier.
+//! the fast tier; a dirty victim is written back to the slow tier (the machine charges that write
+//! like any other, so consecutive victims combine in the slow tier's media unit).
 
 /// Tags of a direct-mapped cache; a line's slot is its line number modulo the slot count.
 #[derive(Clone, Debug)]
@@ -15,9 +16,10 @@ const DIRTY: u64 = 1 << 63;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheOutcome {
     Hit,
-    /// Filled from the slow tier; `writeback` if a dirty line was evicted.
+    /// Filled from the slow tier; `writeback` holds the byte address of the dirty line evicted,
+    /// if one was.
     Miss {
-        writeback: bool,
+        writeback: Option<u64>,
     },
 }
 
@@ -37,7 +39,7 @@ impl DirectMappedCache {
             *slot |= dirty;
             CacheOutcome::Hit
         } else {
-            let writeback = *slot & DIRTY != 0;
+            let writeback = (*slot & DIRTY != 0).then(|| ((*slot & !DIRTY) - 1) << 6);
             *slot = tag | dirty;
             CacheOutcome::Miss { writeback }
         }
@@ -51,12 +53,12 @@ mod tests {
     #[test]
     fn conflicting_lines_evict_each_other_and_write_back_when_dirty() {
         let mut c = DirectMappedCache::new(64 * 4);
-        assert_eq!(c.access(0, true), CacheOutcome::Miss { writeback: false });
+        assert_eq!(c.access(0, true), CacheOutcome::Miss { writeback: None });
         assert_eq!(c.access(8, false), CacheOutcome::Hit);
-        // Line 4 maps to the same slot as line 0.
-        assert_eq!(c.access(4 * 64, false), CacheOutcome::Miss { writeback: true });
-        assert_eq!(c.access(0, false), CacheOutcome::Miss { writeback: false });
-        assert_eq!(c.access(64, false), CacheOutcome::Miss { writeback: false });
+        // Line 4 maps to the same slot as line 0, which goes back to its own address.
+        assert_eq!(c.access(4 * 64, false), CacheOutcome::Miss { writeback: Some(0) });
+        assert_eq!(c.access(0, false), CacheOutcome::Miss { writeback: None });
+        assert_eq!(c.access(64, false), CacheOutcome::Miss { writeback: None });
         assert_eq!(c.access(64, false), CacheOutcome::Hit);
     }
 }

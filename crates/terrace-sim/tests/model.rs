@@ -118,6 +118,22 @@ fn optane_charges_a_whole_xpline_for_a_small_random_write() {
     assert_eq!(fast.tiers[0].write_bytes, n * 64);
 }
 
+#[test]
+fn memory_mode_write_backs_of_consecutive_lines_combine_in_the_xpline() {
+    // One thread writes twice the cache's size sequentially: the second half evicts the first
+    // half's dirty lines in order. Like the thread's own sequential writes (model.md §1), the
+    // write-backs merge four 64 B lines into one 256 B XPLine: the slow tier's media writes the
+    // evicted half once, not four times.
+    let cache = 64u64 << 10;
+    let v: Vec<Access> = (0..2 * cache / 64).map(|i| Access::write(i * 64, 64, 0, 0)).collect();
+    let r = run(VecSource::new(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
+    assert_eq!(r.tiers[1].write_bytes, cache);
+    // Victims a page apart each cost a whole XPLine: 16 lines fill the cache, 16 more evict them.
+    let v: Vec<Access> = (0..2 * cache / 4096).map(|i| Access::write(i * 4096, 64, 0, 0)).collect();
+    let r = run(VecSource::new(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
+    assert_eq!(r.tiers[1].write_bytes, cache / 4096 * 256);
+}
+
 const SMALL: f64 = 1.0 / 16.0;
 
 /// One workload of every family (the default suite plus the NPB kernels, BFS and the KV store):
