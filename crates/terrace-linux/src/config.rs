@@ -7,7 +7,7 @@
 //! fast_limit_mib = 512   # optional: the most of the fast tier a managed program may use
 //!
 //! [trackers]
-//! referenced = "auto"             # auto | damon | soft-dirty: the source of the referenced bit
+//! referenced = "auto"             # auto | idle-page | damon | soft-dirty: the referenced bit's source
 //! fault_sample = 256              # pages (or 2 MiB ranges) the fault sampler protects per epoch
 //!
 //! [daemon]
@@ -60,9 +60,11 @@ fn default_fault_sample() -> usize {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReferencedSource {
-    /// DAMON where the kernel has it, else soft-dirty.
+    /// The idle-page bitmap where the kernel has it, else DAMON, else soft-dirty.
     #[default]
     Auto,
+    /// The idle-page bitmap (CONFIG_IDLE_PAGE_TRACKING, root): the exact referenced bit.
+    IdlePage,
     Damon,
     /// Soft-dirty only: written pages count as referenced, read-only pages look idle.
     SoftDirty,
@@ -173,6 +175,8 @@ mod tests {
         assert!(e.contains("fault_sample"), "{e}");
         assert_eq!(Config::parse("t", "[trackers]\nfault_sample = 64\n").unwrap().trackers.fault_sample, 64);
         assert_eq!(Config::default().trackers.fault_sample, 256);
+        let c = Config::parse("t", "[trackers]\nreferenced = \"idle-page\"\n").unwrap();
+        assert_eq!(c.trackers.referenced, ReferencedSource::IdlePage);
         let e = Config::parse("t", "[tiers]\nfast_limit_mib = 0\n").unwrap_err().to_string();
         assert!(e.contains("fast_limit_mib"), "{e}");
         assert_eq!(

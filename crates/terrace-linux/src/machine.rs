@@ -10,7 +10,9 @@ use crate::kernel_tiering::{self, KernelTiering};
 use crate::migrate::{self, PageMove};
 use crate::process::{ProcessError, ProcessMemory, PAGE_BYTES, PM_PRESENT};
 use crate::topology::LiveTier;
-use crate::trackers::damon::{self, DamonTracker};
+use crate::trackers::damon::{self, DamonReader};
+use crate::trackers::idle_page::{self, IdleBitmap};
+use crate::trackers::perf_sampler::{self, PerfSampler};
 use crate::trackers::soft_dirty;
 use crate::trackers::write_faults::WriteFaultSampler;
 use crate::userfaultfd::Userfaultfd;
@@ -83,23 +85,30 @@ pub struct LiveMachine {
     page_bits: bool,
     /// Set when the policy works on 2 MiB pages: its page index then names 2 MiB-aligned ranges.
     huge: Option<HugeView>,
+    /// The idle-page bitmap, for the referenced bit, where the kernel has it.
+    idle: Option<IdleBitmap>,
     /// DAMON, for the referenced bit, where the kernel has it.
-    damon: Option<DamonTracker>,
+    damon: Option<DamonReader>,
     /// The fault sampler's userfaultfd of the program, until `prepare` starts the sampler on it.
     fault_fd: Option<Userfaultfd>,
     /// The fault sampler, when the policy asks for access sampling, and how many units it
     /// protects per epoch.
     faults: Option<WriteFaultSampler>,
     fault_sample: usize,
+    /// The perf sampler (PEBS or IBS loads and stores), where the CPU has one: preferred over
+    /// the fault sampler for access sampling.
+    perf: Option<PerfSampler>,
     /// Whether the policy asked for access sampling (else the descriptor only guards copies).
     sampling: bool,
     samples: Vec<Sample>,
+    /// When the last full scan (mappings, pagemap, nodes) ran.
+    scanned_at: Option<Instant>,
     /// When the last observation ended, until the policy's decision is timed.
     deciding_since: Option<Instant>,
     /// Policy ticks in one DAMON aggregation (100 ms), for scaling its counts to read samples.
     ticks_per_aggregation: u32,
-    /// When DAMON's counts were last turned into read samples.
-    reads_at: Option<Instant>,
+    /// The DAMON aggregation last turned into read samples.
+    reads_seq: u64,
     /// The kernel's tiering, switched on for a kernel-tiering run, and its counters at the last look.
     kernel_tiering: Option<(KernelTiering, Vec<u64>)>,
     referenced: ReferencedSource,
@@ -147,14 +156,17 @@ impl LiveMachine {
             page_bits: false,
             huge: None,
             damon: None,
+            idle: None,
             fault_fd: None,
             faults: None,
             fault_sample: 256,
+            perf: None,
             sampling: false,
             samples: Vec::new(),
-            reads_at: None,
+            reads_seq: 0,
             ticks_per_aggregation: 1,
             deciding_since: None,
+            scanned_at: None,
             kernel_tiering: None,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
@@ -286,9 +298,27 @@ impl LiveMachine {
                 }
             }));
             soft_dirty::clear(self.pid)?;
-            if let Some(d) = &self.damon {
-                match d.regions() {
-                    Ok(regions) => damon::mark_accessed(
+            if let Some(idle) = self.idle.as_mut() {
+                // Referenced: accessed since the last tick marked the page's frame idle.
+                let frames: Vec<u64> = self
+                    .entries
+                    .iter()
+                    .map(|&e| if e & PM_PRESENT != 0 { e & idle_page::PFN_MASK } else { 0 })
+                    .collect();
+                let marked = idle.accessed(&frames).and_then(|accessed| {
+                    for (b, a) in self.bits.iter_mut().zip(accessed) {
+                        if a {
+                            *b |= PAGE_REFERENCED;
+                        }
+                    }
+                    idle.mark_idle(&frames)
+                });
+                if let Err(e) = marked {
+                    tracing::warn!("idle-page bitmap for pid {}: {e}", self.pid);
+                }
+            } else if let Some(d) = &self.damon {
+                match d.latest() {
+                    Ok((_, regions)) => damon::mark_accessed(
                         &regions,
                         self.mem.index().runs(),
                         &mut self.bits,
@@ -330,18 +360,71 @@ impl LiveMachine {
         Ok(())
     }
 
+    /// The idle-page bitmap, if the config allows it and the kernel has it, and frame numbers
+    /// can be read (root); an error only if the config insists on it.
+    fn open_idle_bitmap(&mut self) -> Result<Option<IdleBitmap>, MachineError> {
+        let insist = self.referenced == ReferencedSource::IdlePage;
+        if !(insist || self.referenced == ReferencedSource::Auto) {
+            return Ok(None);
+        }
+        let missing = |hint: String| {
+            if insist {
+                Err(MachineError::MissingTracker { tracker: "idle-page bitmap", hint })
+            } else {
+                tracing::debug!("no idle-page bitmap: {hint}");
+                Ok(None)
+            }
+        };
+        if !idle_page::available() {
+            return missing(format!(
+                "{} is missing (kernel without CONFIG_IDLE_PAGE_TRACKING); set [trackers] referenced = \"auto\"",
+                idle_page::BITMAP
+            ));
+        }
+        let bitmap = match IdleBitmap::open() {
+            Ok(b) => b,
+            Err(e) => return missing(format!("cannot open {}: {e} (it needs root)", idle_page::BITMAP)),
+        };
+        let mut entries = Vec::new();
+        if self.mem.read_pagemap(&mut entries).is_ok()
+            && entries.iter().any(|&e| e & PM_PRESENT != 0)
+            && entries.iter().all(|&e| e & PM_PRESENT == 0 || e & idle_page::PFN_MASK == 0)
+        {
+            return missing("pagemap shows no frame numbers (they need CAP_SYS_ADMIN)".into());
+        }
+        Ok(Some(bitmap))
+    }
+
     /// Starts DAMON on the program (a sample every 5 ms, aggregated every 100 ms: DAMON's
     /// defaults), unless it runs already.
     fn start_damon(&mut self) -> Result<(), String> {
         if self.damon.is_none() {
-            self.damon = Some(DamonTracker::start(self.pid, 5_000, 100_000).map_err(|e| e.to_string())?);
+            self.damon = Some(DamonReader::start(self.pid, 5_000, 100_000).map_err(|e| e.to_string())?);
         }
         Ok(())
     }
 
-    /// Starts the fault sampler on the program's userfaultfd: for access sampling (writes from
-    /// the sampler, reads from DAMON's per-region access counts, as no PMU here offers
-    /// load/store sampling; docs/live.md), and to write-protect copies.
+    /// Access sampling: the perf sampler where the CPU samples loads and stores, one in
+    /// `period` as the policy asked; else the fault sampler (docs/live.md).
+    fn start_sampling(&mut self, period: u64) -> Result<(), MachineError> {
+        let perf = perf_sampler::memory_events()
+            .and_then(|events| PerfSampler::open(self.pid, &events, period).map_err(|e| e.to_string()));
+        match perf {
+            Ok(p) => {
+                tracing::info!("access sampling: perf loads and stores with data addresses, one in {period}");
+                self.perf = Some(p);
+                Ok(())
+            }
+            Err(why) => {
+                tracing::info!("no perf sampling ({why}); using the fault sampler");
+                self.start_fault_sampler()
+            }
+        }
+    }
+
+    /// Starts the fault sampler on the program's userfaultfd: for access sampling where there is
+    /// no perf sampler (writes from the sampler, reads from DAMON's per-region access counts),
+    /// and to write-protect copies.
     fn start_fault_sampler(&mut self) -> Result<(), MachineError> {
         let Some(fd) = self.fault_fd.take() else {
             return Err(MachineError::MissingTracker {
@@ -355,7 +438,7 @@ impl LiveMachine {
             hint: format!("the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"),
         })?;
         self.faults = Some(sampler);
-        if !self.sampling {
+        if !self.sampling || self.perf.is_some() {
             tracing::info!("copies are write-protected with userfaultfd: writes wait for the copy");
             return Ok(());
         }
@@ -378,9 +461,21 @@ impl LiveMachine {
     /// the sampler on a fresh random sample of present units.
     fn collect_samples(&mut self) {
         self.samples.clear();
+        if let Some(perf) = self.perf.as_mut() {
+            let (index, huge, samples) = (self.mem.index(), &self.huge, &mut self.samples);
+            perf.drain(|addr, kind| {
+                let page = match huge {
+                    Some(h) => h.index_of.get(&(addr >> HUGE_SHIFT << HUGE_SHIFT)).copied(),
+                    None => index.index_of(addr & !(PAGE_BYTES - 1)),
+                };
+                if let Some(page) = page {
+                    samples.push(Sample { page, kind });
+                }
+            });
+        }
         let Some(sampler) = self.faults.as_mut() else { return };
         sampler.register(self.mem.mapped_ranges());
-        if !self.sampling {
+        if !self.sampling || self.perf.is_some() {
             return;
         }
         for base in sampler.take_written() {
@@ -402,11 +497,13 @@ impl LiveMachine {
             None => self.present.iter().map(|&i| self.mem.index().addr(i)).collect(),
         };
         sampler.rearm(&candidates, self.fault_sample);
-        let aggregated = self.reads_at.is_none_or(|t| t.elapsed() >= Duration::from_millis(100));
-        if let (Some(d), true) = (&self.damon, aggregated) {
-            self.reads_at = Some(Instant::now());
-            let regions = match d.regions() {
-                Ok(r) => r,
+        if let Some(d) = &self.damon {
+            let regions = match d.latest() {
+                Ok((seq, r)) if seq != self.reads_seq => {
+                    self.reads_seq = seq;
+                    r
+                }
+                Ok(_) => return, // no new aggregation since the last tick
                 Err(e) => {
                     tracing::warn!("DAMON regions of pid {}: {e}", self.pid);
                     return;
@@ -480,22 +577,29 @@ impl Machine for LiveMachine {
         }
         if req.trackers.iter().any(|t| t.kind == TrackerKind::PageBits) {
             self.page_bits = true;
+            if let Some(idle) = self.open_idle_bitmap()? {
+                tracing::info!(
+                    "page-table bits: dirty from soft-dirty, referenced from the idle-page bitmap"
+                );
+                self.idle = Some(idle);
+            }
             // DAMON's defaults: a sample every 5 ms, aggregated every 100 ms.
-            let want = match self.referenced {
-                ReferencedSource::SoftDirty => false,
-                ReferencedSource::Damon => {
-                    if !damon::available() {
-                        return Err(MachineError::MissingTracker {
-                            tracker: "DAMON regions",
-                            hint: "the config asks for DAMON but this kernel has no DAMON sysfs; \
+            let want = self.idle.is_none()
+                && match self.referenced {
+                    ReferencedSource::SoftDirty | ReferencedSource::IdlePage => false,
+                    ReferencedSource::Damon => {
+                        if !damon::available() {
+                            return Err(MachineError::MissingTracker {
+                                tracker: "DAMON regions",
+                                hint: "the config asks for DAMON but this kernel has no DAMON sysfs; \
                                    set [trackers] referenced = \"auto\""
-                                .into(),
-                        });
+                                    .into(),
+                            });
+                        }
+                        true
                     }
-                    true
-                }
-                ReferencedSource::Auto => damon::available(),
-            };
+                    ReferencedSource::Auto => damon::available(),
+                };
             match want.then(|| self.start_damon()) {
                 Some(Ok(())) => {
                     tracing::info!("page-table bits: dirty from soft-dirty, referenced from DAMON regions");
@@ -516,7 +620,10 @@ impl Machine for LiveMachine {
         self.sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
         self.ticks_per_aggregation =
             req.tick_ns.map_or(1, |t| (DAMON_AGGREGATION_NS / t.max(1)).clamp(1, 1000) as u32);
-        if self.sampling || req.protected_copies {
+        if let Some(t) = req.trackers.iter().find(|t| t.kind == TrackerKind::Sampling) {
+            self.start_sampling(t.period as u64)?;
+        }
+        if req.protected_copies && self.faults.is_none() {
             self.start_fault_sampler()?;
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
@@ -545,10 +652,17 @@ impl Machine for LiveMachine {
 
     fn observe(&mut self) -> Observations<'_> {
         let t0 = Instant::now();
-        match self.scan() {
-            Ok(()) => {}
-            Err(ProcessError::Gone(_)) => self.gone = true,
-            Err(e) => tracing::warn!("scan of process {} failed: {e}", self.pid),
+        // Page-table bits are per tick, so a policy on them gets a scan at every tick. Otherwise
+        // placement changes only by Terrace's own moves (recorded as they land) and new memory, so
+        // a fast-ticking policy (hemem's 10 ms) gets a full scan every 100 ms, not every tick.
+        let due = self.page_bits || self.scanned_at.is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY);
+        if due {
+            self.scanned_at = Some(Instant::now());
+            match self.scan() {
+                Ok(()) => {}
+                Err(ProcessError::Gone(_)) => self.gone = true,
+                Err(e) => tracing::warn!("scan of process {} failed: {e}", self.pid),
+            }
         }
         self.info.pages = self.page_count();
         if let Some((_, last)) = self.kernel_tiering.as_mut() {
@@ -670,9 +784,17 @@ impl Machine for LiveMachine {
             }
             moved += 1;
             let tier = self.tier_of_node(node);
-            match self.huge.as_mut() {
-                Some(h) => h.placement[page as usize] = tier,
-                None => self.placement[page as usize] = tier,
+            // Until the next full scan, this is where the page is, and what its tiers hold.
+            let (placement, status) = match self.huge.as_mut() {
+                Some(h) => (&mut h.placement, &mut h.status),
+                None => (&mut self.placement, &mut self.tier_status),
+            };
+            let old = std::mem::replace(&mut placement[page as usize], tier);
+            if let Some(s) = status.get_mut(old.index()).filter(|_| old.is_placed()) {
+                s.used_pages = s.used_pages.saturating_sub(1);
+            }
+            if let Some(s) = status.get_mut(tier.index()).filter(|_| tier.is_placed()) {
+                s.used_pages += 1;
             }
         }
         applied.pages_moved = moved;
@@ -688,6 +810,8 @@ impl Machine for LiveMachine {
 }
 
 const DAMON_AGGREGATION_NS: u64 = 100_000_000;
+/// The longest a policy that ticks faster waits for a full scan of the program's memory.
+const FULL_SCAN_EVERY: Duration = Duration::from_millis(100);
 
 /// Read samples for a page whose DAMON region saw an access in `accessed` of `per_aggregation`
 /// samples: put on the fault sampler's scale, which catches at most one write per page per tick,
@@ -705,6 +829,13 @@ const USERFAULTFD_NEEDS_RUN: &str = "this machine has no PMU with load/store sam
     sampler (which also write-protects copies) creates its userfaultfd inside the program as it \
     starts: start the program with `terrace run --policy P -- PROGRAM` (a running process cannot \
     be given one)";
+
+/// Whether a policy needs a userfaultfd of its program: to write-protect its copies, or to sample
+/// accesses where the CPU has no perf sampler.
+pub fn needs_userfaultfd(req: &Requirements) -> bool {
+    let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
+    req.protected_copies || (sampling && perf_sampler::memory_events().is_err())
+}
 
 /// How the machine gets hold of the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -767,8 +898,8 @@ pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), Mach
             }
         }
     }
-    let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    if sampling || req.protected_copies {
+    if needs_userfaultfd(req) {
+        let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
         let tracker = if sampling { "access sampling" } else { "write-protected copies" };
         if attach == Attach::Running {
             return Err(MachineError::MissingTracker { tracker, hint: USERFAULTFD_NEEDS_RUN.into() });

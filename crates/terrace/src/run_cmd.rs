@@ -5,7 +5,7 @@ use clap::Args;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use terrace_linux::config::Config;
-use terrace_linux::machine::{check_requirements, Attach, LiveMachine, Target};
+use terrace_linux::machine::{check_requirements, needs_userfaultfd, Attach, LiveMachine, Target};
 use terrace_linux::numa_sys;
 use terrace_model::{InitialPlacement, MachineInfo, PageSize, TrackerKind};
 
@@ -69,7 +69,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    let (child, uffd) = if sampling || req.protected_copies {
+    let (child, uffd) = if needs_userfaultfd(&req) {
         let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
             .with_context(|| format!("cannot start {}", args.command[0]))?;
         let uffd = stopped.create_userfaultfd();

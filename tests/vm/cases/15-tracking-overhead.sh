@@ -1,8 +1,9 @@
 # boot: hmat
-# timeout: 200
+# timeout: 240
 # Tracking overhead: the program's update rate alone, under Terrace with no tracker, and with each
-# tracker at a 1 s interval (age in dry-run mode: it tracks and decides but moves nothing). Only
-# ratios within this run mean anything: the guest is emulated.
+# tracker at a 1 s interval (age in dry-run mode: it tracks and decides but moves nothing), and
+# the fault sampler at hemem's own 10 ms tick (dry run). Only ratios within this run mean
+# anything: the guest is emulated.
 . /lib/vmtest.sh
 kernel_balancing_off
 
@@ -11,13 +12,14 @@ rate() { # command... -> updates per second of terrace-hotcold
 	grep -q 'checksum ok' /tmp/o || fail "checksum: $*"
 	sed -n 's/^hotcold checksum ok after \([0-9]*\) updates/\1/p' /tmp/o
 }
-prog="terrace-hotcold --hot-mib 4 --cold-mib 32 --seconds 15"
+prog="terrace-hotcold --hot-mib 4 --cold-mib 32 --seconds 10"
 alone=$(rate $prog)
 none=$(rate terrace run --policy first-touch -- $prog)
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
 sd=$(rate terrace run --dry-run --config /tmp/sd.toml --policy age -- $prog)
 printf '[trackers]\nreferenced = "damon"\n' >/tmp/damon.toml
 dm=$(rate terrace run --dry-run --config /tmp/damon.toml --policy age -- $prog)
-for v in "$alone" "$none" "$sd" "$dm"; do [ -n "$v" ] && [ "$v" -gt 0 ] || fail "no update count"; done
+fs=$(rate terrace run --dry-run --policy hemem -- $prog)
+for v in "$alone" "$none" "$sd" "$dm" "$fs"; do [ -n "$v" ] && [ "$v" -gt 0 ] || fail "no update count"; done
 ratio() { awk -v a="$1" -v b="$alone" 'BEGIN { printf "%.3f", a / b }'; }
-note "updates in 15 s: alone $alone; terrace, no tracker $(ratio $none)x; soft-dirty at 1 s $(ratio $sd)x; soft-dirty + DAMON at 1 s $(ratio $dm)x"
+note "updates in 10 s: alone $alone; terrace, no tracker $(ratio $none)x; soft-dirty at 1 s $(ratio $sd)x; soft-dirty + DAMON at 1 s $(ratio $dm)x; fault sampler + DAMON at 10 ms (hemem) $(ratio $fs)x"

@@ -14,7 +14,7 @@ echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
 printf '[tiers]\nfast_limit_mib = 6\n' >/tmp/limit.toml
 
 for policy in hpwp hemem; do
-	terrace run --policy $policy --config /tmp/limit.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 --seconds 20 \
+	terrace run --policy $policy --config /tmp/limit.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 --seconds 15 \
 		--start-node 1 --report-every 5 >/tmp/out 2>/tmp/log
 	rc=$?
 	cat /tmp/out

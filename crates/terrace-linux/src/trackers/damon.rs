@@ -10,6 +10,8 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 const ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
 
@@ -84,7 +86,18 @@ impl DamonTracker {
         }
         let n = read_u64(&admin.join("nr_kdamonds"))? as u32;
         if n != 0 {
-            return Err(DamonError::Busy(n));
+            // kdamonds that are all off serve no one: a Terrace killed with SIGKILL leaves its own
+            // behind (it stops when its process exits). Anything running is someone's: keep off.
+            let all_off = (0..n).all(|i| {
+                fs::read_to_string(admin.join(i.to_string()).join("state")).is_ok_and(|s| s.trim() == "off")
+            });
+            if !all_off {
+                return Err(DamonError::Busy(n));
+            }
+            tracing::info!(
+                "DAMON: reusing {n} kdamond(s) left off (a Terrace that was killed leaves its own)"
+            );
+            write(&admin.join("nr_kdamonds"), "0")?;
         }
         write(&admin.join("nr_kdamonds"), "1")?;
         let kd = admin.join("0");
@@ -152,6 +165,80 @@ impl Drop for DamonTracker {
         let _ = fs::write(self.kdamond.join("state"), "off");
         if let Some(admin) = self.kdamond.parent() {
             let _ = fs::write(admin.join("nr_kdamonds"), "0");
+        }
+    }
+}
+
+/// The latest regions a [`DamonReader`] has read, numbered.
+#[derive(Default)]
+struct Latest {
+    seq: u64,
+    regions: Vec<Region>,
+    error: Option<String>,
+}
+
+/// DAMON's regions, read in a background thread: asking kdamond for them blocks until its next
+/// aggregation (up to 100 ms), which must not stall a policy's tick (hemem's is 10 ms).
+pub struct DamonReader {
+    latest: Arc<Mutex<Latest>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    samples_per_aggregation: u32,
+}
+
+impl DamonReader {
+    /// Starts DAMON on `pid` ([`DamonTracker::start`]) and a thread that reads every aggregation.
+    pub fn start(pid: i32, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
+        let tracker = DamonTracker::start(pid, sample_us, aggr_us)?;
+        let samples_per_aggregation = tracker.samples_per_aggregation();
+        let latest = Arc::new(Mutex::new(Latest::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, s) = (Arc::clone(&latest), Arc::clone(&stop));
+        let thread = std::thread::Builder::new()
+            .name("terrace-damon".into())
+            .spawn(move || {
+                // The tracker lives (and its kdamond runs) as long as this thread.
+                while !s.load(Ordering::Relaxed) {
+                    let read = tracker.regions();
+                    let mut latest = l.lock().expect("damon lock");
+                    match read {
+                        Ok(regions) => {
+                            latest.seq += 1;
+                            latest.regions = regions;
+                            latest.error = None;
+                        }
+                        Err(e) => {
+                            latest.error = Some(e.to_string());
+                            drop(latest);
+                            std::thread::sleep(std::time::Duration::from_micros(aggr_us));
+                        }
+                    }
+                }
+            })
+            .map_err(|source| DamonError::Io { what: "start a thread for", path: ADMIN.into(), source })?;
+        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation })
+    }
+
+    /// The latest aggregation read, numbered from 1 (0 with no regions: none read yet), or the
+    /// last read's error.
+    pub fn latest(&self) -> Result<(u64, Vec<Region>), String> {
+        let l = self.latest.lock().expect("damon lock");
+        match &l.error {
+            Some(e) => Err(e.clone()),
+            None => Ok((l.seq, l.regions.clone())),
+        }
+    }
+
+    pub fn samples_per_aggregation(&self) -> u32 {
+        self.samples_per_aggregation
+    }
+}
+
+impl Drop for DamonReader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

@@ -235,20 +235,12 @@ mod tests {
     }
 
     fn anon(pages: usize) -> (*mut u8, usize) {
+        use nix::sys::mman::{mmap_anonymous, MapFlags, ProtFlags};
         let len = pages * 4096;
+        let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
         // SAFETY: a fresh private anonymous mapping, unmapped by the test.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        (p.cast(), len)
+        let p = unsafe { mmap_anonymous(None, len.try_into().unwrap(), rw, MapFlags::MAP_PRIVATE) }.unwrap();
+        (p.as_ptr().cast(), len)
     }
 
     #[test]
