@@ -85,6 +85,9 @@ pub struct LiveMachine {
     page_bits: bool,
     /// Set when the policy works on 2 MiB pages: its page index then names 2 MiB-aligned ranges.
     huge: Option<HugeView>,
+    /// Pages moved since the last scan, with the bits they showed before: their soft-dirty bits
+    /// are set by the move itself.
+    bits_before_move: Vec<(u32, u8)>,
     /// The idle-page bitmap, for the referenced bit, where the kernel has it.
     idle: Option<IdleBitmap>,
     /// DAMON, for the referenced bit, where the kernel has it.
@@ -157,6 +160,7 @@ impl LiveMachine {
             huge: None,
             damon: None,
             idle: None,
+            bits_before_move: Vec::new(),
             fault_fd: None,
             faults: None,
             fault_sample: 256,
@@ -298,6 +302,11 @@ impl LiveMachine {
                 }
             }));
             soft_dirty::clear(self.pid)?;
+            for (i, before) in self.bits_before_move.drain(..) {
+                if let Some(b) = self.bits.get_mut(i as usize) {
+                    *b = before;
+                }
+            }
             if let Some(idle) = self.idle.as_mut() {
                 // Referenced: accessed since the last tick marked the page's frame idle.
                 let frames: Vec<u64> = self
@@ -795,6 +804,18 @@ impl Machine for LiveMachine {
             }
             if let Some(s) = status.get_mut(tier.index()).filter(|_| tier.is_placed()) {
                 s.used_pages += 1;
+            }
+        }
+        if self.page_bits {
+            // Moving a page the program has written sets its soft-dirty bit: the kernel re-makes
+            // the mapping dirty after the copy, and on x86 making an entry dirty sets soft-dirty
+            // too. So at the next scan a moved page shows what it showed before the move.
+            for m in moves.iter().filter(|m| !failed.contains_key(&m.tag)) {
+                if let Some(i) = self.mem.index().index_of(m.addr) {
+                    if let Some(&b) = self.bits.get(i as usize) {
+                        self.bits_before_move.push((i, b));
+                    }
+                }
             }
         }
         applied.pages_moved = moved;
