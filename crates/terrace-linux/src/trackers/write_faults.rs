@@ -135,13 +135,12 @@ impl WriteFaultSampler {
         }
     }
 
-    /// Ends the epoch: lifts the protection of sampled units not written, and protects a new
-    /// random sample of at most `sample` units from `candidates` (unit base addresses).
+    /// Ends the epoch: protects a new random sample of at most `sample` units from `candidates`
+    /// (unit base addresses). Units still protected from the last epoch (not written) that are
+    /// sampled again stay protected, and only those dropped from the sample are released: each
+    /// change of protection costs a TLB flush on every CPU the program runs on.
     pub fn rearm(&mut self, candidates: &[u64], sample: usize) {
         let mut st = self.shared.state.lock().expect("sampler lock");
-        for base in std::mem::take(&mut st.armed) {
-            self.shared.protect(base, false);
-        }
         let pick: Vec<u64> = if candidates.len() <= sample {
             candidates.to_vec()
         } else {
@@ -154,8 +153,14 @@ impl WriteFaultSampler {
             c.truncate(sample);
             c
         };
+        let keep: HashSet<u64> = pick.iter().copied().collect();
+        let dropped: Vec<u64> = st.armed.iter().copied().filter(|b| !keep.contains(b)).collect();
+        for base in dropped {
+            st.armed.remove(&base);
+            self.shared.protect(base, false);
+        }
         for base in pick {
-            if !st.copying.contains(&base) && self.shared.protect(base, true) {
+            if !st.copying.contains(&base) && !st.armed.contains(&base) && self.shared.protect(base, true) {
                 st.armed.insert(base);
             }
         }
