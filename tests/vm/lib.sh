@@ -85,3 +85,16 @@ policy_cost() {
 	sed -n 's/.*tracking \([0-9.]*\) s, decisions \([0-9.]*\) s, migration [0-9.]* s over \([0-9.]*\) s.*/\1 \2 \3/p' /tmp/log |
 		awk '{ printf "tracking %.1f ms/s, decisions %.2f ms/s", 1000 * $1 / $3, 1000 * $2 / $3 }'
 }
+# manage LABEL ARGS...: `terrace run ARGS`, the program's reports to /tmp/out and Terrace's log to
+# /tmp/log; shows the reports and the log's first batches and last lines, and fails the case
+# unless Terrace exited 0.
+manage() {
+	_label=$1
+	shift
+	terrace run "$@" >/tmp/out 2>/tmp/log
+	_rc=$?
+	cat /tmp/out
+	grep -v 'moved' /tmp/log | tail -n 4
+	grep 'moved' /tmp/log | head -n 3
+	[ $_rc -eq 0 ] || fail "$_label: terrace run exited $_rc"
+}

@@ -7,12 +7,8 @@
 . /lib/vmtest.sh
 kernel_balancing_off
 
-terrace run --policy age -- terrace-hotcold --hot-mib 2 --cold-mib 8 --read-mib 2 --seconds 30 --start-node 1 \
-	--report-every 5 >/tmp/out 2>/tmp/log
-rc=$?
-cat /tmp/out
-grep -v 'moved' /tmp/log | tail -n 5
-[ $rc -eq 0 ] || fail "terrace run exited $rc"
+manage age --policy age -- terrace-hotcold --hot-mib 2 --cold-mib 8 --read-mib 2 --seconds 30 --start-node 1 \
+	--report-every 5
 grep -q 'referenced from DAMON' /tmp/log || fail "DAMON was not used for the referenced bit"
 read0=$(pages_at read 0)
 cold1=$(pages_at cold 1)

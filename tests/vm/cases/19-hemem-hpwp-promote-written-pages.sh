@@ -14,13 +14,8 @@ echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
 printf '[tiers]\nfast_limit_mib = 6\n' >/tmp/limit.toml
 
 for policy in hpwp hemem; do
-	terrace run --policy $policy --config /tmp/limit.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 --seconds 15 \
-		--start-node 1 --report-every 5 >/tmp/out 2>/tmp/log
-	rc=$?
-	cat /tmp/out
-	grep -v 'moved' /tmp/log | tail -n 4
-	grep 'moved' /tmp/log | head -n 3
-	[ $rc -eq 0 ] || fail "$policy: terrace run exited $rc"
+	manage $policy --policy $policy --config /tmp/limit.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 \
+		--seconds 15 --start-node 1 --report-every 5
 	grep -q 'access sampling' /tmp/log || fail "$policy: no access sampling on the live machine"
 	hot0=$(pages_at hot 0)
 	cold1=$(pages_at cold 1)
