@@ -13,7 +13,7 @@
 
 use crate::config::{Config, ReferencedSource};
 use crate::control::{self, LineRead, ProcessEntry, Reply, Request};
-use crate::machine::{check_requirements, Attach, LiveMachine, LiveStats, Target};
+use crate::machine::{live_requirements, Attach, LiveMachine, LiveStats, Target};
 use crate::metrics::{self, ProcessMetrics};
 use crate::topology::{ClassifiedBy, LiveTier, Topology, TopologyError};
 use std::collections::HashMap;
@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use terrace_model::{
-    Applied, Machine, MachineError, MachineInfo, Observations, PageSize, Plan, Policy, Progress, Requirements,
+    Applied, Machine, MachineError, MachineInfo, Observations, Plan, Policy, Progress, Requirements,
 };
 
 /// Builds a policy by name; the error is one line (e.g. the known names).
@@ -466,15 +466,7 @@ impl Shared {
         let name = policy.unwrap_or_else(|| self.config.daemon.policy.clone());
         let mut policy = (self.build)(&name)?;
         let tiers = live_tiers(&self.config).map_err(|e| error_chain(&e))?;
-        let provisional = MachineInfo {
-            name: "live".into(),
-            tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
-            page_size: PageSize::Base4K,
-            pages: 0,
-            threads: 1,
-            scale: 1.0,
-        };
-        check_requirements(&policy.requirements(&provisional), Attach::Running)
+        live_requirements(policy.as_ref(), &tiers, Attach::Running)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
         let identity = identity(&self.proc_root, pid).ok_or_else(|| format!("no process {pid}"))?;
 

@@ -867,6 +867,26 @@ pub enum Attach {
     Running,
 }
 
+/// What `policy` asks of this host's live machine, asked before a program is attached (its size is
+/// not known yet), once the host is known to be able to give it.
+pub fn live_requirements(
+    policy: &dyn terrace_model::Policy,
+    tiers: &[LiveTier],
+    attach: Attach,
+) -> Result<Requirements, MachineError> {
+    let provisional = MachineInfo {
+        name: "live".into(),
+        tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
+        page_size: PageSize::Base4K,
+        pages: 0,
+        threads: 1,
+        scale: 1.0,
+    };
+    let req = policy.requirements(&provisional);
+    check_requirements(&req, attach)?;
+    Ok(req)
+}
+
 /// Whether this host can give a policy what it asks for; says what is missing and how to get it.
 /// `terrace run` and the daemon ask before they start or bind the program.
 pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), MachineError> {

@@ -5,9 +5,9 @@ use clap::Args;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use terrace_linux::config::Config;
-use terrace_linux::machine::{check_requirements, needs_userfaultfd, Attach, LiveMachine, Target};
+use terrace_linux::machine::{live_requirements, needs_userfaultfd, Attach, LiveMachine, Target};
 use terrace_linux::numa_sys;
-use terrace_model::{InitialPlacement, MachineInfo, PageSize, TrackerKind};
+use terrace_model::{InitialPlacement, TrackerKind};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -32,17 +32,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let mut policy = terrace_policy::build(&args.policy)?;
     let tiers = terrace_linux::daemon::live_tiers(&config)?;
-    let provisional = MachineInfo {
-        name: "live".into(),
-        tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
-        page_size: PageSize::Base4K,
-        pages: 0,
-        threads: 1,
-        scale: 1.0,
-    };
-    let req = policy.requirements(&provisional);
     // Refuse before starting anything the policy cannot have.
-    check_requirements(&req, Attach::Start)
+    let req = live_requirements(policy.as_ref(), &tiers, Attach::Start)
         .with_context(|| format!("policy {} cannot run here", args.policy))?;
 
     let mut cmd = std::process::Command::new(&args.command[0]);

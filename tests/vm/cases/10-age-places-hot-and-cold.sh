@@ -6,12 +6,8 @@
 kernel_balancing_off
 
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
-terrace run --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 40 --start-node 1 \
-	--report-every 5 >/tmp/out 2>/tmp/log
-rc=$?
-cat /tmp/out
-tail -n 20 /tmp/log
-[ $rc -eq 0 ] || fail "terrace run exited $rc"
+manage age --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 40 \
+	--start-node 1 --report-every 5
 grep -q 'hotcold start hot node1=1024 | cold node1=4096' /tmp/out || fail "the program did not start on node 1"
 hot0=$(pages_at hot 0)
 cold1=$(pages_at cold 1)
