@@ -286,7 +286,7 @@ impl Policy for Ambix {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terrace_model::{PageSize, Tier, TierKind, TierStatus};
+    use terrace_model::{PageSize, TierStatus};
 
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
@@ -295,23 +295,9 @@ mod tests {
 
     fn started(switch_on: bool) -> Ambix {
         let mut a = Ambix::new(switch_on);
-        let tier = |id| Tier {
-            id: TierId(id),
-            name: String::new(),
-            kind: TierKind::Dram,
-            capacity_pages: None,
-            read_latency_ns: None,
-            read_bandwidth_gb_s: None,
-            write_bandwidth_gb_s: None,
-        };
-        a.start(&MachineInfo {
-            name: String::new(),
-            tiers: vec![tier(0), tier(1)],
-            page_size: PageSize::Base4K,
-            pages: 0,
-            threads: 1,
-            scale: 1.0,
-        });
+        // Two unbounded tiers, as hemem's tests use, with Ambix's 4 KiB pages.
+        let machine = MachineInfo { page_size: PageSize::Base4K, ..crate::hemem::tests::machine(1.0) };
+        a.start(&machine);
         a
     }
 

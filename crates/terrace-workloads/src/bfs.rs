@@ -50,50 +50,35 @@ const UNVISITED: u16 = u16::MAX;
 const INSTRUCTIONS: u32 = 6;
 const ID: u16 = 8;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Size {
-    Small,
-    Medium,
-    Large,
+pub(crate) use crate::npb::{Size, SIZES};
+
+/// Ambix §4: 35, 70, 140 GB for 2^27..2^29 vertices, scaled GB -> MB.
+fn seed_bytes(size: Size) -> u64 {
+    match size {
+        Size::Small => 35 << 20,
+        Size::Medium => 70 << 20,
+        Size::Large => 140 << 20,
+    }
 }
 
-pub(crate) const SIZES: [Size; 3] = [Size::Small, Size::Medium, Size::Large];
-
-impl Size {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Size::Small => "small",
-            Size::Medium => "medium",
-            Size::Large => "large",
-        }
-    }
-    /// Ambix §4: 35, 70, 140 GB for 2^27..2^29 vertices, scaled GB -> MB.
-    pub(crate) fn seed_bytes(self) -> u64 {
-        match self {
-            Size::Small => 35 << 20,
-            Size::Medium => 70 << 20,
-            Size::Large => 140 << 20,
-        }
-    }
-    fn log2_vertices(self) -> u32 {
-        match self {
-            Size::Small => 27,
-            Size::Medium => 28,
-            Size::Large => 29,
-        }
+fn log2_vertices(size: Size) -> u32 {
+    match size {
+        Size::Small => 27,
+        Size::Medium => 28,
+        Size::Large => 29,
     }
 }
 
 pub(crate) fn summary(size: Size) -> String {
     format!(
         "GAP direction-optimising BFS (Ambix §4), 32 threads, Kronecker graph of 2^{} vertices in {} MiB",
-        size.log2_vertices() - 10,
-        size.seed_bytes() >> 20
+        log2_vertices(size) - 10,
+        seed_bytes(size) >> 20
     )
 }
 
 pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
-    let footprint = scaled_bytes(name, size.seed_bytes(), size_scale, THREADS)?;
+    let footprint = scaled_bytes(name, seed_bytes(size), size_scale, THREADS)?;
     let n = footprint / VERTEX_BYTES;
     let mut rng = Rng::new(seed);
     let graph = Arc::new(Graph::new(Layout::new(n), &mut rng));

@@ -125,9 +125,7 @@ impl GupsUpdates {
                 self.pending[t] = addr;
                 *out = Access::read(addr, ELEMENT as u16, t as u8, UPDATE_INSTRUCTIONS);
             }
-            self.next_thread += 1;
-            if self.next_thread == threads {
-                self.next_thread = 0;
+            if crate::turns::pass(&mut self.next_thread, threads) {
                 self.writing = !self.writing;
             }
         }

@@ -230,10 +230,7 @@ impl PhaseFill for Requests {
         let lines_per_item = ITEM / LINE;
         for out in &mut buf[start..] {
             while self.cursors[self.next_thread].left == 0 {
-                self.next_thread += 1;
-                if self.next_thread == threads {
-                    self.next_thread = 0;
-                }
+                crate::turns::pass(&mut self.next_thread, threads);
             }
             let t = self.next_thread;
             let mut c = self.cursors[t];
@@ -259,10 +256,7 @@ impl PhaseFill for Requests {
             };
             c.left -= 1;
             self.cursors[t] = c;
-            self.next_thread += 1;
-            if self.next_thread == threads {
-                self.next_thread = 0;
-            }
+            crate::turns::pass(&mut self.next_thread, threads);
         }
         self.remaining -= n as u64;
         n

@@ -19,6 +19,7 @@ mod registry;
 mod rng;
 mod stream;
 pub mod trace;
+mod turns;
 
 pub use registry::{build, list, WorkloadSpec, DEFAULT_SUITE};
 pub use terrace_model::{Access, AccessKind};

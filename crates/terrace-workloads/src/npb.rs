@@ -41,6 +41,7 @@ pub(crate) enum Kernel {
     Cg,
 }
 
+/// Ambix's three problem sizes (Table 5.1), shared by the NPB kernels and BFS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Size {
     Small,
@@ -593,10 +594,7 @@ impl PhaseFill for GridPass {
         let (cells, stride, nsteps) = (self.grid.cells, self.stride, self.steps.len());
         for out in &mut buf[start..] {
             while self.cursors[self.next_thread].left == 0 {
-                self.next_thread += 1;
-                if self.next_thread == threads {
-                    self.next_thread = 0;
-                }
+                crate::turns::pass(&mut self.next_thread, threads);
             }
             let t = self.next_thread;
             let c = &mut self.cursors[t];
@@ -648,10 +646,7 @@ impl PhaseFill for GridPass {
                 kind: s.kind,
             };
             c.left -= 1;
-            self.next_thread += 1;
-            if self.next_thread == threads {
-                self.next_thread = 0;
-            }
+            crate::turns::pass(&mut self.next_thread, threads);
         }
         self.remaining -= n as u64;
         n
@@ -821,10 +816,7 @@ impl PhaseFill for Spmv {
         let (salt, rows) = (self.salt, self.rows);
         for out in &mut buf[start..] {
             while self.cursors[self.next_thread].left == 0 {
-                self.next_thread += 1;
-                if self.next_thread == threads {
-                    self.next_thread = 0;
-                }
+                crate::turns::pass(&mut self.next_thread, threads);
             }
             let t = self.next_thread;
             let c = &mut self.cursors[t];
@@ -872,10 +864,7 @@ impl PhaseFill for Spmv {
                 }
             };
             c.left -= 1;
-            self.next_thread += 1;
-            if self.next_thread == threads {
-                self.next_thread = 0;
-            }
+            crate::turns::pass(&mut self.next_thread, threads);
         }
         self.remaining -= n as u64;
         n

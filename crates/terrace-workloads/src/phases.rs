@@ -85,10 +85,7 @@ impl Sweep {
         for out in &mut buf[start..] {
             // Skip threads that are done; one exists that is not, since `remaining` > 0.
             while self.cursors[self.next_thread].iteration == self.iterations {
-                self.next_thread += 1;
-                if self.next_thread == threads {
-                    self.next_thread = 0;
-                }
+                crate::turns::pass(&mut self.next_thread, threads);
             }
             let t = self.next_thread;
             let c = &mut self.cursors[t];
@@ -110,10 +107,7 @@ impl Sweep {
                 }
             }
             if self.interleave {
-                self.next_thread += 1;
-                if self.next_thread == threads {
-                    self.next_thread = 0;
-                }
+                crate::turns::pass(&mut self.next_thread, threads);
             }
         }
         self.remaining -= n as u64;

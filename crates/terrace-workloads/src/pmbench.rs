@@ -161,10 +161,7 @@ impl GaussianAccesses {
             } else {
                 Access::write(addr, LINE as u16, t, INSTRUCTIONS)
             };
-            self.next_thread += 1;
-            if self.next_thread == self.threads {
-                self.next_thread = 0;
-            }
+            crate::turns::pass(&mut self.next_thread, self.threads);
         }
         self.remaining -= n as u64;
         n
