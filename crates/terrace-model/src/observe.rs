@@ -1,7 +1,7 @@
 //! What a policy may observe: the output of the trackers it asked for.
 //!
 //! Every tracker has a modelled twin (simulated machine) and a real source (live machine); see
-//! DESIGN.md's tracker table. A policy receives only what it asked for in its [`Requirements`].
+//! docs/live.md ("What the live machine observes") and docs/model.md §6. A policy receives only what it asked for in its [`Requirements`].
 //!
 //! [`Requirements`]: crate::Requirements
 

@@ -42,7 +42,7 @@ pub struct MoveOptions {
     pub rate_limit_mb_s: Option<f64>,
     pub tlb_flush: TlbFlush,
     /// Write-protect each page while it is copied, so writes wait for the copy instead of racing
-    /// it (HeMem's and HPWP's migrator, notes/hpwp.md §5.3). The live machine does it with
+    /// it (HeMem's and HPWP's migrator, HPWP thesis §5.3). The live machine does it with
     /// userfaultfd where it has the fault sampler's descriptor; the simulator does not model the
     /// wait (docs/model.md §4).
     #[serde(default)]

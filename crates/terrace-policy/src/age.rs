@@ -1,4 +1,4 @@
-//! `age`: the idle-age policy of Intel's memtierd (shared/reference/anchors.md), on page-table
+//! `age`: the idle-age policy of Intel's memtierd (github.com/intel/memtierd), on page-table
 //! bits. A page referenced in the last interval is hot and goes to the fast tier; a page idle for
 //! `DEMOTE_AFTER_TICKS` intervals goes to the slow tier. When the fast tier is full, the
 //! longest-idle fast pages make room for hot ones.

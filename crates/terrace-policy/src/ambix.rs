@@ -1,9 +1,9 @@
-//! Ambix (M. S. Marques, MSc thesis, IST Lisbon, 2021; shared/notes/ambix.md): write-aware
+//! Ambix (M. S. Marques, MSc thesis, IST Lisbon, 2021; docs/seeds.md): write-aware
 //! placement on page-table referenced (R) and dirty (D) bits, for DRAM plus Optane in App Direct
 //! mode.
 //!
 //! Rules, with their sections:
-//! - Classification (§4.3, notes §1 "Classification window"): on the slow tier, bits are cleared
+//! - Classification (§4.3.2, SelMo's DCPMM_CLEAR and delay): on the slow tier, bits are cleared
 //!   (DCPMM_CLEAR), then read after a 50 ms delay, so R means read-hot and D write-hot over that
 //!   window; on DRAM the window is the time between visits, here the whole 2 s period.
 //! - PageFind modes (Table 4.1): DEMOTE takes DRAM pages with R=0 first, R=1&D=0 as backup, never

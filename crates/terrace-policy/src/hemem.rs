@@ -1,6 +1,6 @@
-//! `hemem`: HeMem's sampling policy, the base HPWP builds on (notes/hpwp.md §3; the thesis' §3.5,
-//! §IV-V describe it as "the basis of the current study"; the constants are those of the public
-//! HeMem code, cuhk-mass/hemem `src/pebs.h`, hpwp.md §3 [EXT]).
+//! `hemem`: HeMem's sampling policy, the base HPWP builds on (the HPWP thesis' §3.5 and
+//! ch. IV-V describe it as "the basis of the current study"; the constants are those of the public
+//! HeMem code, github.com/cuhk-mass/hemem `src/pebs.h`; docs/seeds.md).
 //!
 //! Rules (docs/policies.md, "hemem"):
 //! 1. Sample one access in 19,997 (PEBS loads and stores) and count each page's sampled reads and
@@ -52,7 +52,7 @@ pub fn promotions_per_pass(scale: f64, page: PageSize) -> usize {
 }
 
 /// How HeMem moves pages: one page at a time, copied by its copy threads, each remap its own
-/// shootdown, the page write-protected during its copy (notes/hpwp.md §5.3, "Page Migrator").
+/// shootdown, the page write-protected during its copy (HPWP thesis ch. IV "Page Migrator" and §5.3).
 pub fn move_options() -> MoveOptions {
     MoveOptions {
         batch_pages: 1,

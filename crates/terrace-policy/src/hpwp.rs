@@ -1,4 +1,4 @@
-//! `hpwp`: High Probability Write Patterns (J. Kim, UNIST M.S. thesis 2022; notes/hpwp.md): HeMem
+//! `hpwp`: High Probability Write Patterns (JungBeen Kim, UNIST M.S. thesis 2022; docs/seeds.md): HeMem
 //! ([`crate::hemem`]) with a write-likely class that gets priority for DRAM, because Optane
 //! writes cost three times what reads do (Abstract, §I, §IV).
 //!
@@ -18,7 +18,7 @@
 //!    joins the DRAM list of its class, a demoted one the slow list of its class.
 //! 6. HeMem's promotion cap per pass, 2 MiB pages, HeMem's mover.
 //!
-//! Writes during a copy (§2 Page Migrator, §5.3: the page is write-protected with userfaultfd
+//! Writes during a copy (ch. IV "Page Migrator", §5.3: the page is write-protected with userfaultfd
 //! while it is copied, so no write is lost) are the live machine's mover's job, not the
 //! policy's; the simulator's moves are atomic.
 

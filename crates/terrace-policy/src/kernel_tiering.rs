@@ -1,6 +1,6 @@
 //! `kernel-tiering`: the Linux kernel's own memory tiering, the baseline "autonuma" of Ambix
-//! (notes/ambix.md §4: Huang Ying's tiering-0.4 patch on v5.5) and the mechanism TPP builds on
-//! (shared/reference/anchors.md). docs/policies.md, "kernel-tiering", maps every rule to its source.
+//! (Ambix thesis §5.3.1: Huang Ying's tiering-0.4 patch on v5.5) and the mechanism TPP builds on
+//! (TPP, ASPLOS '23; docs/seeds.md). docs/policies.md, "kernel-tiering", maps every rule to its source.
 //!
 //! - **Promotion** (NUMA balancing in memory-tiering mode, `numa_balancing = 2`): periodic scans
 //!   make pages fault on their next access (the `HintFaults` tracker, at the kernel's minimum
@@ -40,7 +40,7 @@ pub const SCAN_PERIOD_MIN_MS: u32 = 1000;
 /// `numa_balancing_hot_threshold_ms` default, in ns of real time: a read fault less than this
 /// after the scan marks the page hot.
 pub const HOT_THRESHOLD_NS: u64 = 1_000_000_000;
-/// The tiering-0.4 patch doubles the threshold for write faults (notes/ambix.md §4).
+/// The tiering-0.4 patch doubles the threshold for write faults (Ambix thesis §2.3.4).
 pub const WRITE_THRESHOLD_FACTOR: u64 = 2;
 /// `numa_balancing_promote_rate_limit_MBps` default, MiB/s (the kernel's MB are 2^20 bytes). At
 /// 64 GiB/s it limits nothing in practice, as the kernel intends by default.

@@ -1,6 +1,6 @@
 //! Sampled page heat: per-page read and write sample counts cooled by a global clock, and per-tier
-//! FIFO lists of pages by class. The bookkeeping HeMem and HPWP share (notes/hpwp.md §2 "Cooling",
-//! §3; HPWP §5.2).
+//! FIFO lists of pages by class. The bookkeeping HeMem and HPWP share (HPWP thesis §3.5,
+//! §4.3, §5.2).
 //!
 //! **Clock cooling** (HPWP §5.2, inherited from HeMem): when any page's count reaches the cooling
 //! threshold, the global clock advances by one. A page's counts are halved once for every clock

@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn stock_linux_costs_reproduce_their_source_row() {
-        // The profile's constants were derived from these three measurements (hardware.md,
+        // The profile's constants were derived from these three measurements (docs/hardware.md §10,
         // Zi Yan's THP migration series); the model must give them back. The copy here is a
         // promotion from the remote socket, where neither tier caps the measured copy rate.
         let p = Profile::load("remote-socket").unwrap();

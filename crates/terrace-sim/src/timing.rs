@@ -17,7 +17,7 @@ pub const LINE_BYTES: u64 = 64;
 pub struct TierTiming {
     pub latency_random_ns: f64,
     pub latency_sequential_ns: f64,
-    /// Extra latency per GB/s of use above the light-load point (hardware.md loaded latency).
+    /// Extra latency per GB/s of use above the light-load point (docs/hardware.md §6, loaded latency).
     pub loaded_slope_ns_per_gb_s: f64,
     pub loaded_light_gb_s: f64,
     pub loaded_span_gb_s: f64,

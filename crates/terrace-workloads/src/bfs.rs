@@ -1,4 +1,4 @@
-//! GAP BFS over a Kronecker graph, as Ambix evaluates it (notes ambix.md §4).
+//! GAP BFS over a Kronecker graph, as Ambix evaluates it (Ambix thesis §5.4.2).
 //!
 //! Seed setup: GAP v1.3 BFS on Kronecker graphs of 2^27, 2^28, 2^29 vertices (35, 70, 140 GB),
 //! 50 iterations from random roots, 2 reads per write, 32 threads, ~27 GB usable DRAM.
@@ -25,9 +25,9 @@ use crate::WorkloadError;
 use std::sync::Arc;
 use terrace_model::Access;
 
-/// Ambix §4: `OMP_NUM_THREADS=32`.
+/// Ambix §5.4: `OMP_NUM_THREADS=32`.
 const THREADS: u32 = 32;
-/// Ambix §4: ~27 GB usable DRAM per socket, scaled GB -> MB.
+/// Ambix §5.2.1: ~27 GB usable DRAM per socket, scaled GB -> MB.
 const FAST_BYTES: u64 = 27 << 20;
 /// Bytes per vertex: offset, 32 neighbour ids, parent, queue slot, all 8 bytes.
 const VERTEX_BYTES: u64 = 280;
@@ -52,7 +52,7 @@ const ID: u16 = 8;
 
 pub(crate) use crate::npb::{Size, SIZES};
 
-/// Ambix §4: 35, 70, 140 GB for 2^27..2^29 vertices, scaled GB -> MB.
+/// Ambix §5.4.2: 35, 70, 140 GB for 2^27..2^29 vertices, scaled GB -> MB.
 fn seed_bytes(size: Size) -> u64 {
     match size {
         Size::Small => 35 << 20,
@@ -71,7 +71,7 @@ fn log2_vertices(size: Size) -> u32 {
 
 pub(crate) fn summary(size: Size) -> String {
     format!(
-        "GAP direction-optimising BFS (Ambix §4), 32 threads, Kronecker graph of 2^{} vertices in {} MiB",
+        "GAP direction-optimising BFS (Ambix §5.4.2), 32 threads, Kronecker graph of 2^{} vertices in {} MiB",
         log2_vertices(size) - 10,
         seed_bytes(size) >> 20
     )
@@ -109,7 +109,7 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     let info = seed_info(
         name,
         format!(
-            "GAP BFS (Ambix §4): {THREADS} threads, {ITERATIONS} direction-optimising BFS over a \
+            "GAP BFS (Ambix §5.4.2): {THREADS} threads, {ITERATIONS} direction-optimising BFS over a \
              Kronecker graph of {n} vertices"
         ),
         footprint,

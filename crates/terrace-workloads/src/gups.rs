@@ -1,4 +1,4 @@
-//! GUPS with a hot set, as HPWP runs it (notes hpwp.md §6.2).
+//! GUPS with a hot set, as HPWP runs it (HPWP thesis §6.2).
 //!
 //! Seed setup: 16 threads, 8-byte elements, a 128 GB working set with an 8 GB hot set chosen at
 //! random, 90% of each thread's updates uniform over the hot set and 10% uniform over the rest,

@@ -1,4 +1,4 @@
-//! A FlexKVS-like key-value store with a hot set, as HPWP evaluates it (notes hpwp.md §6.3).
+//! A FlexKVS-like key-value store with a hot set, as HPWP evaluates it (HPWP thesis §6.3).
 //!
 //! Seed setup: FlexKVS (Memcache-compatible, per-core logs, block-chained hash table), 8 server
 //! threads, 4 KB key-value pairs, a 200 GB working set with a 40 GB hot set carrying 90% of
@@ -26,7 +26,7 @@ const WORKING_SET: u64 = 200 << 20;
 const HOT_NUM: u64 = 40;
 const HOT_DEN: u64 = 200;
 pub(crate) const HOT_SHARE: f64 = 0.9;
-/// HPWP §6: 48 GB of DRAM, scaled GB -> MB.
+/// HPWP §6.1: 48 GB of DRAM, scaled GB -> MB.
 const FAST_BYTES: u64 = 48 << 20;
 /// HPWP §6.3: 4 KB items.
 const ITEM: u64 = 4096;

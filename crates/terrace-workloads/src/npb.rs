@@ -1,4 +1,4 @@
-//! NPB-like kernels (BT, FT, MG, CG) with the access character Ambix measured (notes ambix.md §4).
+//! NPB-like kernels (BT, FT, MG, CG) with the access character Ambix measured (Ambix thesis §5.4.3).
 //!
 //! Seed setup: NPB 3.4.1 OMP with problem sizes edited so the footprints are Table 5.1's
 //! (18-150 GB, about 0.8x / 1.5x / 3.5x the ~27 GB of usable DRAM), 32 threads
@@ -20,9 +20,9 @@ use crate::rng::Rng;
 use crate::WorkloadError;
 use terrace_model::{Access, AccessKind};
 
-/// Ambix §4: `OMP_NUM_THREADS=32`.
+/// Ambix §5.4: `OMP_NUM_THREADS=32`.
 const THREADS: u32 = 32;
-/// Ambix §4: ~27 GB usable DRAM per socket, scaled GB -> MB.
+/// Ambix §5.2.1: ~27 GB usable DRAM per socket, scaled GB -> MB.
 const FAST_BYTES: u64 = 27 << 20;
 /// Iterations (time steps, V-cycles, CG iterations) after initialisation. One iteration already
 /// touches every page 260 (FT) to 720 (BT) times, at or above pmbench's 256 accesses per page;
@@ -87,7 +87,7 @@ impl Kernel {
         }
     }
 
-    /// Ambix §4's read:write mixes; CG's ">60:1" is taken as 64:1.
+    /// Ambix §5.4.3's read:write mixes; CG's ">60:1" is taken as 64:1.
     pub(crate) fn reads_per_write(self) -> f64 {
         match self {
             Kernel::Bt => 3.5,
@@ -128,7 +128,7 @@ pub(crate) fn seed_bytes(kernel: Kernel, size: Size) -> u64 {
 pub(crate) fn summary(kernel: Kernel, size: Size) -> String {
     let bytes = seed_bytes(kernel, size);
     format!(
-        "NPB {}, 32 threads, {:.2} MiB ({:.1}x the 27 MiB fast tier), {}:1 reads:writes (Ambix §4)",
+        "NPB {}, 32 threads, {:.2} MiB ({:.1}x the 27 MiB fast tier), {}:1 reads:writes (Ambix §5.4.3)",
         kernel.describe(),
         bytes as f64 / f64::from(1 << 20),
         bytes as f64 / FAST_BYTES as f64,
@@ -169,7 +169,7 @@ pub(crate) fn build(
     let info = seed_info(
         name,
         format!(
-            "NPB-like {} (Ambix §4): {THREADS} threads, {ITERATIONS} iterations, {}:1 reads:writes",
+            "NPB-like {} (Ambix §5.4.3): {THREADS} threads, {ITERATIONS} iterations, {}:1 reads:writes",
             kernel.describe(),
             kernel.reads_per_write()
         ),

@@ -1,4 +1,4 @@
-//! pmbench with a Gaussian access pattern, as Ambix evaluates it (notes ambix.md §4).
+//! pmbench with a Gaussian access pattern, as Ambix evaluates it (Ambix thesis §5.4.1).
 //!
 //! Seed setup: one array of 32-240 GB initialised sequentially (so its low end sits in DRAM
 //! under first touch), 32 threads (`OMP_NUM_THREADS=32`), page choice Gaussian around the
@@ -11,11 +11,11 @@ use crate::rng::Rng;
 use crate::WorkloadError;
 use terrace_model::Access;
 
-/// Ambix §4: `OMP_NUM_THREADS=32`.
+/// Ambix §5.4: `OMP_NUM_THREADS=32`.
 const THREADS: u32 = 32;
-/// Ambix §4: the 64 GB array size, scaled GB -> MB (the smallest size above DRAM).
+/// Ambix §5.4.1: the 64 GB array size, scaled GB -> MB (the smallest size above DRAM).
 const ARRAY: u64 = 64 << 20;
-/// Ambix §4: ~27 GB usable DRAM per socket, scaled GB -> MB.
+/// Ambix §5.2.1: ~27 GB usable DRAM per socket, scaled GB -> MB.
 const FAST_BYTES: u64 = 27 << 20;
 /// pmbench picks a page, then touches one line in it.
 const PAGE: u64 = 4096;
@@ -26,9 +26,9 @@ const ACCESSES_PER_PAGE: u64 = 256;
 /// pmbench's loop between accesses (pick a page, a line, read or write) is ~8 instructions.
 const INSTRUCTIONS: u32 = 8;
 
-/// Ambix §4's array size for the default pmbench workloads (64 GB, scaled).
+/// Ambix §5.4.1's array size for the default pmbench workloads (64 GB, scaled).
 pub(crate) const DEFAULT_ARRAY: u64 = ARRAY;
-/// Ambix §4's usable DRAM, scaled: the unit of the `-xN` footprint sweep.
+/// Ambix §5.2.1's usable DRAM, scaled: the unit of the `-xN` footprint sweep.
 pub(crate) const FAST_TIER: u64 = FAST_BYTES;
 
 /// Builds pmbench over an array of `array_bytes` (before `size_scale`) with sigma `sigma_share`
@@ -48,7 +48,7 @@ pub(crate) fn build(
     let (prob, alias) = alias_table(&page_weights(pages, sigma_share));
     let table = prob.into_iter().zip(alias).collect();
     // Sequential initialisation in address order, each chunk by its owner thread: it is the
-    // order, not the interleaving, that puts the array's low end in DRAM (Ambix §4).
+    // order, not the interleaving, that puts the array's low end in DRAM (Ambix §5.4.1).
     let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, INSTRUCTIONS)], 1, false);
     let gaussian = GaussianAccesses {
         rng: Rng::new(seed),
@@ -61,7 +61,7 @@ pub(crate) fn build(
     let info = seed_info(
         name,
         format!(
-            "pmbench (Ambix §4): {THREADS} threads, Gaussian pages with sigma {}% of the array, \
+            "pmbench (Ambix §5.4.1): {THREADS} threads, Gaussian pages with sigma {}% of the array, \
          {}% reads",
             sigma_share * 100.0,
             (read_share * 100.0).round()

@@ -1,4 +1,4 @@
-//! McCalpin's STREAM kernels, as mtier runs them (notes mtier.md §2).
+//! McCalpin's STREAM kernels, as mtier runs them (mtier thesis §4.2.2).
 //!
 //! Seed setup: OpenMP STREAM on doubles with 6 threads, 48M-element arrays (768 MB of read-only
 //! sources), fast tiers of 12.5/25/50% of the RSS = 98/196/392 MB, so an RSS of ~784 MB; the
@@ -10,7 +10,7 @@ use crate::phases::{Generator, Phase, Step, Sweep, LINE};
 use crate::registry::scaled_bytes;
 use crate::{WorkloadError, WorkloadInfo};
 
-/// mtier §2: up to 6 threads (one socket, HT off); we run the largest configuration.
+/// mtier §4.1, Table 4.4: up to 6 threads (one socket, HT off); we run the largest configuration.
 const THREADS: u32 = 6;
 /// One of the three arrays; 3 x 32 MiB = 96 MiB.
 const ARRAY: u64 = 32 << 20;
@@ -79,7 +79,7 @@ pub(crate) fn build(name: &str, kernel: Kernel, size_scale: f64) -> Result<Gener
     let info = WorkloadInfo {
         name: name.to_string(),
         description: format!(
-            "STREAM (mtier §2): {THREADS} threads, {ITERATIONS} passes of {} over three {} MiB arrays",
+            "STREAM (mtier §4.2.2): {THREADS} threads, {ITERATIONS} passes of {} over three {} MiB arrays",
             kernel.describe(),
             array >> 20
         ),

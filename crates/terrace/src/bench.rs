@@ -51,7 +51,7 @@ pub struct MigrateArgs {
     json: Option<std::path::PathBuf>,
 }
 
-/// Asks for HeMem's sampling tracker (period 19,997, hardware.md Tracking costs) and never
+/// Asks for HeMem's sampling tracker (period 19,997, docs/hardware.md §12) and never
 /// moves: measures what sampling costs the simulator itself.
 struct SamplingProbe;
 

@@ -1,5 +1,5 @@
 //! The perf sampler: hardware sampling of loads and stores with their data addresses, as HeMem
-//! and HPWP use it (PEBS `MEM_INST_RETIRED.ALL_LOADS` / `ALL_STORES`, notes/hpwp.md §5.2), or AMD
+//! and HPWP use it (PEBS `MEM_INST_RETIRED.ALL_LOADS` / `ALL_STORES`, HPWP thesis §5.2), or AMD
 //! IBS op sampling; the live twin of the simulator's sampling tracker, one sample per `period`
 //! events. Where the CPU offers neither (no machine Terrace is tested on does: perf_event_open
 //! finds no PMU there), the live machine uses the fault sampler instead ([`super::write_faults`]).

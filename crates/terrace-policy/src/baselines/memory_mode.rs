@@ -1,5 +1,5 @@
 //! Optane Memory Mode: the fast tier is a direct-mapped hardware cache of the slow tier, so
-//! software places nothing (Ambix §4 "MemM"). Only a machine that has the mode can run it.
+//! software places nothing (Ambix §3.1, §5.3.2 "MemM"). Only a machine that has the mode can run it.
 
 use terrace_model::{MachineInfo, MemoryMode, Observations, Plan, Policy, Requirements};
 

@@ -1,4 +1,5 @@
-//! The simulated machine's trackers: modelled twins of the live machine's (DESIGN.md, trackers).
+//! The simulated machine's trackers: modelled twins of the live machine's (docs/live.md, "What the
+//! live machine observes"; docs/model.md §6).
 //! Each records during replay and charges its cost when observed.
 
 pub mod future;

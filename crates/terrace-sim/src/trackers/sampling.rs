@@ -1,5 +1,5 @@
 //! Access sampling: one access in every `period` is reported with its page and kind, as PEBS
-//! does for loads and stores (HeMem, HPWP §2).
+//! does for loads and stores (HeMem; HPWP thesis ch. IV "Event Manager", §5.2).
 
 use terrace_model::{AccessKind, PageIdx, Sample};
 
