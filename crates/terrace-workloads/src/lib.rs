@@ -44,6 +44,83 @@ pub struct WorkloadInfo {
     pub accesses: u64,
 }
 
+impl WorkloadInfo {
+    /// The largest footprint (and suggested fast tier) a workload may declare: 16 Mi pages of
+    /// 4 KiB. The simulated machine keeps about 20 bytes per page (tier, tracker bits, counts,
+    /// the policy's heat) and Memory Mode 8 bytes per 64 B line of the fast tier, so the worst
+    /// case is under 9 GiB, which a 24 GiB machine holds; 1 TiB would need 128 GiB
+    /// (docs/formats.md).
+    pub const MAX_FOOTPRINT_BYTES: u64 = 64 << 30;
+    /// Threads are named by one byte in every access (`Access::thread`).
+    pub const MAX_THREADS: u32 = 256;
+    /// `scale` 1 is the seed experiment's own size (the largest `build` makes); 2^24 is above
+    /// the smallest size any built-in workload builds (about 6.5 million, kvstore at one page
+    /// per thread), and there even a 10 ms policy period scales below the simulator's 1 ns tick.
+    pub const MIN_SCALE: f64 = 1.0;
+    pub const MAX_SCALE: f64 = (1u64 << 24) as f64;
+    /// Names and descriptions are printed on one line of a terminal.
+    pub const MAX_NAME_BYTES: usize = 64;
+    pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+    /// Checks every field against sense, so that a trace header (or a generator) cannot make the
+    /// simulator allocate without bound, divide by zero or write escape sequences to a
+    /// terminal. The message names the field and says what it must be.
+    pub fn validate(&self) -> Result<(), String> {
+        text_field("name", &self.name, Self::MAX_NAME_BYTES)?;
+        if self.name.is_empty() {
+            return Err("name is empty; a workload needs a name".to_string());
+        }
+        text_field("description", &self.description, Self::MAX_DESCRIPTION_BYTES)?;
+        if self.footprint_bytes == 0 {
+            return Err("footprint_bytes is 0; a workload touches at least one byte".to_string());
+        }
+        if self.footprint_bytes > Self::MAX_FOOTPRINT_BYTES {
+            return Err(format!(
+                "footprint_bytes {} is above the limit of {} (64 GiB), the most a simulated machine \
+                 keeps state for",
+                self.footprint_bytes,
+                Self::MAX_FOOTPRINT_BYTES
+            ));
+        }
+        if !(1..=Self::MAX_THREADS).contains(&self.threads) {
+            return Err(format!(
+                "threads {} is not between 1 and {} (accesses name their thread in one byte)",
+                self.threads,
+                Self::MAX_THREADS
+            ));
+        }
+        if !(Self::MIN_SCALE..=Self::MAX_SCALE).contains(&self.scale) {
+            return Err(format!(
+                "scale {:?} is not a number between 1 (the seed experiment's size) and 2^24",
+                self.scale
+            ));
+        }
+        // Not bounded by the footprint: a seed's DRAM may hold all of a small workload (1.5x
+        // the footprint for npb-cg-small). Memory Mode keeps 8 bytes per 64 B line of it.
+        if self.suggested_fast_bytes > Self::MAX_FOOTPRINT_BYTES {
+            return Err(format!(
+                "suggested_fast_bytes {} is above the limit of {} (64 GiB), the most a simulated \
+                 machine keeps state for",
+                self.suggested_fast_bytes,
+                Self::MAX_FOOTPRINT_BYTES
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A name or description: at most `max` bytes, no control characters (escape sequences,
+/// newlines), so that printing it cannot take over or garble a terminal.
+fn text_field(field: &str, text: &str, max: usize) -> Result<(), String> {
+    if text.len() > max {
+        return Err(format!("{field} is {} bytes long, more than the {max} allowed", text.len()));
+    }
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        return Err(format!("{field} contains the control character {:?}", c));
+    }
+    Ok(())
+}
+
 /// A deterministic stream of accesses.
 ///
 /// Batched so that the per-access cost is a loop iteration, not a virtual call.
@@ -79,4 +156,9 @@ pub enum WorkloadError {
          own sizes); use a smaller size scale"
     )]
     TooLarge { name: String, size_scale: f64 },
+    #[error(
+        "size scale {size_scale} makes workload '{name}' {footprint_gib:.0} GiB, more than the 64 GiB \
+         a simulated machine keeps state for; use a size scale of at most {max_size_scale:.1}"
+    )]
+    FootprintTooLarge { name: String, size_scale: f64, footprint_gib: f64, max_size_scale: f64 },
 }

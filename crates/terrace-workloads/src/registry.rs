@@ -72,63 +72,63 @@ const FIXED: &[Entry] = &[
     },
     pmbench(
         "pmbench-s12-r50",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 50% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 50% reads (Ambix §5.4.1)",
         0.125,
         0.5,
     ),
     pmbench(
         "pmbench-s12-r20",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 20% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 20% reads (Ambix §5.4.1)",
         0.125,
         0.2,
     ),
     pmbench(
         "pmbench-s12-r80",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 80% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 12.5%, 80% reads (Ambix §5.4.1)",
         0.125,
         0.8,
     ),
     pmbench(
         "pmbench-s25-r20",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 20% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 20% reads (Ambix §5.4.1)",
         0.25,
         0.2,
     ),
     pmbench(
         "pmbench-s25-r50",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 50% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 50% reads (Ambix §5.4.1)",
         0.25,
         0.5,
     ),
     pmbench(
         "pmbench-s25-r80",
-        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 80% reads (Ambix §4)",
+        "pmbench, 32 threads, 64 MiB, Gaussian sigma 25%, 80% reads (Ambix §5.4.1)",
         0.25,
         0.8,
     ),
     Entry {
         name: "stream-copy",
-        summary: "STREAM copy c = a, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        summary: "STREAM copy c = a, 6 threads, 3 x 32 MiB, 10 passes (mtier §4.2.2)",
         recipe: Recipe::Stream(Kernel::Copy),
     },
     Entry {
         name: "stream-scale",
-        summary: "STREAM scale b = q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        summary: "STREAM scale b = q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §4.2.2)",
         recipe: Recipe::Stream(Kernel::Scale),
     },
     Entry {
         name: "stream-add",
-        summary: "STREAM add c = a + b, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        summary: "STREAM add c = a + b, 6 threads, 3 x 32 MiB, 10 passes (mtier §4.2.2)",
         recipe: Recipe::Stream(Kernel::Add),
     },
     Entry {
         name: "stream-triad",
-        summary: "STREAM triad a = b + q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §2)",
+        summary: "STREAM triad a = b + q*c, 6 threads, 3 x 32 MiB, 10 passes (mtier §4.2.2)",
         recipe: Recipe::Stream(Kernel::Triad),
     },
     Entry {
         name: "stream-ro",
-        summary: "STREAM read-only sum over a, b, c: the data mtier shadows (mtier §2)",
+        summary: "STREAM read-only sum over a, b, c: the data mtier shadows (mtier §4.2.2)",
         recipe: Recipe::Stream(Kernel::ReadOnly),
     },
 ];
@@ -158,7 +158,7 @@ fn entries() -> &'static [Entry] {
                         name: leak(format!("pmbench-{s}-r{reads}-x{m}")),
                         summary: leak(format!(
                             "pmbench as `pmbench-{s}-r{reads}` over {} MiB = {m}x the 27 MiB fast \
-                             tier (Ambix §4 footprint sweep)",
+                             tier (Ambix §5.4.1 footprint sweep)",
                             27 * m
                         )),
                         recipe: Recipe::Pmbench {
@@ -215,7 +215,25 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
     if size_scale > MAX_SIZE_SCALE {
         return Err(WorkloadError::TooLarge { name: name.to_string(), size_scale });
     }
-    let generator: Generator = match entry.recipe {
+    // Above the built-in size, some generators do work in proportion to the footprint when
+    // they are built (BFS builds its graph): check the footprint against what a simulated
+    // machine can hold first, from the built-in size (footprints grow linearly with the scale).
+    if size_scale > 1.0 {
+        let footprint = generate(entry, name, seed, 1.0)?.info().footprint_bytes as f64 * size_scale;
+        if footprint > WorkloadInfo::MAX_FOOTPRINT_BYTES as f64 {
+            return Err(WorkloadError::FootprintTooLarge {
+                name: name.to_string(),
+                size_scale,
+                footprint_gib: footprint / (1u64 << 30) as f64,
+                max_size_scale: size_scale * WorkloadInfo::MAX_FOOTPRINT_BYTES as f64 / footprint,
+            });
+        }
+    }
+    Ok(Box::new(generate(entry, name, seed, size_scale)?))
+}
+
+fn generate(entry: &Entry, name: &str, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
+    Ok(match entry.recipe {
         Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
         Recipe::Pmbench { sigma, reads, fast_multiple } => {
             let array = fast_multiple.map_or(pmbench::DEFAULT_ARRAY, |m| m * pmbench::FAST_TIER);
@@ -225,8 +243,7 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
         Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
         Recipe::Bfs(size) => bfs::build(name, size, seed, size_scale)?,
         Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,
-    };
-    Ok(Box::new(generator))
+    })
 }
 
 /// `bytes * size_scale`, rounded down to whole pages; at least one page per thread, so every

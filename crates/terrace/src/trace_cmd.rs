@@ -104,7 +104,11 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             if let Some(t) = s.threads {
                 println!("threads         {t}");
             }
-            println!("scale           1/{}", s.info.scale);
+            // WorkloadInfo::scale: how much smaller than the seed's experiment this run is.
+            println!(
+                "scale           1/{} of the seed experiment's size (footprint and fast tier both scaled)",
+                s.info.scale
+            );
             Ok(())
         }
     }

@@ -4,7 +4,10 @@
 //! The byte layout is specified in `docs/formats.md`; this module is its only implementation.
 //! In short: a checksummed header (magic, version, form, epoch length, the [`WorkloadInfo`] as
 //! JSON), then checksummed blocks, then an end marker holding the total access count, so that
-//! truncation anywhere (even at a block boundary) is detected.
+//! truncation anywhere (even at a block boundary) is detected. From version 2 each block's
+//! checksum also covers the checksum before it (the header's, for the first block) and the
+//! block's position, so blocks cannot be reordered, dropped, repeated or spliced in from another
+//! trace unnoticed.
 
 mod expand;
 mod reader;
@@ -22,8 +25,11 @@ use terrace_model::{Access, AccessKind};
 
 /// First 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"TRRCTRC\0";
-/// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+/// The format version this build writes.
+pub const VERSION: u16 = 2;
+/// The oldest version this build reads: version 1 differs only in its block checksums, which do
+/// not bind a block to its position.
+pub const MIN_VERSION: u16 = 1;
 /// Events per block in the exact form: big enough to amortise the block header and checksum,
 /// small enough that a reader's buffers stay in L2.
 pub const BLOCK_EVENTS: usize = 65_536;
@@ -91,8 +97,9 @@ pub enum TraceError {
     #[error("{what} is not a Terrace trace (bad magic); make one with `terrace trace generate`")]
     BadMagic { what: String },
     #[error(
-        "{what} is trace format version {found}, but this build reads version {supported}; \
-         regenerate it with `terrace trace generate`"
+        "{what} is trace format version {found}, but this build reads versions {min} to \
+         {supported}; regenerate it with `terrace trace generate`",
+        min = MIN_VERSION
     )]
     UnsupportedVersion { what: String, found: u16, supported: u16 },
     #[error(
@@ -119,6 +126,13 @@ pub enum TraceError {
         #[source]
         source: serde_json::Error,
     },
+    #[error("{what} has an invalid header: {reason}; regenerate it with `terrace trace generate`")]
+    BadInfo { what: String, reason: String },
+    #[error("cannot write a trace of this workload: {reason}")]
+    InvalidInfo { reason: String },
+    /// The path is not a readable regular file (missing, a FIFO, a device, a directory).
+    #[error(transparent)]
+    Input(#[from] terrace_input::InputError),
     #[error(
         "{what} is corrupt: {reason} in {place} (byte offset {offset}); regenerate it with \
          `terrace trace generate`"
@@ -136,15 +150,16 @@ pub enum TraceError {
     CountMismatch { declared: u64, written: u64 },
     #[error(
         "access at address {addr:#x} is outside the workload's footprint of {footprint} bytes; \
-         an aggregated trace counts pages of the footprint only, so fix the footprint or write an \
-         exact trace"
+         every address must be below WorkloadInfo::footprint_bytes, so fix the footprint"
     )]
     OutOfFootprint { addr: u64, footprint: u64 },
     #[error(
-        "an aggregated trace needs a footprint of at most 2^44 bytes (page indexes are u32) and \
-         an epoch of at least 1 access; got {footprint} bytes and {epoch_accesses} accesses"
+        "access by thread {thread} but the workload declares {threads} threads; thread ids must \
+         be below WorkloadInfo::threads, so fix the thread count"
     )]
-    CannotAggregate { footprint: u64, epoch_accesses: u32 },
+    OutOfThreads { thread: u8, threads: u32 },
+    #[error("an aggregated trace needs an epoch of at least 1 access; got {epoch_accesses}")]
+    CannotAggregate { epoch_accesses: u32 },
 }
 
 /// What `terrace trace info` prints.
@@ -261,7 +276,7 @@ fn drain<S: AccessSource + ?Sized>(
 }
 
 /// Distinct pages: a bitmap over the declared footprint, a hash set for anything outside it
-/// (an exact trace may hold any address).
+/// (the reader refuses such addresses, but counting them costs nothing).
 struct PageSet {
     bits: Vec<u64>,
     outside: HashSet<u64>,
@@ -358,9 +373,16 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     }
 }
 
-/// CRC-32 of a block: its count and length fields, then its payload.
-fn block_crc(count_and_len: &[u8], payload: &[u8]) -> u32 {
+/// CRC-32 of a block. Version 2: the checksum stored before it (the header's for the first
+/// block, else the previous block's) and its sequence number (u64, 0 = the first block after
+/// the header), then its count and length fields, then its payload; so a block is valid only at
+/// its own place after its own predecessors. Version 1: count, length and payload only.
+fn block_crc(version: u16, previous_crc: u32, seq: u64, count_and_len: &[u8], payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
+    if version >= 2 {
+        h.update(&previous_crc.to_le_bytes());
+        h.update(&seq.to_le_bytes());
+    }
     h.update(count_and_len);
     h.update(payload);
     h.finalize()

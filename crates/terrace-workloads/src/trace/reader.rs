@@ -3,7 +3,8 @@
 
 use super::{
     block_crc, get_varint, tag, unzigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS, BLOCK_HEADER,
-    END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES, MAX_HEADER_JSON, VERSION,
+    END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES, MAX_HEADER_JSON, MIN_VERSION,
+    PAGE_SHIFT, VERSION,
 };
 use crate::{AccessSource, WorkloadInfo};
 use std::fs::File;
@@ -18,6 +19,14 @@ pub struct TraceReader<R: Read> {
     what: String,
     info: WorkloadInfo,
     form: TraceForm,
+    /// The file's format version, and the checksum stored last (the header's, then each
+    /// block's), which (from version 2) the next block's checksum covers.
+    version: u16,
+    previous_crc: u32,
+    /// 4 KiB pages in the declared footprint: bounds page indexes and entries per epoch.
+    footprint_pages: u64,
+    /// The last epoch read held fewer accesses than an epoch: only the last epoch may.
+    short_epoch: bool,
     /// Bytes consumed so far: where the next read starts.
     offset: u64,
     /// Index of the block read last (or about to be read).
@@ -39,16 +48,22 @@ pub struct TraceReader<R: Read> {
 /// What is wrong inside a payload, and where (bytes from the payload's start).
 enum Problem {
     Varint(usize),
-    Malformed(usize, &'static str),
+    Malformed(usize, String),
+}
+
+/// A malformed payload at `pos`; cold, so the decoders' hot loops stay small.
+#[cold]
+fn malformed(pos: usize, reason: impl Into<String>) -> Problem {
+    Problem::Malformed(pos, reason.into())
 }
 
 impl TraceReader<BufReader<File>> {
-    /// Opens the trace at `path` and reads its header.
+    /// Opens the trace at `path` and reads its header. A missing path, a FIFO, a device or a
+    /// directory is refused before anything blocks or reads without end.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
-        let what = path.display().to_string();
-        let file = File::open(path).map_err(|source| TraceError::Io { what: what.clone(), source })?;
-        Self::with_name(BufReader::with_capacity(1 << 20, file), what)
+        let (file, _) = terrace_input::open_regular("trace", path)?;
+        Self::with_name(BufReader::with_capacity(1 << 20, file), path.display().to_string())
     }
 }
 
@@ -72,6 +87,10 @@ impl<R: Read> TraceReader<R> {
                 accesses: 0,
             },
             form: TraceForm::Exact,
+            version: VERSION,
+            previous_crc: 0,
+            footprint_pages: 0,
+            short_epoch: false,
             offset: 0,
             block: 0,
             payload: Vec::new(),
@@ -124,9 +143,13 @@ impl<R: Read> TraceReader<R> {
             let Some(count) = self.next_block_or_fail()? else {
                 break;
             };
+            if self.accesses.saturating_add(count as u64) > self.info.accesses {
+                return Err(self.fail_problem(self.more_than_declared(count as u64)));
+            }
+            let limits = Limits { threads: self.info.threads, footprint: self.info.footprint_bytes };
             if max - n >= count {
                 let before = buf.len();
-                let decoded = decode_exact(&self.payload[..self.payload_len], count, buf);
+                let decoded = decode_exact(&self.payload[..self.payload_len], count, limits, buf);
                 if let Err(p) = decoded {
                     buf.truncate(before);
                     return Err(self.fail_problem(p));
@@ -136,7 +159,7 @@ impl<R: Read> TraceReader<R> {
                 self.pending.clear();
                 self.pending_pos = 0;
                 let mut pending = std::mem::take(&mut self.pending);
-                let decoded = decode_exact(&self.payload[..self.payload_len], count, &mut pending);
+                let decoded = decode_exact(&self.payload[..self.payload_len], count, limits, &mut pending);
                 self.pending = pending;
                 if let Err(p) = decoded {
                     self.pending.clear();
@@ -158,9 +181,23 @@ impl<R: Read> TraceReader<R> {
         let Some(count) = self.next_block_or_fail()? else {
             return Ok(false);
         };
-        match decode_epoch(&self.payload[..self.payload_len], count, epoch_accesses, out) {
+        // Epochs are cut every N accesses: a short one must be the last, or the epochs after it
+        // would be shifted in time.
+        let decoded = if self.short_epoch {
+            Err(malformed(0, format!("an epoch after one of fewer than {epoch_accesses} accesses")))
+        } else {
+            decode_epoch(&self.payload[..self.payload_len], count, epoch_accesses, self.footprint_pages, out)
+        };
+        let decoded = decoded.and_then(|accesses| {
+            if self.accesses.saturating_add(accesses) > self.info.accesses {
+                return Err(self.more_than_declared(accesses));
+            }
+            Ok(accesses)
+        });
+        match decoded {
             Ok(accesses) => {
                 self.accesses += accesses;
+                self.short_epoch = accesses < u64::from(epoch_accesses);
                 Ok(true)
             }
             Err(p) => {
@@ -168,6 +205,17 @@ impl<R: Read> TraceReader<R> {
                 Err(self.fail_problem(p))
             }
         }
+    }
+
+    /// A block that would take the accesses read past the header's count.
+    fn more_than_declared(&self, more: u64) -> Problem {
+        malformed(
+            0,
+            format!(
+                "the blocks hold more accesses than the {} the header declares ({} more after {})",
+                self.info.accesses, more, self.accesses
+            ),
+        )
     }
 
     /// The next epoch of an aggregated trace, or `None` at the end.
@@ -190,7 +238,7 @@ impl<R: Read> TraceReader<R> {
             return Err(self.truncated("the header", got));
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(TraceError::UnsupportedVersion {
                 what: self.what.clone(),
                 found: version,
@@ -210,6 +258,7 @@ impl<R: Read> TraceReader<R> {
         let mut rest = vec![0u8; json_len as usize + 4];
         self.read_all(&mut rest, "the header")?;
         let (json, crc) = rest.split_at(json_len as usize);
+        // The checksum covers every byte of the header before it.
         let mut h = crc32fast::Hasher::new();
         h.update(&fixed);
         h.update(json);
@@ -230,6 +279,12 @@ impl<R: Read> TraceReader<R> {
         };
         self.info = serde_json::from_slice(json)
             .map_err(|source| TraceError::BadHeader { what: self.what.clone(), source })?;
+        // What the writer refuses, the reader refuses: a header crafted with a valid checksum
+        // must not make the simulator allocate without bound or print escape sequences.
+        self.info.validate().map_err(|reason| TraceError::BadInfo { what: self.what.clone(), reason })?;
+        self.version = version;
+        self.previous_crc = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+        self.footprint_pages = self.info.footprint_bytes.div_ceil(1 << PAGE_SHIFT);
         Ok(())
     }
 
@@ -257,9 +312,15 @@ impl<R: Read> TraceReader<R> {
         let len = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
         let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
         let end = count == END_MARKER;
+        // Bounds checked before anything is allocated: an exact block at most 65,536 events of
+        // at most 21 bytes; an epoch at most one entry per page of the footprint (16 Mi at most)
+        // and per access, of at most 15 bytes.
         let (max_entries, min_bytes, max_bytes) = match self.form {
             TraceForm::Exact => (BLOCK_EVENTS, 1, MAX_EVENT_BYTES),
-            TraceForm::Aggregated { epoch_accesses } => (epoch_accesses as usize, 3, MAX_ENTRY_BYTES),
+            TraceForm::Aggregated { epoch_accesses } => {
+                let entries = u64::from(epoch_accesses).min(self.footprint_pages);
+                (entries as usize, 3, MAX_ENTRY_BYTES)
+            }
         };
         let entries = count as usize;
         let fits = if end {
@@ -286,9 +347,10 @@ impl<R: Read> TraceReader<R> {
         }
         self.payload = payload;
         read?;
-        if block_crc(&head[..8], &self.payload[..len]) != crc {
+        if block_crc(self.version, self.previous_crc, block, &head[..8], &self.payload[..len]) != crc {
             return Err(TraceError::Checksum { what: self.what.clone(), place: place(), offset: start });
         }
+        self.previous_crc = crc;
         if end {
             let total = u64::from_le_bytes(self.payload[..8].try_into().expect("8 bytes"));
             if total != self.accesses || total != self.info.accesses {
@@ -324,7 +386,7 @@ impl<R: Read> TraceReader<R> {
                 what: self.what.clone(),
                 place: format!("block {block}"),
                 offset: self.payload_offset + pos as u64,
-                reason: reason.to_string(),
+                reason,
             },
         }
     }
@@ -392,9 +454,16 @@ impl<R: Read + Send> AccessSource for TraceReader<R> {
     }
 }
 
+/// What the header allows an event: threads below `threads`, addresses below `footprint`.
+#[derive(Clone, Copy)]
+struct Limits {
+    threads: u32,
+    footprint: u64,
+}
+
 /// Decodes `count` exact-form events from `payload`, appending them to `out`. The payload must
-/// be consumed exactly.
-fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(), Problem> {
+/// be consumed exactly, and every event must be within `limits`.
+fn decode_exact(payload: &[u8], count: usize, limits: Limits, out: &mut Vec<Access>) -> Result<(), Problem> {
     #[inline(always)]
     fn varint(payload: &[u8], pos: &mut usize) -> Result<u64, Problem> {
         let at = *pos;
@@ -402,8 +471,9 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
     }
     #[inline(always)]
     fn byte(payload: &[u8], pos: &mut usize) -> Result<u8, Problem> {
-        let b =
-            *payload.get(*pos).ok_or(Problem::Malformed(*pos, "block holds fewer events than its count"))?;
+        let Some(&b) = payload.get(*pos) else {
+            return Err(malformed(*pos, "block holds fewer events than its count"));
+        };
         *pos += 1;
         Ok(b)
     }
@@ -426,7 +496,7 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
             let at = pos;
             let f = byte(payload, &mut pos)?;
             if f & !(tag::FIELD_SIZE | tag::FIELD_INSTRUCTIONS) != 0 {
-                return Err(Problem::Malformed(at, "reserved field bit set"));
+                return Err(malformed(at, "reserved field bit set"));
             }
             f
         } else {
@@ -439,9 +509,14 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
         if addr_mode == tag::ADDR_DELTA {
             stride = unzigzag(varint(payload, &mut pos)?);
         } else if addr_mode > tag::ADDR_SAME {
-            return Err(Problem::Malformed(at, "reserved address mode"));
+            return Err(malformed(at, "reserved address mode"));
         }
         let addr = ctx.addrs[slot].wrapping_add(stride);
+        // One predictable branch: the simulator indexes its per-page state by address and its
+        // per-thread state by thread, and the header sized both.
+        if (addr >= limits.footprint) | (u32::from(thread) >= limits.threads) {
+            return Err(out_of_limits(at, addr, thread, limits));
+        }
         ctx.push(addr, stride);
         if fields & tag::FIELD_SIZE != 0 {
             let at = pos;
@@ -462,16 +537,30 @@ fn decode_exact(payload: &[u8], count: usize, out: &mut Vec<Access>) -> Result<(
         };
     }
     if pos != payload.len() {
-        return Err(Problem::Malformed(pos, "bytes after the block's last event"));
+        return Err(malformed(pos, "bytes after the block's last event"));
     }
     Ok(())
 }
 
-/// Decodes one epoch's `count` page entries into `out`; returns the accesses they count.
+#[cold]
+fn out_of_limits(at: usize, addr: u64, thread: u8, limits: Limits) -> Problem {
+    if addr >= limits.footprint {
+        malformed(at, format!("address {addr:#x} outside the footprint of {} bytes", limits.footprint))
+    } else {
+        malformed(
+            at,
+            format!("an event of thread {thread}, but the header declares {} threads", limits.threads),
+        )
+    }
+}
+
+/// Decodes one epoch's `count` page entries (pages below `pages`) into `out`; returns the
+/// accesses they count.
 fn decode_epoch(
     payload: &[u8],
     count: usize,
     epoch_accesses: u32,
+    pages: u64,
     out: &mut Vec<(PageIdx, PageCounts)>,
 ) -> Result<u64, Problem> {
     out.reserve(count);
@@ -487,24 +576,27 @@ fn decode_epoch(
         let at = pos;
         let delta = field(&mut pos)?;
         if i > 0 && delta == 0 {
-            return Err(Problem::Malformed(at, "pages not in increasing order"));
+            return Err(malformed(at, "pages not in increasing order"));
         }
         page += u64::from(delta);
+        if page >= pages {
+            return Err(malformed(at, format!("page {page} outside the footprint of {pages} pages")));
+        }
         let Ok(p) = PageIdx::try_from(page) else {
-            return Err(Problem::Malformed(at, "page index beyond 2^32"));
+            return Err(malformed(at, "page index beyond 2^32"));
         };
         let c = PageCounts { reads: field(&mut pos)?, writes: field(&mut pos)? };
         if c.reads == 0 && c.writes == 0 {
-            return Err(Problem::Malformed(at, "a page entry with no accesses"));
+            return Err(malformed(at, "a page entry with no accesses"));
         }
         total += u64::from(c.reads) + u64::from(c.writes);
         out.push((p, c));
     }
     if total > u64::from(epoch_accesses) {
-        return Err(Problem::Malformed(0, "more accesses than an epoch holds"));
+        return Err(malformed(0, "more accesses than an epoch holds"));
     }
     if pos != payload.len() {
-        return Err(Problem::Malformed(pos, "bytes after the epoch's last page"));
+        return Err(malformed(pos, "bytes after the epoch's last page"));
     }
     Ok(total)
 }

@@ -17,8 +17,13 @@ pub struct TraceWriter<W: Write> {
     what: String,
     declared: u64,
     footprint: u64,
+    threads: u32,
     form: TraceForm,
     written: u64,
+    /// The last checksum written (the header's, then each block's) and the next block's
+    /// sequence number, which the next block's checksum covers.
+    previous_crc: u32,
+    seq: u64,
     /// The block being built.
     payload: Vec<u8>,
     /// Events (exact) or pages (aggregated) in `payload`.
@@ -45,10 +50,10 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn with_name(out: W, what: String, info: WorkloadInfo, form: TraceForm) -> Result<Self, TraceError> {
-        if let TraceForm::Aggregated { epoch_accesses } = form {
-            if epoch_accesses == 0 || info.footprint_bytes > 1 << (32 + PAGE_SHIFT) {
-                return Err(TraceError::CannotAggregate { footprint: info.footprint_bytes, epoch_accesses });
-            }
+        // The reader refuses what this refuses: nothing writes a trace that cannot be read.
+        info.validate().map_err(|reason| TraceError::InvalidInfo { reason })?;
+        if form == (TraceForm::Aggregated { epoch_accesses: 0 }) {
+            return Err(TraceError::CannotAggregate { epoch_accesses: 0 });
         }
         let json = serde_json::to_vec(&info).expect("WorkloadInfo always serialises");
         let mut header = Vec::with_capacity(HEADER_FIXED + json.len() + 4);
@@ -65,8 +70,11 @@ impl<W: Write> TraceWriter<W> {
             what,
             declared: info.accesses,
             footprint: info.footprint_bytes,
+            threads: info.threads,
             form,
             written: 0,
+            previous_crc: crc,
+            seq: 0,
             payload: Vec::new(),
             entries: 0,
             exact: ExactEncoder::new(),
@@ -76,8 +84,17 @@ impl<W: Write> TraceWriter<W> {
         Ok(writer)
     }
 
-    /// Appends accesses to the trace.
+    /// Appends accesses to the trace. Every address must be inside the footprint and every
+    /// thread below the declared thread count, as the reader insists.
     pub fn write_batch(&mut self, batch: &[Access]) -> Result<(), TraceError> {
+        for a in batch {
+            if a.addr >= self.footprint {
+                return Err(TraceError::OutOfFootprint { addr: a.addr, footprint: self.footprint });
+            }
+            if u32::from(a.thread) >= self.threads {
+                return Err(TraceError::OutOfThreads { thread: a.thread, threads: self.threads });
+            }
+        }
         match self.form {
             TraceForm::Exact => {
                 for a in batch {
@@ -90,9 +107,6 @@ impl<W: Write> TraceWriter<W> {
             }
             TraceForm::Aggregated { epoch_accesses } => {
                 for a in batch {
-                    if a.addr >= self.footprint {
-                        return Err(TraceError::OutOfFootprint { addr: a.addr, footprint: self.footprint });
-                    }
                     self.epoch.add(a);
                     if self.epoch.accesses == epoch_accesses {
                         self.flush_epoch()?;
@@ -144,8 +158,10 @@ impl<W: Write> TraceWriter<W> {
         let mut head = [0u8; 12];
         head[..4].copy_from_slice(&self.entries.to_le_bytes());
         head[4..8].copy_from_slice(&(self.payload.len() as u32).to_le_bytes());
-        let crc = block_crc(&head[..8], &self.payload);
+        let crc = block_crc(VERSION, self.previous_crc, self.seq, &head[..8], &self.payload);
         head[8..].copy_from_slice(&crc.to_le_bytes());
+        self.previous_crc = crc;
+        self.seq += 1;
         self.put(&head)?;
         let payload = std::mem::take(&mut self.payload);
         self.put(&payload)?;
@@ -253,7 +269,7 @@ struct EpochCounts {
 
 impl EpochCounts {
     /// Counts `a` against the page holding its first byte; `a.addr` is inside the footprint,
-    /// which is at most 2^44 bytes, so the page index fits a `u32`.
+    /// which is at most `WorkloadInfo::MAX_FOOTPRINT_BYTES`, so the page index fits a `u32`.
     fn add(&mut self, a: &Access) {
         let page = (a.addr >> PAGE_SHIFT) as usize;
         if page >= self.counts.len() {
