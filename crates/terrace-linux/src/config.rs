@@ -1,4 +1,5 @@
-//! Terrace's configuration file for the live machine (TOML), validated on load.
+//! Terrace's configuration file for the live machine (TOML), validated on load. Every key is
+//! listed, with its default, in docs/live.md ("Configuration"); examples/terrace.toml has them all.
 //!
 //! ```toml
 //! [tiers]              # optional: which NUMA nodes are fast and slow (default: detected)
@@ -10,26 +11,43 @@
 //! referenced = "auto"             # auto | idle-page | damon | soft-dirty: the referenced bit's source
 //! fault_sample = 256              # pages (or 2 MiB ranges) the fault sampler protects per epoch
 //!
-//! [daemon]
+//! [daemon]                        # optional; when present, every key but metrics is required
 //! socket = "/run/terrace.sock"    # where `terrace bind` finds the daemon
 //! metrics = "127.0.0.1:9464"      # Prometheus text endpoint (localhost only)
 //! dry_run = false                 # track and decide, move nothing
 //! policy = "age"                  # the policy for processes bound without one
 //! ```
 
-use crate::topology::TierOverride;
-use serde::{Deserialize, Serialize};
+use crate::topology::{format_list, TierOverride, Topology};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "tiers_strictly")]
     pub tiers: TierOverride,
     #[serde(default)]
     pub trackers: TrackerConfig,
+    /// Absent: the defaults (`terrace run` needs no daemon section, and `terrace daemon` without
+    /// one says where it listens). Present: see [`DaemonConfig`].
     #[serde(default)]
     pub daemon: DaemonConfig,
+}
+
+/// The `[tiers]` keys as the config spells them, so that a misspelt key (`fast_node`) is refused:
+/// [`TierOverride`] itself, shared with the topology code, accepts unknown keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierKeys {
+    fast_nodes: Option<Vec<u32>>,
+    slow_nodes: Option<Vec<u32>>,
+    fast_limit_mib: Option<u64>,
+}
+
+fn tiers_strictly<'de, D: Deserializer<'de>>(d: D) -> Result<TierOverride, D::Error> {
+    let TierKeys { fast_nodes, slow_nodes, fast_limit_mib } = TierKeys::deserialize(d)?;
+    Ok(TierOverride { fast_nodes, slow_nodes, fast_limit_mib })
 }
 
 /// Which kernel interfaces the trackers use.
@@ -70,20 +88,31 @@ pub enum ReferencedSource {
     SoftDirty,
 }
 
+/// The `[daemon]` section. When it is present, `socket`, `dry_run` and `policy` are required, as
+/// docs/live.md has always said: a daemon section is written for the daemon, so one that leaves
+/// out where `terrace bind` must look, or whether pages are to move at all, is a mistake better
+/// caught than filled in (the section's defaults would make a daemon that moves pages on a socket
+/// nobody chose). Only `metrics` is optional: leaving it out means no endpoint. A config with no
+/// `[daemon]` section at all gets [`DaemonConfig::default`], and the daemon's startup log says
+/// where it listens ("listening on /run/terrace.sock (the default socket)").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct DaemonConfig {
     pub socket: PathBuf,
     /// Address of the metrics endpoint; must be a loopback address.
+    #[serde(default)]
     pub metrics: Option<String>,
     pub dry_run: bool,
     pub policy: String,
 }
 
+/// Where the daemon listens, and `bind` looks, when nothing says otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/terrace.sock";
+
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
-            socket: PathBuf::from("/run/terrace.sock"),
+            socket: PathBuf::from(DEFAULT_SOCKET),
             metrics: None,
             dry_run: false,
             policy: "age".into(),
@@ -91,29 +120,48 @@ impl Default for DaemonConfig {
     }
 }
 
+/// Why a config cannot be used. Each message is one line that names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("config {path} is invalid: {message}")]
+    /// Missing, not a regular file, too large, not text: the input's own message says which and
+    /// names the file (its cause is in that one line, not a separate source printed again).
+    #[error(transparent)]
+    Input(#[from] terrace_input::InputError),
+    #[error("config '{path}' is invalid: {message}")]
     Invalid { path: String, message: String },
 }
 
+/// A TOML error in one line (`line L, column C: message (in `the line`)`), by the one rule
+/// every input file's errors follow.
+fn toml_error_line(text: &str, e: &toml::de::Error) -> String {
+    terrace_input::parse_error_line(text, e.message(), e.span())
+}
+
 impl Config {
+    /// Reads and validates the config at `path` (a small regular file: see terrace-input).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let p = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: p.clone(), source })?;
-        Config::parse(&p, &text)
+        let text = terrace_input::read_text("config", path)?;
+        Config::parse(&path.display().to_string(), &text)
     }
 
+    /// Parses and validates a config; `path` names it in messages.
     pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { path: path.to_string(), message };
-        let c: Config = toml::from_str(text).map_err(|e| invalid(e.message().replace('\n', " ")))?;
+        let c: Config = toml::from_str(text).map_err(|e| {
+            let mut message = toml_error_line(text, &e);
+            if e.message().starts_with("missing field") || e.message().starts_with("unknown field") {
+                message.push_str("; docs/live.md lists every key, and examples/terrace.toml has them all");
+            }
+            invalid(message)
+        })?;
+        for (key, nodes) in [("fast_nodes", &c.tiers.fast_nodes), ("slow_nodes", &c.tiers.slow_nodes)] {
+            if nodes.as_ref().is_some_and(|n| n.is_empty()) {
+                return Err(invalid(format!(
+                    "tiers.{key} is empty; list at least one NUMA node, or leave the key out to have \
+                     Terrace detect them (`terrace doctor` shows this host's)"
+                )));
+            }
+        }
         if let (Some(f), Some(s)) = (&c.tiers.fast_nodes, &c.tiers.slow_nodes) {
             if let Some(n) = f.iter().find(|n| s.contains(n)) {
                 return Err(invalid(format!("node {n} is listed as both fast and slow")));
@@ -130,6 +178,12 @@ impl Config {
                 c.trackers.fault_sample
             )));
         }
+        if c.daemon.socket.as_os_str().is_empty() {
+            return Err(invalid("daemon.socket is empty; give the path of the daemon's socket".into()));
+        }
+        if c.daemon.policy.is_empty() {
+            return Err(invalid("daemon.policy is empty; name a policy (`terrace list policies`)".into()));
+        }
         if let Some(addr) = &c.daemon.metrics {
             let sock: std::net::SocketAddr =
                 addr.parse().map_err(|_| invalid(format!("metrics address '{addr}' is not IP:PORT")))?;
@@ -141,11 +195,53 @@ impl Config {
         }
         Ok(c)
     }
+
+    /// Refuses `[tiers]` nodes this host does not have, in one line listing the ones it has.
+    /// Checked when the daemon or `terrace run` starts: a config is written for one host, and a
+    /// node that is not there would otherwise be left out of the classification without a word.
+    pub fn check_nodes(&self, topology: &Topology) -> Result<(), String> {
+        let missing: Vec<String> =
+            [("fast_nodes", &self.tiers.fast_nodes), ("slow_nodes", &self.tiers.slow_nodes)]
+                .into_iter()
+                .filter_map(|(key, nodes)| {
+                    let absent: Vec<u32> =
+                        nodes.iter().flatten().copied().filter(|&n| topology.node(n).is_none()).collect();
+                    (!absent.is_empty()).then(|| {
+                        let s = if absent.len() == 1 { "" } else { "s" };
+                        format!("tiers.{key} names node{s} {}", format_list(&absent))
+                    })
+                })
+                .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<u32> = topology.nodes.iter().map(|n| n.id).collect();
+        Err(format!(
+            "the config's {}, which this host does not have; its NUMA nodes are {} (`terrace doctor` \
+             shows them): fix [tiers] in the config",
+            missing.join(" and "),
+            format_list(&ids)
+        ))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const DAEMON: &str = "[daemon]\nsocket = \"/tmp/t.sock\"\ndry_run = false\npolicy = \"age\"\n";
+
+    fn error(text: &str) -> String {
+        let e = Config::parse("t.toml", text).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "not one line: {e}");
+        assert!(e.starts_with("config 't.toml' is invalid: "), "{e}");
+        e
+    }
+
+    fn fixture(name: &str) -> Topology {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
+        Topology::read(&root.join("sys"), &root.join("proc")).unwrap()
+    }
 
     #[test]
     fn a_full_config_parses() {
@@ -156,32 +252,109 @@ mod tests {
         .unwrap();
         assert_eq!(c.tiers.slow_nodes, Some(vec![1, 2]));
         assert!(c.daemon.dry_run);
+        // No [daemon] section: the documented defaults; metrics may be left out of one.
+        assert_eq!(Config::parse("t", "").unwrap(), Config::default());
+        assert_eq!(Config::parse("t", DAEMON).unwrap().daemon.metrics, None);
     }
 
     #[test]
     fn bad_configs_say_what_is_wrong() {
-        let e = Config::parse("t", "[tiers]\nfast_nodes = [0]\nslow_nodes = [0]\n").unwrap_err().to_string();
+        let e = error("[tiers]\nfast_nodes = [0]\nslow_nodes = [0]\n");
         assert!(e.contains("both fast and slow"), "{e}");
-        let e = Config::parse("t", "[tires]\n").unwrap_err().to_string();
+        let e = error("[tires]\n");
         assert!(e.contains("tires"), "{e}");
-        let e = Config::parse(
-            "t",
-            "[daemon]\nsocket=\"/x\"\nmetrics=\"0.0.0.0:1\"\ndry_run=false\npolicy=\"age\"\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = error("[daemon]\nsocket=\"/x\"\nmetrics=\"0.0.0.0:1\"\ndry_run=false\npolicy=\"age\"\n");
         assert!(e.contains("loopback"), "{e}");
-        let e = Config::parse("t", "[trackers]\nfault_sample = 0\n").unwrap_err().to_string();
+        let e = error("[trackers]\nfault_sample = 0\n");
         assert!(e.contains("fault_sample"), "{e}");
         assert_eq!(Config::parse("t", "[trackers]\nfault_sample = 64\n").unwrap().trackers.fault_sample, 64);
         assert_eq!(Config::default().trackers.fault_sample, 256);
         let c = Config::parse("t", "[trackers]\nreferenced = \"idle-page\"\n").unwrap();
         assert_eq!(c.trackers.referenced, ReferencedSource::IdlePage);
-        let e = Config::parse("t", "[tiers]\nfast_limit_mib = 0\n").unwrap_err().to_string();
+        let e = error("[tiers]\nfast_limit_mib = 0\n");
         assert!(e.contains("fast_limit_mib"), "{e}");
         assert_eq!(
             Config::parse("t", "[tiers]\nfast_limit_mib = 6\n").unwrap().tiers.fast_limit_mib,
             Some(6)
         );
+        let e = error("[tiers]\nslow_nodes = []\n");
+        assert!(e.contains("tiers.slow_nodes is empty"), "{e}");
+        let e = error(&DAEMON.replace("policy = \"age\"", "policy = \"\""));
+        assert!(e.contains("daemon.policy is empty"), "{e}");
+    }
+
+    /// docs/live.md calls every [daemon] key but metrics required; a section without one is refused
+    /// naming it and its line.
+    #[test]
+    fn the_daemon_section_needs_its_required_keys() {
+        for key in ["socket", "dry_run", "policy"] {
+            let text: String =
+                DAEMON.lines().filter(|l| !l.starts_with(key)).map(|l| format!("{l}\n")).collect();
+            let e = error(&text);
+            assert!(e.contains(&format!("missing field `{key}`")) && e.contains("line 1, column 1"), "{e}");
+        }
+    }
+
+    #[test]
+    fn misspelt_keys_are_refused_by_name_in_every_section() {
+        for (text, key) in [
+            ("[tiers]\nfast_node = [0]\n", "fast_node"),
+            ("[tiers]\nfast_limit_mb = 5\n", "fast_limit_mb"),
+            ("[trackers]\nfault_samples = 5\n", "fault_samples"),
+            (&format!("{DAEMON}dryrun = true\n"), "dryrun"),
+            ("[daemon]\nsocket = \"/x\"\n[daemon]\n", "daemon"),
+            ("colour = 1\n", "colour"),
+        ] {
+            let e = error(text);
+            assert!(e.contains(&format!("`{key}`")) && e.contains("line "), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn malformed_toml_gives_the_line_and_column_in_one_line() {
+        let e = error("[tiers]\nfast_nodes = [0]\nfast_nodes = [1]\n");
+        assert!(e.contains("line 3, column 1: duplicate key `fast_nodes` (in `fast_nodes = [1]`)"), "{e}");
+        let e = error("[trackers]\nfault_sample = \"many\"\n");
+        assert!(e.contains("line 2, column 16: invalid type"), "{e}");
+        let e = error("[tiers\n");
+        assert!(e.contains("line 1, column"), "{e}");
+    }
+
+    #[test]
+    fn unreadable_files_are_refused_in_one_line_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, want) in [
+            (dir.path().join("absent.toml"), "does not exist"),
+            (dir.path().to_path_buf(), "a directory"),
+            (Path::new("/dev/zero").to_path_buf(), "a character device"),
+        ] {
+            let e = Config::load(&path).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(want) && text.contains(&path.display().to_string()), "{text}");
+            // The cause is in the message once, and not again as a source (anyhow's `{:#}`).
+            assert!(std::error::Error::source(&e).is_none(), "{text}");
+        }
+        let ok = dir.path().join("ok.toml");
+        std::fs::write(&ok, DAEMON).unwrap();
+        assert_eq!(Config::load(&ok).unwrap().daemon.socket, Path::new("/tmp/t.sock"));
+    }
+
+    #[test]
+    fn nodes_the_host_lacks_are_refused_listing_the_ones_it_has() {
+        let two = fixture("two-node-hmat");
+        let one = fixture("single-node");
+        let c = Config::parse("t", "[tiers]\nfast_nodes = [0]\nslow_nodes = [1]\n").unwrap();
+        assert_eq!(c.check_nodes(&two), Ok(()));
+        let e = c.check_nodes(&one).unwrap_err();
+        assert_eq!(
+            e,
+            "the config's tiers.slow_nodes names node 1, which this host does not have; its NUMA nodes \
+             are 0 (`terrace doctor` shows them): fix [tiers] in the config"
+        );
+        let c = Config::parse("t", "[tiers]\nfast_nodes = [0, 7]\nslow_nodes = [1, 2, 3]\n").unwrap();
+        let e = c.check_nodes(&two).unwrap_err();
+        assert!(e.contains("tiers.fast_nodes names node 7 and tiers.slow_nodes names nodes 2-3,"), "{e}");
+        assert!(e.contains("its NUMA nodes are 0-1"), "{e}");
+        assert_eq!(Config::default().check_nodes(&one), Ok(()));
     }
 }

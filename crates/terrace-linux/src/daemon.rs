@@ -56,11 +56,21 @@ pub enum TiersError {
          and `terrace sim` runs any policy on a simulated machine"
     )]
     SingleTier,
+    /// The config's `[tiers]` names nodes the host lacks; the message lists the ones it has.
+    #[error("{0}")]
+    UnknownNodes(String),
 }
 
 /// The host's tiers, fastest first, as the config and the topology say.
 pub fn live_tiers(config: &Config) -> Result<Vec<LiveTier>, TiersError> {
     let topo = Topology::read(Path::new("/sys"), Path::new("/proc")).map_err(TiersError::Topology)?;
+    tiers_of(&topo, config)
+}
+
+/// [`live_tiers`] on a topology already read.
+pub fn tiers_of(topo: &Topology, config: &Config) -> Result<Vec<LiveTier>, TiersError> {
+    // Before classifying: a node the host lacks would otherwise just be left out.
+    config.check_nodes(topo).map_err(TiersError::UnknownNodes)?;
     let class = topo.classify(&config.tiers);
     let mut tiers = topo.model_tiers(&class);
     if class.by == ClassifiedBy::SingleNode || tiers.len() < 2 {
@@ -79,6 +89,10 @@ pub fn live_tiers(config: &Config) -> Result<Vec<LiveTier>, TiersError> {
 pub enum DaemonError {
     #[error("the default policy in the config is unusable: {0}")]
     Policy(String),
+    /// The config names nodes this host does not have ([`TiersError::UnknownNodes`]; the other
+    /// tier errors only warn at start, as tiers are read again at every bind).
+    #[error(transparent)]
+    Tiers(TiersError),
     #[error("a Terrace daemon already answers on {}; stop it first, or set another [daemon] socket in the config", .0.display())]
     AlreadyRunning(PathBuf),
     #[error("{} exists and is not a socket; remove it or set another [daemon] socket in the config", .0.display())]
@@ -182,6 +196,13 @@ impl Daemon {
     /// one that a daemon still answers on is not.
     pub fn start(config: Config, build: PolicyBuilder) -> Result<Daemon, DaemonError> {
         build(&config.daemon.policy).map_err(DaemonError::Policy)?;
+        // Read before anything is opened: a config naming nodes the host lacks is refused at
+        // once; a host with one tier, or none readable, only warns (tiers are read again at
+        // every bind, and memory can come online later).
+        let tiers = live_tiers(&config);
+        if let Err(e @ TiersError::UnknownNodes(_)) = tiers {
+            return Err(DaemonError::Tiers(e));
+        }
         let socket = config.daemon.socket.clone();
         let listener = listen(&socket)?;
         let socket_ino = std::fs::metadata(&socket).map(|m| m.ino()).unwrap_or(0);
@@ -195,7 +216,7 @@ impl Daemon {
             },
             None => None,
         };
-        match live_tiers(&config) {
+        match tiers {
             Ok(tiers) => {
                 let t: Vec<String> = tiers
                     .iter()
@@ -206,8 +227,10 @@ impl Daemon {
             }
             Err(e) => tracing::warn!("{}; every bind will fail until that changes", error_chain(&e)),
         }
+        let default_socket =
+            if socket == Path::new(crate::config::DEFAULT_SOCKET) { " (the default socket)" } else { "" };
         tracing::info!(
-            "listening on {}{}; default policy {}{}",
+            "listening on {}{default_socket}{}; default policy {}{}",
             socket.display(),
             metrics
                 .as_ref()
@@ -770,6 +793,56 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(identity(Path::new("/proc"), me).is_some());
         assert_eq!(identity(Path::new("/proc"), i32::MAX), None);
+    }
+
+    #[test]
+    fn nodes_the_host_lacks_are_refused_before_classifying() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-node");
+        let topo = Topology::read(&root.join("sys"), &root.join("proc")).unwrap();
+        let config = Config::parse("t", "[tiers]\nfast_nodes = [0]\nslow_nodes = [1]\n").unwrap();
+        // Without the check this host's one node would be all there is: "a single memory tier".
+        let e = tiers_of(&topo, &config).unwrap_err();
+        assert!(matches!(e, TiersError::UnknownNodes(_)), "{e}");
+        assert!(error_chain(&e).contains("slow_nodes names node 1, which this host does not have"), "{e}");
+        assert!(matches!(tiers_of(&topo, &Config::default()), Err(TiersError::SingleTier)));
+    }
+
+    /// The daemon refuses to start on such a config, where this host's topology can be read.
+    #[test]
+    fn the_daemon_refuses_nodes_the_host_lacks_at_start() {
+        let Ok(topo) = Topology::read(Path::new("/sys"), Path::new("/proc")) else { return };
+        let absent = topo.nodes.iter().map(|n| n.id).max().unwrap_or(0) + 1;
+        let mut config = Config::default();
+        config.tiers.slow_nodes = Some(vec![absent]);
+        let dir = std::env::temp_dir().join(format!("terrace-daemon-nodes-{}", std::process::id()));
+        config.daemon.socket = dir.join("t.sock");
+        let build: PolicyBuilder = Box::new(|_: &str| Ok(Box::new(Idle) as Box<dyn Policy>));
+        match Daemon::start(config, build) {
+            Err(e @ DaemonError::Tiers(_)) => {
+                let text = error_chain(&e);
+                assert!(
+                    text.contains(&format!("names node {absent}, which this host does not have")),
+                    "{text}"
+                );
+            }
+            Err(e) => panic!("refused for another reason: {}", error_chain(&e)),
+            Ok(_) => panic!("started on a config naming node {absent}"),
+        }
+        assert!(!dir.join("t.sock").exists(), "refused before opening its socket");
+    }
+
+    /// A policy that asks for nothing.
+    struct Idle;
+    impl Policy for Idle {
+        fn name(&self) -> &str {
+            "idle"
+        }
+        fn requirements(&self, _: &MachineInfo) -> Requirements {
+            Requirements::default()
+        }
+        fn tick(&mut self, _: &Observations<'_>) -> Plan {
+            Plan::none()
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Machine profiles: the numbers of one simulated machine, each citing its row of
-//! shared/reference/hardware.md. Built-in profiles live in the workspace's profiles/ folder and
+//! Machine profiles: the numbers of one simulated machine, each citing its section of
+//! docs/hardware.md. Built-in profiles live in the workspace's profiles/ folder and
 //! are embedded at build time; `--profile FILE.toml` loads another.
 
 use serde::{Deserialize, Serialize};
@@ -28,10 +28,11 @@ pub struct TierProfile {
     pub write_bandwidth_gb_s: Vec<(f64, f64)>,
     /// Smallest unit the media reads or writes, bytes (256 for Optane's XPLine, 64 for DRAM).
     pub media_granularity_bytes: u32,
-    /// Dynamic energy per 64-byte read and write, in the calibration source's unit (J per M accesses).
-    pub read_energy_j_per_m: f64,
-    pub write_energy_j_per_m: f64,
-    /// Where each number comes from: field name -> hardware.md row.
+    /// Dynamic energy per 64-byte read and write, nJ (docs/model.md §7: the Ambix thesis' "J per
+    /// M accesses" read as mJ per M accesses, the only reading that gives a plausible power).
+    pub read_energy_nj: f64,
+    pub write_energy_nj: f64,
+    /// Where each number comes from: field name -> its docs/hardware.md section, or the arithmetic.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
 }
@@ -79,7 +80,7 @@ pub struct Profile {
     pub summary: String,
     /// Core clock, GHz; compute time is instructions / clock (IPC 1).
     pub cpu_ghz: f64,
-    /// Static power of the memory system, W, in the calibration source's units.
+    /// Static power of the memory system, W.
     pub static_power_w: f64,
     /// Slow-tier capacity as a multiple of the fast tier's when the user gives none.
     pub slow_to_fast_capacity: f64,
@@ -91,19 +92,21 @@ pub struct Profile {
     pub sources: BTreeMap<String, String>,
 }
 
-/// Why a profile cannot be used.
+/// Why a profile cannot be used. Each message is one line that names the profile.
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("unknown profile '{0}'; known: {known} (see `terrace list profiles`), or give a path to a .toml profile", known = BUILT_IN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))]
     Unknown(String),
-    #[error("cannot read profile {path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("profile {name} is malformed: {message}")]
+    /// Missing, not a regular file, too large, not text: the input's own message says which and
+    /// names the file (and its cause, so the cause is not a separate source to print again).
+    #[error(transparent)]
+    Input(#[from] terrace_input::InputError),
+    /// Not TOML, or not a profile: the message has the line and column.
+    #[error("profile '{name}' is malformed: {message}")]
     Malformed { name: String, message: String },
+    /// Well-formed, but a number is outside its physical range or the tiers are out of order.
+    #[error("profile '{name}' is invalid: {message}")]
+    Invalid { name: String, message: String },
 }
 
 /// The profiles shipped with Terrace: (name, TOML text).
@@ -116,6 +119,229 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "optane-2019";
 
+/// The range one number of a profile must lie in, and why.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValidRange {
+    /// The key as a profile spells it, with its table: `cpu_ghz`, `tiers.loaded_max_ns`.
+    pub field: &'static str,
+    pub min: f64,
+    pub max: f64,
+    pub unit: &'static str,
+    pub why: &'static str,
+}
+
+const fn range(field: &'static str, min: f64, max: f64, unit: &'static str, why: &'static str) -> ValidRange {
+    ValidRange { field, min, max, unit, why }
+}
+
+/// Which numbers a profile may hold: physical sense with wide margins around the cited figures.
+/// A number outside its range is a typo or a unit error, and some make a run that never ends (a
+/// 1e19 ns latency, a 1e-300 GHz clock). Bounds are inclusive. This is the one list of the ranges;
+/// docs/model.md §8 "Valid ranges" shows it, and a test keeps the two alike.
+pub const RANGES: &[ValidRange] = &[
+    range("cpu_ghz", 0.1, 10.0, "GHz", "no core runs below 100 MHz or above 10 GHz; cited: 2.3 GHz"),
+    range(
+        "static_power_w",
+        0.0,
+        1000.0,
+        "W",
+        "0 leaves static energy out; one socket's memory draws at most about 216 W (12 DIMMs at 18 W)",
+    ),
+    range(
+        "slow_to_fast_capacity",
+        0.001,
+        1000.0,
+        "",
+        "the slow tier's size over the fast tier's; cited machines: 1 (two sockets) to 8 (Optane)",
+    ),
+    range(
+        "tiers.read_latency_random_ns",
+        1.0,
+        100_000.0,
+        "ns",
+        "no memory answers a read in under 1 ns or takes over 100 µs; cited: 101.5 to 305 ns",
+    ),
+    range(
+        "tiers.read_latency_sequential_ns",
+        1.0,
+        100_000.0,
+        "ns",
+        "no memory answers a read in under 1 ns or takes over 100 µs; cited: 81.4 to 169.4 ns",
+    ),
+    range(
+        "tiers.loaded_light_ns",
+        1.0,
+        100_000.0,
+        "ns",
+        "no memory answers a read in under 1 ns or takes over 100 µs; cited: 87.9 to 210 ns",
+    ),
+    range(
+        "tiers.loaded_max_ns",
+        1.0,
+        100_000.0,
+        "ns",
+        "no memory answers a read in under 1 ns or takes over 100 µs; cited: 121.4 to 289.5 ns",
+    ),
+    range(
+        "tiers.loaded_light_gb_s",
+        0.01,
+        10_000.0,
+        "GB/s",
+        "from a slow link (10 MB/s) to beyond the widest HBM (10 TB/s); cited: 0.41 to 0.74 GB/s",
+    ),
+    range(
+        "tiers.loaded_max_gb_s",
+        0.01,
+        10_000.0,
+        "GB/s",
+        "from a slow link (10 MB/s) to beyond the widest HBM (10 TB/s); cited: 11.5 to 52.3 GB/s",
+    ),
+    range(
+        "tiers.read_bandwidth_gb_s",
+        0.01,
+        10_000.0,
+        "GB/s",
+        "each point's bandwidth, from a slow link (10 MB/s) to beyond the widest HBM (10 TB/s); cited: 2.88 to 105.56 GB/s",
+    ),
+    range(
+        "tiers.write_bandwidth_gb_s",
+        0.01,
+        10_000.0,
+        "GB/s",
+        "each point's bandwidth, from a slow link (10 MB/s) to beyond the widest HBM (10 TB/s); cited: 2.08 to 76.81 GB/s",
+    ),
+    range(
+        "tiers.*_bandwidth_gb_s threads",
+        1.0,
+        65_536.0,
+        "threads",
+        "each point's thread count, increasing from point to point; cited: 1 to 24 threads",
+    ),
+    range(
+        "tiers.media_granularity_bytes",
+        64.0,
+        4096.0,
+        "bytes",
+        "a power of two from a cache line to a page; cited: 64 (DRAM) and 256 (Optane)",
+    ),
+    range(
+        "tiers.read_energy_nj",
+        0.01,
+        1000.0,
+        "nJ",
+        "per 64-byte access; a DDR4 access costs a few nJ; cited: 2.46 to 4.85 nJ",
+    ),
+    range(
+        "tiers.write_energy_nj",
+        0.01,
+        1000.0,
+        "nJ",
+        "per 64-byte access; a DDR4 access costs a few nJ; cited: 3.36 to 13.29 nJ",
+    ),
+    range(
+        "migration.call_us",
+        0.1,
+        10_000.0,
+        "µs",
+        "one move_pages call costs more than a bare system call and less than 10 ms; cited: 58.7 µs",
+    ),
+    range(
+        "migration.page_us",
+        0.01,
+        1000.0,
+        "µs",
+        "remapping one page, TLB shootdown included, takes microseconds; cited: 2.6 µs",
+    ),
+    range(
+        "migration.copy_gb_s",
+        0.01,
+        10_000.0,
+        "GB/s",
+        "the kernel's page copy, from a slow link (10 MB/s) to beyond the widest HBM; cited: 3.511 GB/s",
+    ),
+    range(
+        "migration.huge_copy_speedup",
+        1.0,
+        100.0,
+        "",
+        "a speed-up over one copy thread (1: none); cited: 2.8 (Nimble)",
+    ),
+    range(
+        "migration.huge_copy_threads_at_best",
+        1.0,
+        1024.0,
+        "threads",
+        "copy threads, at least one; cited: 4 (Nimble)",
+    ),
+    range(
+        "migration.huge_concurrency_gain",
+        1.0,
+        10.0,
+        "",
+        "a gain over one batch at a time (1: none); cited: 1.10 to 1.25 (Nimble)",
+    ),
+    range(
+        "migration.huge_exchange_gain",
+        1.0,
+        10.0,
+        "",
+        "a gain over two one-way moves (1: none); cited: 1.10 to 1.50 (Nimble)",
+    ),
+    range(
+        "migration.tlb_shootdown_us",
+        0.01,
+        1000.0,
+        "µs",
+        "an inter-processor interrupt round trip takes microseconds; cited: 1 µs (mtier: under 1.44 µs)",
+    ),
+    range(
+        "tracking.page_scan_ns",
+        0.1,
+        100_000.0,
+        "ns",
+        "reading and clearing one page's bits costs at most one memory read; cited: 12.7 ns",
+    ),
+    range(
+        "tracking.sample_ns",
+        1.0,
+        10_000_000.0,
+        "ns",
+        "handling one access sample takes from a nanosecond to 10 ms; cited: at most 4158 ns",
+    ),
+];
+
+/// A number as messages and docs/model.md show it: plain where that is short, else 1e19, 1e-300.
+pub fn show_number(v: f64) -> String {
+    if v == 0.0 || (1e-4..1e9).contains(&v.abs()) {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
+
+/// Checks `v` against the [`RANGES`] row of `field`; `shown` is how the message names the number
+/// (`tier 0 (DRAM) loaded_max_ns`).
+fn in_range(shown: &str, field: &str, v: f64) -> Result<(), String> {
+    let r = RANGES.iter().find(|r| r.field == field).expect("every checked field has a row in RANGES");
+    if (r.min..=r.max).contains(&v) {
+        return Ok(());
+    }
+    let unit = if r.unit.is_empty() { String::new() } else { format!(" {}", r.unit) };
+    Err(format!(
+        "{shown} = {} is outside {} to {}{unit}: {}",
+        show_number(v),
+        show_number(r.min),
+        show_number(r.max),
+        r.why
+    ))
+}
+
+/// A TOML error in one line (`line L, column C: message (in `the line`)`), by the one rule
+/// every input file's errors follow.
+fn toml_error_line(text: &str, e: &toml::de::Error) -> String {
+    terrace_input::parse_error_line(text, e.message(), e.span())
+}
+
 impl Profile {
     /// A built-in profile by name, or a TOML file by path.
     pub fn load(name_or_path: &str) -> Result<Profile, ProfileError> {
@@ -123,8 +349,7 @@ impl Profile {
             return Profile::parse(name, text);
         }
         if name_or_path.ends_with(".toml") || name_or_path.contains('/') {
-            let text = std::fs::read_to_string(name_or_path)
-                .map_err(|source| ProfileError::Io { path: name_or_path.to_string(), source })?;
+            let text = terrace_input::read_text("profile", std::path::Path::new(name_or_path))?;
             return Profile::parse(name_or_path, &text);
         }
         Err(ProfileError::Unknown(name_or_path.to_string()))
@@ -132,68 +357,75 @@ impl Profile {
 
     /// Parses and validates a profile.
     pub fn parse(name: &str, text: &str) -> Result<Profile, ProfileError> {
-        let malformed = |message: String| ProfileError::Malformed { name: name.to_string(), message };
-        let p: Profile = toml::from_str(text).map_err(|e| malformed(e.message().to_string()))?;
-        p.validate().map_err(malformed)?;
+        let p: Profile = toml::from_str(text).map_err(|e| ProfileError::Malformed {
+            name: name.to_string(),
+            message: toml_error_line(text, &e),
+        })?;
+        p.validate().map_err(|message| ProfileError::Invalid { name: name.to_string(), message })?;
         Ok(p)
     }
 
+    /// Every number within its [`RANGES`] row, the curves and the loaded-latency points in order,
+    /// and tier 0 the fast tier.
     fn validate(&self) -> Result<(), String> {
         if self.tiers.len() != 2 {
             return Err(format!("it has {} tiers; the simulator models exactly 2", self.tiers.len()));
         }
-        let positive = |what: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(format!("{what} must be a positive number, not {v}"))
-            }
-        };
-        positive("cpu_ghz", self.cpu_ghz)?;
-        positive("slow_to_fast_capacity", self.slow_to_fast_capacity)?;
-        if self.static_power_w.is_nan() || self.static_power_w < 0.0 {
-            return Err("static_power_w must be zero or positive".into());
-        }
-        for t in &self.tiers {
-            for (what, v) in [
-                ("read_latency_random_ns", t.read_latency_random_ns),
-                ("read_latency_sequential_ns", t.read_latency_sequential_ns),
-                ("loaded_light_ns", t.loaded_light_ns),
-                ("loaded_light_gb_s", t.loaded_light_gb_s),
-                ("loaded_max_ns", t.loaded_max_ns),
-                ("loaded_max_gb_s", t.loaded_max_gb_s),
-                ("read_energy_j_per_m", t.read_energy_j_per_m),
-                ("write_energy_j_per_m", t.write_energy_j_per_m),
+        in_range("cpu_ghz", "cpu_ghz", self.cpu_ghz)?;
+        in_range("slow_to_fast_capacity", "slow_to_fast_capacity", self.slow_to_fast_capacity)?;
+        for (i, t) in self.tiers.iter().enumerate() {
+            let at = format!("tier {i} ({}) ", t.name.escape_debug());
+            for (field, v) in [
+                ("tiers.read_latency_random_ns", t.read_latency_random_ns),
+                ("tiers.read_latency_sequential_ns", t.read_latency_sequential_ns),
+                ("tiers.loaded_light_ns", t.loaded_light_ns),
+                ("tiers.loaded_light_gb_s", t.loaded_light_gb_s),
+                ("tiers.loaded_max_ns", t.loaded_max_ns),
+                ("tiers.loaded_max_gb_s", t.loaded_max_gb_s),
+                ("tiers.media_granularity_bytes", f64::from(t.media_granularity_bytes)),
             ] {
-                positive(&format!("tier {}: {what}", t.name), v)?;
+                in_range(&format!("{at}{}", &field["tiers.".len()..]), field, v)?;
+            }
+            if !t.media_granularity_bytes.is_power_of_two() {
+                return Err(format!(
+                    "{at}media_granularity_bytes = {} is not a power of two (64, 128, 256, ...)",
+                    t.media_granularity_bytes
+                ));
             }
             if t.loaded_max_gb_s <= t.loaded_light_gb_s || t.loaded_max_ns < t.loaded_light_ns {
                 return Err(format!(
-                    "tier {}: the max-load point must lie beyond the light-load point",
-                    t.name
+                    "{at}the max-load point ({} ns at {} GB/s) must lie beyond the light-load point \
+                     ({} ns at {} GB/s): more bandwidth, and no less latency",
+                    show_number(t.loaded_max_ns),
+                    show_number(t.loaded_max_gb_s),
+                    show_number(t.loaded_light_ns),
+                    show_number(t.loaded_light_gb_s)
                 ));
             }
-            for (what, curve) in [
-                ("read_bandwidth_gb_s", &t.read_bandwidth_gb_s),
-                ("write_bandwidth_gb_s", &t.write_bandwidth_gb_s),
+            for (field, curve) in [
+                ("tiers.read_bandwidth_gb_s", &t.read_bandwidth_gb_s),
+                ("tiers.write_bandwidth_gb_s", &t.write_bandwidth_gb_s),
             ] {
+                let key = &field["tiers.".len()..];
                 if curve.is_empty() {
-                    return Err(format!("tier {}: {what} needs at least one (threads, GB/s) point", t.name));
+                    return Err(format!("{at}{key} needs at least one [threads, GB/s] point"));
                 }
-                if curve.windows(2).any(|w| w[1].0 <= w[0].0) {
-                    return Err(format!("tier {}: {what} points must have increasing thread counts", t.name));
+                for (j, &(threads, gb_s)) in curve.iter().enumerate() {
+                    let point = format!("{at}{key} point {}", j + 1);
+                    in_range(&format!("{point} threads"), "tiers.*_bandwidth_gb_s threads", threads)?;
+                    in_range(&format!("{point} bandwidth"), field, gb_s)?;
                 }
-                for &(n, g) in curve {
-                    positive(&format!("tier {}: {what} threads", t.name), n)?;
-                    positive(&format!("tier {}: {what} GB/s", t.name), g)?;
+                if let Some(w) = curve.windows(2).find(|w| w[1].0 <= w[0].0) {
+                    return Err(format!(
+                        "{at}{key} points must have increasing thread counts, but {} follows {}",
+                        show_number(w[1].0),
+                        show_number(w[0].0)
+                    ));
                 }
-            }
-            if !t.media_granularity_bytes.is_power_of_two() || t.media_granularity_bytes < 64 {
-                return Err(format!("tier {}: media_granularity_bytes must be a power of two >= 64", t.name));
             }
         }
         let m = &self.migration;
-        for (what, v) in [
+        for (field, v) in [
             ("migration.call_us", m.call_us),
             ("migration.page_us", m.page_us),
             ("migration.copy_gb_s", m.copy_gb_s),
@@ -205,13 +437,55 @@ impl Profile {
             ("tracking.page_scan_ns", self.tracking.page_scan_ns),
             ("tracking.sample_ns", self.tracking.sample_ns),
         ] {
-            positive(what, v)?;
+            in_range(field, field, v)?;
         }
         if m.tlb_shootdown_us > m.page_us {
-            return Err(
-                "migration.tlb_shootdown_us cannot exceed migration.page_us, which includes one shootdown"
-                    .into(),
-            );
+            return Err(format!(
+                "migration.tlb_shootdown_us = {} exceeds migration.page_us = {}, which includes one shootdown",
+                show_number(m.tlb_shootdown_us),
+                show_number(m.page_us)
+            ));
+        }
+        self.check_tier_order()?;
+        self.check_energy()
+    }
+
+    /// Tier 0 is the fast tier: policies promote to it. A profile written the other way round
+    /// would run, with every policy's decisions backwards.
+    fn check_tier_order(&self) -> Result<(), String> {
+        let (fast, slow) = (&self.tiers[0], &self.tiers[1]);
+        let peak = |t: &TierProfile| t.read_bandwidth_gb_s.iter().map(|&(_, g)| g).fold(0.0, f64::max);
+        let (fast_name, slow_name) = (fast.name.escape_debug(), slow.name.escape_debug());
+        let swap = format!(
+            "tier 0 must be the fast tier: swap the two [[tiers]] tables so that {slow_name} comes first"
+        );
+        if fast.read_latency_random_ns > slow.read_latency_random_ns {
+            return Err(format!(
+                "tier 0 ({fast_name}) is slower than tier 1 ({slow_name}): its random read latency is {} ns \
+                 against {} ns; {swap}",
+                show_number(fast.read_latency_random_ns),
+                show_number(slow.read_latency_random_ns)
+            ));
+        }
+        if peak(fast) < peak(slow) {
+            return Err(format!(
+                "tier 0 ({fast_name}) is slower than tier 1 ({slow_name}): its peak read bandwidth is {} GB/s \
+                 against {} GB/s; {swap}",
+                show_number(peak(fast)),
+                show_number(peak(slow))
+            ));
+        }
+        Ok(())
+    }
+
+    /// The energy figures (docs/model.md §7), checked last: they change only the reported
+    /// energy, never how a run goes.
+    fn check_energy(&self) -> Result<(), String> {
+        in_range("static_power_w", "static_power_w", self.static_power_w)?;
+        for (i, t) in self.tiers.iter().enumerate() {
+            let at = format!("tier {i} ({})", t.name.escape_debug());
+            in_range(&format!("{at} read_energy_nj"), "tiers.read_energy_nj", t.read_energy_nj)?;
+            in_range(&format!("{at} write_energy_nj"), "tiers.write_energy_nj", t.write_energy_nj)?;
         }
         Ok(())
     }
@@ -246,7 +520,7 @@ mod tests {
                     "loaded_max_ns",
                     "read_bandwidth_gb_s",
                     "write_bandwidth_gb_s",
-                    "read_energy_j_per_m",
+                    "read_energy_nj",
                 ] {
                     assert!(t.sources.contains_key(field), "{name}/{}: no source for {field}", t.name);
                 }

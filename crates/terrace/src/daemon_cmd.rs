@@ -23,7 +23,7 @@ pub struct DaemonArgs {
 #[derive(Args, Debug)]
 pub struct BindArgs {
     /// Process to manage (bind) or to stop managing (unbind).
-    #[arg(required_unless_present = "raw")]
+    #[arg(required_unless_present = "raw", value_parser = parse_pid, allow_negative_numbers = true)]
     pub pid: Option<i32>,
     /// Policy for this process (bind only; default: the daemon's).
     #[arg(long, short)]
@@ -38,6 +38,16 @@ pub struct BindArgs {
     /// testing the protocol.
     #[arg(long, value_name = "LINE", hide = true, conflicts_with_all = ["pid", "policy"])]
     pub raw: Option<String>,
+}
+
+/// A process ID as `bind` and `unbind` take it. std's own message ("invalid digit found in
+/// string") says neither what was given nor what a PID looks like; negative numbers and 0 name
+/// process groups to kill(2), never one process, so they are refused too.
+fn parse_pid(s: &str) -> Result<i32, String> {
+    match s.trim().parse::<i32>() {
+        Ok(pid) if pid > 0 => Ok(pid),
+        _ => Err(format!("'{s}' is not a process ID (a positive whole number, e.g. 1234)")),
+    }
 }
 
 pub fn daemon(args: DaemonArgs) -> Result<()> {
@@ -101,4 +111,20 @@ fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) 
     }
     println!("{}", reply.text());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pid_is_a_positive_whole_number() {
+        assert_eq!(parse_pid("1234"), Ok(1234));
+        for bad in ["abc", "0", "-5", "12.5", "", "99999999999"] {
+            assert_eq!(
+                parse_pid(bad),
+                Err(format!("'{bad}' is not a process ID (a positive whole number, e.g. 1234)"))
+            );
+        }
+    }
 }
