@@ -2,7 +2,7 @@
 //!
 //! It replays an access stream (a generator from `terrace-workloads` or a recorded trace)
 //! against a model of two memory tiers whose every number comes from a machine profile citing
-//! shared/reference/hardware.md, and implements `terrace_model::Machine`, so every policy runs on
+//! docs/hardware.md, and implements `terrace_model::Machine`, so every policy runs on
 //! it unchanged. The modules follow the model's parts: [`profile`] (the numbers), [`timing`]
 //! (latency, bandwidth and loaded latency per slice), [`migration`] (what moving pages costs),
 //! [`trackers`] (modelled page-table bits and access sampling), [`memory_mode`] (the fast tier
@@ -34,6 +34,10 @@ use terrace_workloads::AccessSource;
 pub enum SimError {
     #[error("the fast tier's capacity is zero; give --fast-capacity a positive size or percentage")]
     ZeroCapacity,
+    /// The same rule the trace reader applies to a trace's header (footprint, threads, scale),
+    /// so a generator asked for a size no machine can simulate is refused before it allocates.
+    #[error("workload '{name}' cannot be simulated: {why}; use a smaller --size-scale")]
+    InvalidWorkload { name: String, why: String },
     #[error(
         "the footprint ({}) does not fit in the fast tier ({}) plus the slow tier ({}); raise --fast-capacity or --slow-capacity",
         human_bytes(*footprint), human_bytes(*fast), human_bytes(*slow)

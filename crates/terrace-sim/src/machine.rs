@@ -102,6 +102,7 @@ impl SimMachine {
         slow_bytes: Option<u64>,
     ) -> Result<Self, SimError> {
         let w = source.info().clone();
+        w.validate().map_err(|why| SimError::InvalidWorkload { name: w.name.clone(), why })?;
         if fast_bytes == 0 {
             return Err(SimError::ZeroCapacity);
         }
@@ -214,6 +215,8 @@ impl SimMachine {
             policy: self.policy_name.clone(),
             profile: self.profile.name.clone(),
             page_bytes: self.info.page_size.bytes(),
+            footprint_bytes: self.source.info().footprint_bytes,
+            fast_capacity_bytes: self.capacity_bytes[0],
             accesses: self.accesses,
             runtime_ns: self.now_ns,
             energy_j: energy::run_energy_j(&self.profile, &tiers, self.now_ns),
@@ -440,18 +443,22 @@ impl SimMachine {
     }
 
     /// Charges the hint faults of the slice just replayed (each stalls its thread), then runs
-    /// the scans that have come due (`task_numa_work`), charged like a page-bits scan: a
-    /// page-table update per page armed and one TLB flush.
+    /// the scan if one has come due (`task_numa_work`), charged like a page-bits scan: a
+    /// page-table update per page armed and one TLB flush. As in the kernel, the next scan is
+    /// due a period after this one ran (`numa_next_scan = now + period`), not a period after
+    /// the one that was due: scans missed while the program was stalled are not made up, so a
+    /// scan whose cost exceeds its period (a tiny `--size-scale` shrinks periods, not the cost
+    /// of a TLB flush) slows the run instead of piling up without end.
     fn charge_hint_faults(&mut self) {
         let Some(h) = self.hints.as_mut() else { return };
         let mut tracker_ns = std::mem::take(&mut h.unpaid_faults) as f64 * self.hint_fault_ns;
         let mut flushes = 0u64;
         let mapped = self.placement.used.iter().sum();
-        while h.next_scan_ns <= self.now_ns {
+        if h.next_scan_ns <= self.now_ns {
             let armed = h.scan(self.now_ns as u64, &self.placement.tiers);
             tracker_ns += PageBits::scan_ns(armed, self.profile.tracking.page_scan_ns);
             flushes += 1;
-            h.next_scan_ns += h.period_ns(mapped);
+            h.next_scan_ns = self.now_ns + h.period_ns(mapped);
         }
         self.tracking_ns += tracker_ns;
         self.stall_owed_ns +=
@@ -547,11 +554,11 @@ impl SimMachine {
     }
 }
 
-/// Cost of one NUMA hint fault to the faulting thread, ns (docs/model.md §6). hardware.md has no
-/// row for it; derived: the trap into the kernel and its handler, taken as one TLB shootdown (an
-/// exception a core takes and handles, hardware.md "TLB shootdown: microseconds", 1 us), plus
-/// the handler's four-level page-table walk of DRAM random reads (hardware.md Idle latency,
-/// 101.5 ns each): 1.41 us on optane-2019.
+/// Cost of one NUMA hint fault to the faulting thread, ns (docs/model.md §6). docs/hardware.md
+/// has no source for it; derived (its §17): the trap into the kernel and its handler, taken as one
+/// TLB shootdown (an exception a core takes and handles, docs/hardware.md §11 "TLB shootdown",
+/// 1 us), plus the handler's four-level page-table walk of DRAM random reads (docs/hardware.md
+/// §2 "Idle latency", 101.5 ns each): 1.41 us on optane-2019.
 pub fn hint_fault_ns(profile: &Profile) -> f64 {
     profile.migration.tlb_shootdown_us * 1e3 + 4.0 * profile.tiers[0].read_latency_random_ns
 }
@@ -644,7 +651,10 @@ impl Machine for SimMachine {
             MemoryMode::UnboundedFast => capacity[0] = None,
             // The fast tier holds cache lines, not pages: every page lives in the slow tier.
             MemoryMode::FastTierAsCache => {
-                self.cache = Some(DirectMappedCache::new(self.capacity_bytes[0]));
+                // A direct-mapped cache with a slot for every line of the footprint never
+                // conflicts, so a larger one behaves the same: never allocate more than that.
+                let footprint = self.source.info().footprint_bytes.next_multiple_of(64);
+                self.cache = Some(DirectMappedCache::new(self.capacity_bytes[0].min(footprint)));
                 capacity[0] = Some(0);
             }
         }

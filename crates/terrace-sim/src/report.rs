@@ -1,4 +1,4 @@
-//! What a simulated run reports (DESIGN.md, "what it reports").
+//! What a simulated run reports: run time, traffic per tier, migration, tracking and energy.
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,11 @@ pub struct RunReport {
     pub policy: String,
     pub profile: String,
     pub page_bytes: u64,
+    /// Bytes the workload addresses.
+    pub footprint_bytes: u64,
+    /// The fast tier's size the run was given, bytes: what first-touch fills, what Memory Mode
+    /// uses as its cache, and what all-fast ignores by definition.
+    pub fast_capacity_bytes: u64,
     pub accesses: u64,
     pub runtime_ns: f64,
     pub tiers: [TierTotals; 2],
@@ -56,6 +61,10 @@ impl RunReport {
     /// Share of writes served by the fast tier.
     pub fn fast_write_hit_rate(&self) -> f64 {
         Self::share(self.tiers[0].writes, self.tiers[0].writes + self.tiers[1].writes)
+    }
+    /// The fast tier's size as a share of the footprint (above 1 when every page fits).
+    pub fn fast_share_of_footprint(&self) -> f64 {
+        self.fast_capacity_bytes as f64 / self.footprint_bytes.max(1) as f64
     }
     /// Bytes written to the slow tier's media, by the program and by migration (wear).
     pub fn slow_bytes_written(&self) -> u64 {

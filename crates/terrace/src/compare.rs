@@ -37,6 +37,7 @@ struct Row<'a> {
     fast_read_hit_rate: f64,
     fast_write_hit_rate: f64,
     slow_bytes_written: u64,
+    fast_share_of_footprint: f64,
 }
 
 #[derive(Serialize)]
@@ -44,6 +45,9 @@ struct CsvRow<'a> {
     workload: &'a str,
     policy: &'a str,
     profile: &'a str,
+    footprint_bytes: u64,
+    fast_capacity_bytes: u64,
+    fast_share_of_footprint: f64,
     runtime_s: f64,
     speedup_over_first_touch: Option<f64>,
     speedup_over_all_fast: Option<f64>,
@@ -78,7 +82,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     }
     let mut total = 0u64;
     for w in &workloads {
-        total += args.machine.source(w)?.info().accesses * policies.len() as u64;
+        total = total
+            .saturating_add(args.machine.source(w)?.info().accesses.saturating_mul(policies.len() as u64));
     }
     let pairs: Vec<(&String, &String)> =
         workloads.iter().flat_map(|w| policies.iter().map(move |p| (w, p))).collect();
@@ -93,7 +98,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     for r in results {
         match r {
             Ok(r) => reports.push(r),
-            Err(e) => failures.push(format!("{e:#}")),
+            Err(e) => failures.push(crate::error_line(&e)),
         }
     }
     let reference =
@@ -107,6 +112,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
             fast_read_hit_rate: r.fast_read_hit_rate(),
             fast_write_hit_rate: r.fast_write_hit_rate(),
             slow_bytes_written: r.slow_bytes_written(),
+            fast_share_of_footprint: r.fast_share_of_footprint(),
         })
         .collect();
     println!("profile {}; fast tier {}", profile.name, describe_capacity(&args.machine));
@@ -117,13 +123,16 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         crate::write_json(path, &rows)?;
     }
     if let Some(path) = &args.csv {
-        let mut w =
-            csv::Writer::from_path(path).with_context(|| format!("cannot write {}", path.display()))?;
+        let cannot = || format!("cannot write {}", path.display());
+        let mut w = csv::Writer::from_path(path).with_context(cannot)?;
         for r in &rows {
             w.serialize(CsvRow {
                 workload: &r.report.workload,
                 policy: &r.report.policy,
                 profile: &r.report.profile,
+                footprint_bytes: r.report.footprint_bytes,
+                fast_capacity_bytes: r.report.fast_capacity_bytes,
+                fast_share_of_footprint: r.fast_share_of_footprint,
                 runtime_s: r.report.runtime_ns / 1e9,
                 speedup_over_first_touch: r.speedup_over_first_touch,
                 speedup_over_all_fast: r.speedup_over_all_fast,
@@ -135,9 +144,10 @@ pub fn compare(args: CompareArgs) -> Result<()> {
                 migration_s: r.report.migration_ns / 1e9,
                 tracking_s: r.report.tracking_ns / 1e9,
                 energy_j: r.report.energy_j,
-            })?;
+            })
+            .with_context(cannot)?;
         }
-        w.flush()?;
+        w.flush().with_context(cannot)?;
     }
     if !failures.is_empty() {
         for f in &failures {
@@ -145,12 +155,13 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         }
         bail!("{} of {} runs failed (above)", failures.len(), pairs.len());
     }
+    args.machine.note_oversized_fast_tier();
     Ok(())
 }
 
 fn describe_capacity(m: &MachineArgs) -> String {
     match m.fast_capacity {
-        None => "as each workload's seed experiment (scaled)".into(),
+        None => "as each workload's seed experiment, scaled like the workload (column 'fast tier': size and share of the footprint)".into(),
         Some(terrace_sim::Capacity::Percent(p)) => format!("{p}% of each footprint"),
         Some(terrace_sim::Capacity::Bytes(b)) => terrace_sim::human_bytes(b),
         Some(terrace_sim::Capacity::Suggested) => "suggested".into(),

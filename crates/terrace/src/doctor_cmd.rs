@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use terrace_linux::doctor;
 
 #[derive(clap::Args, Debug)]
@@ -17,8 +18,13 @@ pub struct DoctorArgs {
     pub proc_root: PathBuf,
 }
 
-/// Prints the report; findings are advice, so only an unreadable topology is an error.
-pub fn run(args: DoctorArgs) -> Result<()> {
+/// Exit status when the report has an error finding: the host cannot run live placement as it is
+/// (one NUMA node, a config naming nodes that do not exist). Warnings and information exit 0;
+/// doctor failing to read the host at all exits 2, as every failed command does.
+pub const EXIT_CANNOT_TIER: u8 = 1;
+
+/// Prints the report, and says through the exit status whether live placement can run here.
+pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     let mut report = doctor::examine(&args.sys, &args.proc_root)
         .with_context(|| format!("cannot read the NUMA topology under {}", args.sys.display()))?;
     // Live probes make system calls on this kernel, so they mean nothing for another root.
@@ -30,5 +36,6 @@ pub fn run(args: DoctorArgs) -> Result<()> {
     } else {
         print!("{}", report.render());
     }
-    Ok(())
+    let cannot_tier = report.findings.iter().any(|f| f.severity == doctor::Severity::Error);
+    Ok(if cannot_tier { ExitCode::from(EXIT_CANNOT_TIER) } else { ExitCode::SUCCESS })
 }

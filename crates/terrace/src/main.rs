@@ -23,8 +23,9 @@ use std::process::ExitCode;
     name = "terrace",
     version,
     propagate_version = true,
-    after_help = "Start with `terrace compare` (every built-in workload under every baseline on the default \
-                  simulated machine), then `terrace list policies` and `terrace sim --workload gups --policy oracle`."
+    after_help = "Start with `terrace compare` (the built-in suite of workloads under the default comparison's \
+                  policies, on the default simulated machine), then `terrace list policies` and \
+                  `terrace sim --workload gups --policy oracle`."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,7 +38,7 @@ enum Command {
     Sim(run_spec::SimArgs),
     /// Simulate every workload under every policy (in parallel) and print one row per pair.
     Compare(compare::CompareArgs),
-    /// List the built-in workloads, policies or machine profiles.
+    /// List the built-in workloads, the default suite, the policies or the machine profiles.
     List {
         #[arg(value_enum)]
         what: ListWhat,
@@ -63,6 +64,8 @@ enum Command {
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ListWhat {
     Workloads,
+    /// The workloads `terrace compare` runs when none are named, one per line.
+    Suite,
     Policies,
     Profiles,
 }
@@ -74,6 +77,11 @@ fn list(what: ListWhat) {
                 println!("{:<18} {}", w.name, w.summary);
             }
             println!("\nA path to a trace file (see `terrace trace generate`) works wherever a workload name does.");
+        }
+        ListWhat::Suite => {
+            for w in terrace_workloads::DEFAULT_SUITE {
+                println!("{w}");
+            }
         }
         ListWhat::Policies => {
             for p in terrace_policy::list() {
@@ -92,8 +100,11 @@ fn list(what: ListWhat) {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
+/// Runs a command; only doctor has an exit status of its own (its report says whether live
+/// placement can run here), every other command succeeds or fails.
+fn run(cli: Cli) -> Result<ExitCode> {
+    let done = match cli.command {
+        Command::Doctor(args) => return doctor_cmd::run(args),
         Command::Sim(args) => run_spec::sim(args),
         Command::Compare(args) => compare::compare(args),
         Command::List { what } => {
@@ -102,19 +113,35 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
-        Command::Doctor(args) => doctor_cmd::run(args),
         Command::Run(args) => run_cmd::run(args),
         Command::Daemon(args) => daemon_cmd::daemon(args),
         Command::Bind(args) => daemon_cmd::bind(args),
         Command::Unbind(args) => daemon_cmd::unbind(args),
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`terrace doctor | head`), as CLI tools do.
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            // --help, --version, and `terrace` alone (the help, exit 2): as clap prints them.
+            e.exit();
+        }
+        Err(e) => {
+            // A usage error: one line, like every other refusal (clap's own is three, with a tip).
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            eprintln!("terrace: {first} (see `terrace help`)");
+            return ExitCode::from(2);
+        }
+    };
     // Logs (one line per migration batch on the live machine) go to stderr; RUST_LOG overrides.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -125,13 +152,32 @@ fn main() -> ExitCode {
         )
         .init();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // One line: what went wrong and, from the error itself, what to do.
-            eprintln!("terrace: {e:#}");
+            eprintln!("terrace: {}", error_line(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes on one line, each fact once: many error types already write their
+/// cause into their own message ("cannot read x: No such file"), and printing the chain after it
+/// would repeat the OS error.
+pub(crate) fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    // One line, whatever the causes contain (a TOML error's snippet, an OS message with a newline).
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Where to write a machine-readable copy of the results.

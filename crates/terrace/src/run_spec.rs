@@ -17,23 +17,37 @@ pub struct MachineArgs {
     pub profile: String,
     /// Fast-tier capacity: a share of the footprint ("40%") or a size ("48MiB", "1GiB", "65536").
     /// Default: the seed experiment's DRAM, scaled like the workload.
-    #[arg(long, value_parser = parse_capacity)]
+    #[arg(long, value_parser = parse_capacity, allow_hyphen_values = true)]
     pub fast_capacity: Option<Capacity>,
     /// Slow-tier capacity as a size. Default: the profile's slow:fast ratio times the fast tier, and
     /// at least the footprint.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_size, allow_hyphen_values = true)]
     pub slow_capacity: Option<u64>,
     /// Seed of the workload generators.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = parse_seed, allow_hyphen_values = true)]
     pub seed: u64,
     /// Multiplies workload sizes and lengths (1 = the built-in size; 0.0625 for a quick look).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub size_scale: f64,
 }
 
 impl MachineArgs {
     pub fn profile(&self) -> Result<Profile> {
         Ok(Profile::load(&self.profile)?)
+    }
+
+    /// What an oversized fast tier means, said once after the results: it is allowed (a fast
+    /// tier larger than the footprint is a real machine, and the bound all-fast stands for), but
+    /// then no page ever needs the slow tier, which a user asking for 150% may not expect.
+    pub fn note_oversized_fast_tier(&self) {
+        if let Some(Capacity::Percent(p)) = self.fast_capacity {
+            if p > 100.0 {
+                eprintln!(
+                    "terrace: note: --fast-capacity {p}% is more than the footprint: every page fits in the \
+                     fast tier, so no policy ever needs the slow tier"
+                );
+            }
+        }
     }
     pub fn options(&self, progress: Option<Arc<AtomicU64>>) -> SimOptions {
         SimOptions {
@@ -45,9 +59,9 @@ impl MachineArgs {
     /// A workload by name, or a trace file by path.
     pub fn source(&self, workload: &str) -> Result<Box<dyn AccessSource>> {
         let path = std::path::Path::new(workload);
-        if path.exists() {
-            let reader = terrace_workloads::trace::TraceReader::open(path)
-                .with_context(|| format!("cannot replay {workload}"))?;
+        if looks_like_path(workload) || path.exists() {
+            // The reader names the file in every error, a missing one included.
+            let reader = terrace_workloads::trace::TraceReader::open(path)?;
             if reader.form() != terrace_workloads::trace::TraceForm::Exact {
                 // Counts per page and epoch replay as random 64 B accesses (trace/expand.rs).
                 return Ok(Box::new(terrace_workloads::trace::ExpandedTrace::new(reader)));
@@ -56,6 +70,13 @@ impl MachineArgs {
         }
         Ok(terrace_workloads::build(workload, self.seed, self.size_scale)?)
     }
+}
+
+/// Whether a workload argument names a file rather than a built-in workload: it has a directory
+/// separator or a trace's extension, so a missing file is reported as missing, not as an unknown
+/// workload.
+fn looks_like_path(workload: &str) -> bool {
+    workload.contains('/') || workload.ends_with(".trc") || workload.ends_with(".trace")
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +98,9 @@ pub struct SimArgs {
 pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
     if let Some(p) = s.strip_suffix('%') {
         let v: f64 = p.trim().parse().map_err(|_| format!("'{s}' is not a percentage; write e.g. 40%"))?;
+        if v < 0.0 {
+            return Err(format!("'{s}': a capacity cannot be negative"));
+        }
         if !(v.is_finite() && v > 0.0) {
             return Err(format!("'{s}': the fast tier needs a capacity above 0%"));
         }
@@ -89,9 +113,17 @@ pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
     Ok(Capacity::Bytes(b))
 }
 
+/// Parses a generator seed.
+fn parse_seed(s: &str) -> Result<u64, String> {
+    s.trim().parse().map_err(|_| format!("'{s}' is not a seed; give a whole number from 0 to {}", u64::MAX))
+}
+
 /// Parses a byte size with an optional binary unit (KiB, MiB, GiB, TiB; K, M, G, T alike).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("'{s}': a capacity cannot be negative"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let v: f64 = num.parse().map_err(|_| format!("'{s}' is not a size; write e.g. 48MiB or 1GiB"))?;
@@ -140,6 +172,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
     if let Some(path) = &args.json {
         crate::write_json(path, &report)?;
     }
+    args.machine.note_oversized_fast_tier();
     Ok(())
 }
 

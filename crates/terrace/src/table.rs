@@ -18,6 +18,22 @@ pub fn human_time(ns: f64) -> String {
     }
 }
 
+/// Joules with a prefix that keeps three significant figures in view.
+pub fn human_energy(j: f64) -> String {
+    if j >= 1.0 {
+        format!("{j:.2} J")
+    } else if j >= 1e-3 {
+        format!("{:.2} mJ", j * 1e3)
+    } else {
+        format!("{:.1} µJ", j * 1e6)
+    }
+}
+
+/// The fast tier's size and its share of the footprint ("12.0 MiB 25%").
+pub fn fast_tier(r: &RunReport) -> String {
+    format!("{} {:.0}%", human_bytes(r.fast_capacity_bytes), 100.0 * r.fast_share_of_footprint())
+}
+
 pub fn percent(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
@@ -26,6 +42,8 @@ pub fn print_report(r: &RunReport) {
     println!("workload            {}", r.workload);
     println!("policy              {}", r.policy);
     println!("profile             {}", r.profile);
+    println!("footprint           {}", human_bytes(r.footprint_bytes));
+    println!("fast tier           {} of the footprint", fast_tier(r));
     println!("accesses            {}", r.accesses);
     println!("run time            {}", human_time(r.runtime_ns));
     println!(
@@ -44,12 +62,13 @@ pub fn print_report(r: &RunReport) {
     println!("time in migration   {}", human_time(r.migration_ns));
     println!("time in tracking    {}", human_time(r.tracking_ns));
     println!("program stalls      {} ({} TLB shootdowns)", human_time(r.stall_ns), r.tlb_shootdowns);
-    println!("energy              {:.3} J", r.energy_j);
+    println!("energy              {}", human_energy(r.energy_j));
 }
 
 /// The comparison table's columns.
-pub const HEADER: [&str; 11] = [
+pub const HEADER: [&str; 12] = [
     "workload",
+    "fast tier",
     "policy",
     "run time",
     "vs first-touch",
@@ -59,12 +78,13 @@ pub const HEADER: [&str; 11] = [
     "migrated",
     "t migrate",
     "t track",
-    "energy J",
+    "energy",
 ];
 
-pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 11] {
+pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 12] {
     [
         r.workload.clone(),
+        fast_tier(r),
         r.policy.clone(),
         human_time(r.runtime_ns),
         speedup.map_or("-".into(), |s| format!("{s:.2}x")),
@@ -74,12 +94,12 @@ pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 11] {
         human_bytes(r.bytes_migrated),
         human_time(r.migration_ns),
         human_time(r.tracking_ns),
-        format!("{:.2}", r.energy_j),
+        human_energy(r.energy_j),
     ]
 }
 
 /// Prints rows with columns padded to their widest cell.
-pub fn print_table(rows: &[[String; 11]]) {
+pub fn print_table(rows: &[[String; 12]]) {
     let mut width = HEADER.map(str::len);
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -91,7 +111,7 @@ pub fn print_table(rows: &[[String; 11]]) {
             .iter()
             .zip(&width)
             .enumerate()
-            .map(|(i, (c, w))| if i < 2 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .map(|(i, (c, w))| if i == 0 || i == 2 { format!("{c:<w$}") } else { format!("{c:>w$}") })
             .collect();
         println!("{}", padded.join("  ").trim_end());
     };

@@ -40,6 +40,8 @@ fn lists_name_every_workload_policy_and_profile() {
     {
         assert!(p.contains(name), "{name} missing");
     }
+    let suite = stdout(&["list", "suite"]);
+    assert_eq!(suite.lines().collect::<Vec<_>>(), terrace_workloads::DEFAULT_SUITE);
     let f = stdout(&["list", "profiles"]);
     for name in ["optane-2019", "cxl", "remote-socket"] {
         assert!(f.contains(name), "{name} missing");
@@ -90,13 +92,53 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
     assert_eq!(rows, 6, "{out}");
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 7);
-    assert!(text.starts_with("workload,policy,profile,runtime_s,speedup_over_first_touch"));
+    assert!(text.starts_with(
+        "workload,policy,profile,footprint_bytes,fast_capacity_bytes,fast_share_of_footprint,runtime_s,speedup_over_first_touch"
+    ));
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v.as_array().unwrap();
     let ft = rows.iter().find(|r| r["workload"] == "gups" && r["policy"] == "first-touch").unwrap();
     assert_eq!(ft["speedup_over_first_touch"], 1.0);
     let fast = rows.iter().find(|r| r["workload"] == "gups" && r["policy"] == "all-fast").unwrap();
     assert!(fast["speedup_over_first_touch"].as_f64().unwrap() > 1.0);
+    // Every row says how large the fast tier was: the same for every policy of a workload,
+    // the workload's suggested size (below its footprint), in the table too.
+    for w in ["gups", "stream-ro"] {
+        let mine: Vec<_> = rows.iter().filter(|r| r["workload"] == w).collect();
+        let bytes = mine[0]["fast_capacity_bytes"].as_u64().unwrap();
+        let footprint = mine[0]["footprint_bytes"].as_u64().unwrap();
+        assert!(bytes > 0 && bytes < footprint, "{w}: {bytes} of {footprint}");
+        let share = mine[0]["fast_share_of_footprint"].as_f64().unwrap();
+        assert!((share - bytes as f64 / footprint as f64).abs() < 1e-9);
+        assert!(mine.iter().all(|r| r["fast_capacity_bytes"].as_u64() == Some(bytes)));
+        let cell = format!("{:.0}%", 100.0 * share);
+        assert!(out.lines().any(|l| l.starts_with(w) && l.contains(&cell)), "{w}: no {cell} in {out}");
+    }
+    assert!(out.lines().next().unwrap().contains("fast tier"), "{out}");
+}
+
+#[test]
+fn energy_implies_a_plausible_memory_power() {
+    // 0.1 to 100 W: the bounds of docs/model.md §7 (one socket's memory). The implied power was
+    // 3.2 kW when the Ambix thesis' printed unit was taken literally.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    stdout(&[
+        "compare",
+        "--workloads",
+        "gups,stream-triad",
+        "--size-scale",
+        TINY,
+        "--policies",
+        "all-fast,all-slow,hpwp",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for r in v.as_array().unwrap() {
+        let watts = r["energy_j"].as_f64().unwrap() / (r["runtime_ns"].as_f64().unwrap() * 1e-9);
+        assert!((0.1..=100.0).contains(&watts), "{} under {}: {watts} W", r["workload"], r["policy"]);
+    }
 }
 
 #[test]
@@ -171,6 +213,67 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
 
     let profile = write(&dir.path().join("p.toml"), b"name = 3");
     assert!(fails(&["sim", "-w", "gups", "--profile", &profile]).contains("malformed"));
+
+    // A path that does not exist is a missing file, not an unknown workload.
+    for missing in ["./nonexistent.trc", "nonexistent.trc", "some/dir/trace"] {
+        let err = fails(&["sim", "-w", missing]);
+        assert!(err.contains("does not exist") && !err.contains("unknown workload"), "{err}");
+    }
+    // Usage errors are one line too, and negative numbers reach the parser instead of being
+    // taken for flags.
+    assert!(fails(&["sim", "-w", "gups", "--fast-capacity", "-1"]).contains("cannot be negative"));
+    assert!(fails(&["sim", "-w", "gups", "--fast-capacity", "-5%"]).contains("cannot be negative"));
+    assert!(fails(&["sim", "-w", "gups", "--seed", "-3"]).contains("is not a seed"));
+    assert!(fails(&["sim", "-w", "gups", "--bogus"]).contains("--bogus"));
+    // A file that cannot be written is named, and the OS error is said once.
+    let err = fails(&[
+        "compare",
+        "--workloads",
+        "gups",
+        "--policies",
+        "all-fast",
+        "--size-scale",
+        TINY,
+        "--csv",
+        "/dev/full",
+    ]);
+    assert!(err.contains("/dev/full") && err.matches("No space left").count() == 1, "{err}");
+}
+
+#[test]
+fn an_oversized_fast_tier_is_run_and_explained() {
+    let out = terrace()
+        .args(["sim", "-w", "gups", "--size-scale", TINY, "--fast-capacity", "150%"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("more than the footprint"), "{err}");
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(report.contains("150% of the footprint"), "{report}");
+}
+
+/// The fake sysfs/procfs trees of terrace-linux's topology tests.
+fn fixture(name: &str) -> (String, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../terrace-linux/tests/fixtures").join(name);
+    (root.join("sys").to_str().unwrap().into(), root.join("proc").to_str().unwrap().into())
+}
+
+#[test]
+fn doctor_exits_1_when_the_host_cannot_tier() {
+    let code = |name: &str| {
+        let (sys, proc_) = fixture(name);
+        let out = terrace().args(["doctor", "--sys", &sys, "--proc-root", &proc_]).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Findings") || out.status.code() == Some(0));
+        out.status.code()
+    };
+    assert_eq!(code("single-node"), Some(1), "a single node cannot tier");
+    assert_eq!(code("two-node-hmat"), Some(0));
+    // Without HMAT the split is guessed (an information finding), not an error.
+    assert_eq!(code("two-node-no-hmat"), Some(0));
+    let out =
+        terrace().args(["doctor", "--sys", "/nonexistent", "--proc-root", "/nonexistent"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "doctor that cannot read the host at all");
 }
 
 #[test]
