@@ -3,17 +3,19 @@
 //! move (one way each direction, and exchange), beside the memcpy bandwidth between the same nodes
 //! measured in the same run.
 //!
-//! Every cell moves a whole region of `mib` MiB that was first touched on the source node. Its
-//! `threads` workers each take a contiguous share of the region and move it in batches of
-//! `batch_pages` pages (one address per huge page for 2 MiB pages), all at once; the cell's time is
-//! from their common start to the last one's end. Afterwards the kernel is asked where every 4 KiB
-//! page is: a cell whose pages did not all land reports that instead of a figure. An exchange
-//! starts with the first half of the region on the source node and the second half on the other,
-//! and swaps them in pairs of batches (a demotion batch, then a promotion batch); mainline Linux
-//! has no exchange_pages(2), so this is two one-way moves interleaved, counted over all bytes moved.
+//! Every cell moves a whole region of `mib` MiB that was first touched on the source node, through
+//! the live machine's own mover ([`crate::migrate::execute`], what `LiveMachine::apply` calls):
+//! batches of `batch_pages` pages (one address per huge page for 2 MiB pages) with `threads`
+//! batches in flight, each batch checked afterwards as the machine checks it. Afterwards the
+//! kernel is asked where every 4 KiB page is: a cell whose pages did not all land reports that
+//! instead of a figure. An exchange starts with the first half of the region on the source node
+//! and the second half on the other, and swaps them as the live machine carries an exchange out:
+//! every demotion, then every promotion (mainline Linux has no exchange_pages(2)), counted over
+//! all bytes moved.
 //! The 2 MiB cells run only if the kernel really backed the region with transparent huge pages
 //! (checked in /proc/self/smaps) and report "no THP" otherwise.
 
+use crate::migrate::{self, PageMove};
 use crate::numa_sys;
 use crate::topology::{Topology, TopologyError};
 use serde::Serialize;
@@ -21,6 +23,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Barrier;
 use std::time::Instant;
+use terrace_model::MoveOptions;
 
 const SMALL: u64 = 4096;
 const HUGE: u64 = 2 << 20;
@@ -209,23 +212,27 @@ pub fn check(opts: &Options) -> Result<(u32, u32), BenchError> {
     if opts.batches.is_empty() || opts.batches.contains(&0) {
         return Err(BenchError::BadOptions("--batches needs one or more positive page counts".into()));
     }
-    let nodes = memory_nodes()?;
+    pick_nodes(&memory_nodes()?, opts.nodes)
+}
+
+/// The two nodes to move between, from the host's memory nodes and the ones asked for.
+fn pick_nodes(nodes: &[u32], wanted: Option<(u32, u32)>) -> Result<(u32, u32), BenchError> {
     if nodes.len() < 2 {
         return Err(BenchError::NeedsTwoNodes {
             found: nodes.len(),
             nodes: if nodes.is_empty() {
                 "none".into()
             } else {
-                format!("node {}", crate::topology::format_list(&nodes))
+                format!("node {}", crate::topology::format_list(nodes))
             },
         });
     }
-    match opts.nodes {
+    match wanted {
         None => Ok((nodes[0], nodes[1])),
         Some((a, b)) if a != b && nodes.contains(&a) && nodes.contains(&b) => Ok((a, b)),
         Some((a, b)) => Err(BenchError::BadOptions(format!(
             "nodes {a} and {b} must be two different nodes with memory (this host: {})",
-            crate::topology::format_list(&nodes)
+            crate::topology::format_list(nodes)
         ))),
     }
 }
@@ -338,88 +345,34 @@ pub fn anon_huge_bytes(smaps: &str, start: u64, end: u64) -> u64 {
     total
 }
 
-/// One move_pages call's worth: addresses and their target node.
-struct Batch {
-    addrs: Vec<u64>,
-    nodes: Vec<i32>,
+/// Moves of all of `addrs` to `node`, for the live machine's migrator.
+fn moves_to(addrs: &[u64], node: u32) -> Vec<PageMove> {
+    addrs.iter().enumerate().map(|(i, &addr)| PageMove { addr, node: node as i32, tag: i as u32 }).collect()
 }
 
-impl Batch {
-    fn new(addrs: &[u64], node: u32) -> Batch {
-        Batch { addrs: addrs.to_vec(), nodes: vec![node as i32; addrs.len()] }
-    }
-}
-
-/// Runs each worker's batches in order, all workers at once; returns the wall time from their
-/// common start, or the first call that failed outright.
-fn run_workers(work: &[Vec<Batch>]) -> Result<f64, String> {
-    let barrier = Barrier::new(work.len() + 1);
-    let mut errors = Vec::new();
+/// Runs `phases` one after the other through the live machine's own mover
+/// ([`migrate::execute`], as `apply` does), `threads` batches in flight; returns the seconds
+/// they took together, or what did not move.
+fn run_mover(phases: &[Vec<PageMove>], threads: u32, batch_pages: u32) -> Result<f64, String> {
+    let opts = MoveOptions { batch_pages, concurrent_batches: threads, ..MoveOptions::default() };
     let mut secs = 0.0;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = work
-            .iter()
-            .map(|batches| {
-                let barrier = &barrier;
-                s.spawn(move || -> Result<(), String> {
-                    let longest = batches.iter().map(|b| b.addrs.len()).max().unwrap_or(0);
-                    let mut status = vec![0i32; longest];
-                    barrier.wait();
-                    for b in batches {
-                        let st = &mut status[..b.addrs.len()];
-                        numa_sys::move_pages(0, &b.addrs, &b.nodes, st, 0)
-                            .map_err(|e| format!("move_pages failed: {e}"))?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        for h in handles {
-            if let Err(e) = h.join().expect("move worker panicked") {
-                errors.push(e);
-            }
+    for moves in phases {
+        let out = migrate::execute(0, moves, &opts, "bench migrate");
+        secs += out.elapsed.as_secs_f64();
+        if let Some((_, why)) = out.failed.first() {
+            return Err(format!(
+                "{} of {} pages did not move (first: {why:?})",
+                out.failed.len(),
+                moves.len()
+            ));
         }
-        secs = start.elapsed().as_secs_f64();
-    });
-    match errors.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(secs),
     }
-}
-
-/// Splits `units` into `threads` contiguous shares.
-fn shares<T>(units: &[T], threads: u32) -> impl Iterator<Item = &[T]> {
-    let per = units.len().div_ceil(threads.max(1) as usize).max(1);
-    units.chunks(per)
-}
-
-/// Work for moving all of `addrs` to `node`.
-fn one_way(addrs: &[u64], node: u32, threads: u32, batch: u32) -> Vec<Vec<Batch>> {
-    shares(addrs, threads)
-        .map(|share| share.chunks(batch as usize).map(|c| Batch::new(c, node)).collect())
-        .collect()
-}
-
-/// Work for swapping `a` (on `src`, going to `dst`) with `b` (on `dst`, going to `src`) in
-/// pairs of batches.
-fn exchange(a: &[u64], b: &[u64], src: u32, dst: u32, threads: u32, batch: u32) -> Vec<Vec<Batch>> {
-    let per = a.len().div_ceil(threads.max(1) as usize).max(1);
-    a.chunks(per)
-        .zip(b.chunks(per))
-        .map(|(sa, sb)| {
-            sa.chunks(batch as usize)
-                .zip(sb.chunks(batch as usize))
-                .flat_map(|(ca, cb)| [Batch::new(ca, dst), Batch::new(cb, src)])
-                .collect()
-        })
-        .collect()
+    Ok(secs)
 }
 
 /// Moves pages outside any measurement (batches of 512, one thread) and checks they landed.
 fn place(addrs: &[u64], node: u32, check: &[u64]) -> Result<(), String> {
-    run_workers(&one_way(addrs, node, 1, 512))?;
+    run_mover(&[moves_to(addrs, node)], 1, 512)?;
     let off = not_on(check, node)?;
     if off > 0 {
         return Err(format!("{off} 4 KiB pages could not be placed on node {node}"));
@@ -578,25 +531,20 @@ fn measure(
     let memcpy = |from, to| report.memcpy_gb_s(t, from, to).unwrap_or(f64::NAN);
     let failed = |reason: String| Ok(Outcome::Failed { reason });
     // Where the cell starts, where it should end, the work and the memcpy to compare with.
-    let (start, work, end, copy): (Vec<Placement>, Vec<Vec<Batch>>, Vec<Landing>, f64) = match cell.op {
-        Op::Demote => (
-            vec![(units, small, src)],
-            one_way(units, dst, t, cell.batch_pages),
-            vec![(small, dst)],
-            memcpy(src, dst),
-        ),
-        Op::Promote => (
-            vec![(units, small, dst)],
-            one_way(units, src, t, cell.batch_pages),
-            vec![(small, src)],
-            memcpy(dst, src),
-        ),
+    // An exchange is what the live machine makes of one: every demotion, then every promotion.
+    let (start, phases, end, copy): (Vec<Placement>, Vec<Vec<PageMove>>, Vec<Landing>, f64) = match cell.op {
+        Op::Demote => {
+            (vec![(units, small, src)], vec![moves_to(units, dst)], vec![(small, dst)], memcpy(src, dst))
+        }
+        Op::Promote => {
+            (vec![(units, small, dst)], vec![moves_to(units, src)], vec![(small, src)], memcpy(dst, src))
+        }
         Op::Exchange => {
             let (a, b) = units.split_at(half_units);
             let (sa, sb) = small.split_at(half_small);
             (
                 vec![(a, sa, src), (b, sb, dst)],
-                exchange(a, b, src, dst, t, cell.batch_pages),
+                vec![moves_to(a, dst), moves_to(b, src)],
                 vec![(sa, dst), (sb, src)],
                 both_ways(memcpy(src, dst), memcpy(dst, src)),
             )
@@ -616,7 +564,7 @@ fn measure(
                 }
             }
         }
-        match run_workers(&work) {
+        match run_mover(&phases, t, cell.batch_pages) {
             Ok(s) => secs = secs.min(s),
             Err(e) => return failed(e),
         };
@@ -667,17 +615,12 @@ AnonHugePages:      2048 kB
     }
 
     #[test]
-    fn work_is_split_between_threads_then_batched_and_exchanges_pair_their_batches() {
-        let addrs: Vec<u64> = (0..10).collect();
-        let w = one_way(&addrs, 1, 2, 3);
-        assert_eq!(w.len(), 2);
-        assert_eq!(w[0].iter().map(|b| b.addrs.len()).collect::<Vec<_>>(), [3, 2]);
-        assert!(w.iter().flatten().all(|b| b.nodes.iter().all(|&n| n == 1)));
-        let x = exchange(&addrs[..5], &addrs[5..], 0, 1, 2, 2);
-        assert_eq!(x.len(), 2);
-        let first: Vec<(u64, i32)> = x[0].iter().map(|b| (b.addrs[0], b.nodes[0])).collect();
-        assert_eq!(first, [(0, 1), (5, 0), (2, 1), (7, 0)]);
-        assert_eq!(x.iter().flatten().map(|b| b.addrs.len()).sum::<usize>(), 10);
+    fn every_address_becomes_one_move_to_the_node() {
+        let m = moves_to(&[0x1000, 0x2000], 1);
+        assert_eq!(
+            m,
+            [PageMove { addr: 0x1000, node: 1, tag: 0 }, PageMove { addr: 0x2000, node: 1, tag: 1 }]
+        );
     }
 
     #[test]
@@ -692,16 +635,21 @@ AnonHugePages:      2048 kB
     }
 
     /// On a host with one memory node (the development and CI machines) the live benchmark
-    /// refuses with a message that says where to run it instead.
+    /// refuses with a message that says where to run it instead; on two it takes both, or the
+    /// two asked for.
     #[test]
     fn a_single_node_host_is_refused_clearly() {
-        if memory_nodes().map(|n| n.len() >= 2).unwrap_or(false) {
-            return; // a two-node host: nothing to refuse
-        }
-        let e = run(&Options { mib: 4, max_threads: 1, ..Default::default() }, &mut |_| {}).unwrap_err();
+        let e = pick_nodes(&[0], None).unwrap_err();
         let msg = e.to_string();
-        assert!(matches!(e, BenchError::NeedsTwoNodes { .. }), "{msg}");
-        assert!(msg.contains("needs two NUMA nodes") && msg.contains("--simulated"), "{msg}");
+        assert!(matches!(e, BenchError::NeedsTwoNodes { found: 1, .. }), "{msg}");
+        assert!(msg.contains("needs two NUMA nodes") && msg.contains("(node 0)"), "{msg}");
+        assert!(msg.contains("tests/vm") && msg.contains("--simulated"), "{msg}");
+        assert!(matches!(pick_nodes(&[], None), Err(BenchError::NeedsTwoNodes { found: 0, .. })));
+        assert_eq!(pick_nodes(&[0, 1], None).unwrap(), (0, 1));
+        assert_eq!(pick_nodes(&[0, 1, 2], Some((2, 0))).unwrap(), (2, 0));
+        for bad in [(1, 1), (0, 3)] {
+            assert!(matches!(pick_nodes(&[0, 1, 2], Some(bad)), Err(BenchError::BadOptions(_))), "{bad:?}");
+        }
     }
 
     #[test]
@@ -712,7 +660,7 @@ AnonHugePages:      2048 kB
         assert_eq!(r.first_corrupt_page(), None);
         assert_eq!(r.thp_bytes().unwrap(), 0, "MADV_NOHUGEPAGE");
         // Moving to the node the pages are on changes nothing and keeps the data.
-        run_workers(&one_way(&r.addrs(SMALL), 0, 2, 64)).unwrap();
+        run_mover(&[moves_to(&r.addrs(SMALL), 0)], 2, 64).unwrap();
         assert_eq!(r.first_corrupt_page(), None);
     }
 }

@@ -19,8 +19,9 @@ use crate::userfaultfd::Userfaultfd;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 use terrace_model::{
-    AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, Observations, PageSize, Plan,
-    Progress, Requirements, Sample, TierId, TierStatus, TrackerKind, PAGE_DIRTY, PAGE_REFERENCED,
+    AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanism, MemoryMode, MoveFailure, MoveOptions,
+    Observations, PageSize, Plan, Progress, RateBudget, Requirements, Sample, TierId, TierStatus,
+    TrackerKind, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 /// Running totals, for logs and the metrics endpoint.
@@ -114,6 +115,8 @@ pub struct LiveMachine {
     reads_seq: u64,
     /// The kernel's tiering, switched on for a kernel-tiering run, and its counters at the last look.
     kernel_tiering: Option<(KernelTiering, Vec<u64>)>,
+    /// When the last plan was applied (since `start`): a rate limit's budget is the time since.
+    last_apply: Duration,
     referenced: ReferencedSource,
     placement: Vec<TierId>,
     bits: Vec<u8>,
@@ -145,6 +148,8 @@ impl LiveMachine {
             pages: mem.pages() as u64,
             threads,
             scale: 1.0,
+            // Write-protected copies come with the program's userfaultfd (set_fault_source).
+            mechanisms: migrate::host_mechanisms(false),
         };
         let n = tiers.len();
         Ok(LiveMachine {
@@ -172,6 +177,7 @@ impl LiveMachine {
             deciding_since: None,
             scanned_at: None,
             kernel_tiering: None,
+            last_apply: Duration::ZERO,
             referenced: ReferencedSource::Auto,
             placement: Vec::new(),
             bits: Vec::new(),
@@ -195,6 +201,7 @@ impl LiveMachine {
     pub fn set_fault_source(&mut self, uffd: Userfaultfd, sample_per_epoch: usize) {
         self.fault_fd = Some(uffd);
         self.fault_sample = sample_per_epoch.max(1);
+        self.info.mechanisms = migrate::host_mechanisms(true);
     }
 
     pub fn pid(&self) -> i32 {
@@ -340,8 +347,9 @@ impl LiveMachine {
         for (t, st) in self.tier_status.iter_mut().enumerate() {
             st.used_pages = self.placement.iter().filter(|p| p.index() == t).count() as u64;
             st.capacity_pages = self.tiers[t].tier.capacity_pages;
-            st.read_bytes = 0;
-            st.write_bytes = 0;
+            // No uncore counters are read: the traffic is unknown, not zero.
+            st.read_bytes = None;
+            st.write_bytes = None;
         }
         self.stats.pages_per_tier = self.tier_status.iter().map(|s| s.used_pages).collect();
         if let Some(h) = self.huge.as_mut() {
@@ -569,7 +577,7 @@ impl Machine for LiveMachine {
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req, Attach::Start)?;
-        if req.kernel_tiering {
+        if req.memory_mode == MemoryMode::KernelTiering {
             let on = KernelTiering::enable().map_err(MachineError::Other)?;
             tracing::info!(
                 "the kernel's own tiering carries this policy out: numa_balancing = 2 and demotion on for \
@@ -632,7 +640,7 @@ impl Machine for LiveMachine {
         if let Some(t) = req.trackers.iter().find(|t| t.kind == TrackerKind::Sampling) {
             self.start_sampling(t.period as u64)?;
         }
-        if req.protected_copies && self.faults.is_none() {
+        if req.mechanisms.contains(&Mechanism::WriteProtectedCopies) && self.faults.is_none() {
             self.start_fault_sampler()?;
         }
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
@@ -716,29 +724,83 @@ impl Machine for LiveMachine {
             return Applied::default();
         }
         let mut applied = Applied::default();
+        let (mut options, not_honoured) = self.info.mechanisms.honour(plan);
+        if !not_honoured.is_empty() {
+            let names: Vec<&str> = not_honoured.iter().map(|m| m.name()).collect();
+            tracing::debug!(target: "terrace::plan", "carried out without {} (not offered here)", names.join(", "));
+        }
+        applied.not_honoured = not_honoured;
+        let now = self.start.elapsed();
+        let mut budget = RateBudget::new(&options, now.saturating_sub(self.last_apply).as_nanos() as f64);
+        self.last_apply = now;
         let view: &[TierId] = self.huge.as_ref().map_or(&self.placement, |h| &h.placement);
-        let target_node =
-            |t: TierId| self.tiers.get(t.index()).and_then(|t| t.nodes.first()).map(|&n| n as i32);
-        // Policy pages to move, in order: its moves, then exchanges as paired batches (every
-        // demotion before its promotion, so the fast tier never holds more than it did).
-        let mut wanted: Vec<(u32, TierId)> = plan.moves.iter().map(|m| (m.page, m.to)).collect();
-        let (mut down, mut up) = (Vec::new(), Vec::new());
-        for e in &plan.exchanges {
-            match (view.get(e.a as usize).copied(), view.get(e.b as usize).copied()) {
-                (Some(ta), Some(tb)) if ta.is_placed() && tb.is_placed() && ta != tb => {
-                    let (fast, slow) = if ta < tb { (e.a, e.b) } else { (e.b, e.a) };
-                    down.push((fast, ta.max(tb)));
-                    up.push((slow, ta.min(tb)));
-                }
-                _ => applied.fail(terrace_model::MoveFailure::Invalid),
+        let page_bytes = self.info.page_size.bytes();
+        let checked = plan.check(view, self.tiers.len(), &mut budget, page_bytes, &mut applied);
+        // Two phases: the moves and every exchange's demotion first, then the promotions whose
+        // demotion happened, so the fast tier never holds more than it did, however many batches
+        // are in flight (an exchange is a demotion batch and its promotion batch: move_pages has
+        // no swap).
+        let mut first: Vec<(u32, TierId)> = checked.moves.iter().map(|m| (m.page, m.to)).collect();
+        let pairs: Vec<(u32, TierId, u32, TierId)> =
+            checked.exchanges.iter().map(|e| (e.down.page, e.down.to, e.up.page, e.up.to)).collect();
+        first.extend(pairs.iter().map(|&(down, to, _, _)| (down, to)));
+        if self.dry_run {
+            first.extend(pairs.iter().map(|&(_, _, up, to)| (up, to)));
+            self.move_policy_pages(&first, &options, &plan.reason, &mut applied);
+            return applied;
+        }
+        // A batch counts policy pages: a 2 MiB page is 512 addresses in one call.
+        if self.huge.is_some() {
+            options.batch_pages = options.batch_pages.saturating_mul(SUBPAGES as u32);
+        }
+        let moved_first = self.move_policy_pages(&first, &options, &plan.reason, &mut applied);
+        let mut second = Vec::new();
+        for &(down, _, up, to) in &pairs {
+            if moved_first.contains(&down) {
+                second.push((up, to));
+            } else {
+                // The demotion did not happen: promoting now would overfill the fast tier.
+                applied.fail(MoveFailure::NoSpace);
             }
         }
-        wanted.extend(down.into_iter().chain(up));
+        let moved_second = self.move_policy_pages(&second, &options, &plan.reason, &mut applied);
+        applied.pages_moved = (moved_first.len() + moved_second.len()) as u64;
+        // An exchange counts when both halves happened.
+        applied.pairs_exchanged = pairs
+            .iter()
+            .filter(|&&(down, _, up, _)| moved_first.contains(&down) && moved_second.contains(&up))
+            .count() as u64;
+        applied.bytes_copied = applied.pages_moved * page_bytes;
+        applied.time_ns = (self.start.elapsed() - now).as_nanos() as u64;
+        self.stats.plans += 1;
+        self.stats.migration_seconds += applied.time_ns as f64 * 1e-9;
+        applied
+    }
+}
+
+impl LiveMachine {
+    /// Moves policy pages to tiers (each a 4 KiB page, or 512 of them for a 2 MiB page) in one
+    /// migrator run; records failures in `applied`, updates the placement and the tiers'
+    /// occupancy, and returns the policy pages that moved. In a dry run it only logs.
+    fn move_policy_pages(
+        &mut self,
+        wanted: &[(u32, TierId)],
+        options: &MoveOptions,
+        reason: &str,
+        applied: &mut Applied,
+    ) -> std::collections::HashSet<u32> {
+        let mut done = std::collections::HashSet::new();
+        if wanted.is_empty() {
+            return done;
+        }
+        let view_len = self.huge.as_ref().map_or(self.placement.len(), |h| h.placement.len());
+        let target_node =
+            |t: TierId| self.tiers.get(t.index()).and_then(|t| t.nodes.first()).map(|&n| n as i32);
         let mut moves = Vec::with_capacity(wanted.len());
         let mut asked = Vec::with_capacity(wanted.len());
-        for (page, to) in wanted {
+        for &(page, to) in wanted {
             match target_node(to) {
-                Some(node) if (page as usize) < view.len() => {
+                Some(node) if (page as usize) < view_len => {
                     asked.push((page, node));
                     moves.extend(self.addresses_of(page).into_iter().map(|addr| PageMove {
                         addr,
@@ -746,7 +808,7 @@ impl Machine for LiveMachine {
                         tag: page,
                     }));
                 }
-                _ => applied.fail(terrace_model::MoveFailure::Invalid),
+                _ => applied.fail(MoveFailure::Invalid),
             }
         }
         if self.dry_run {
@@ -759,39 +821,32 @@ impl Machine for LiveMachine {
             }
             let what: Vec<String> =
                 by_tier.iter().enumerate().map(|(t, n)| format!("{n} to tier{t}")).collect();
-            tracing::info!(target: "terrace::plan", "dry run: would move {} ({})", what.join(", "), plan.reason);
-            return applied;
+            tracing::info!(target: "terrace::plan", "dry run: would move {} ({reason})", what.join(", "));
+            return done;
         }
-        // A batch counts policy pages: a 2 MiB page is 512 addresses in one call.
-        let mut options = plan.options;
-        if self.huge.is_some() {
-            options.batch_pages = options.batch_pages.saturating_mul(SUBPAGES as u32);
-        }
-        let guard = match (&self.faults, options.write_protect_copies) {
+        let guard = match (&self.faults, options.protected_copies) {
             (Some(f), true) => Some(f as &dyn migrate::CopyGuard),
             _ => None,
         };
-        let out = migrate::execute_guarded(self.pid, &moves, &options, PAGE_BYTES, &plan.reason, guard);
+        let out = migrate::execute_guarded(self.pid, &moves, options, reason, guard);
         if let Some(f) = &self.faults {
             self.stats.writes_held_for_copy = f.counts().held_for_copy;
         }
         // A policy page moved if none of its present 4 KiB pages failed; absent ones do not count.
-        let mut failed: std::collections::HashMap<u32, terrace_model::MoveFailure> =
-            std::collections::HashMap::new();
+        let mut failed: std::collections::HashMap<u32, MoveFailure> = std::collections::HashMap::new();
         for &(tag, why) in &out.failed {
-            if why != terrace_model::MoveFailure::NotPresent || self.huge.is_none() {
+            if why != MoveFailure::NotPresent || self.huge.is_none() {
                 failed.entry(tag).or_insert(why);
             }
         }
         for why in failed.values() {
             applied.fail(*why);
         }
-        let mut moved = 0u64;
         for &(page, node) in &asked {
             if failed.contains_key(&page) {
                 continue;
             }
-            moved += 1;
+            done.insert(page);
             let tier = self.tier_of_node(node);
             // Until the next full scan, this is where the page is, and what its tiers hold.
             let (placement, status) = match self.huge.as_mut() {
@@ -818,15 +873,9 @@ impl Machine for LiveMachine {
                 }
             }
         }
-        applied.pages_moved = moved;
-        applied.pairs_exchanged = plan.exchanges.len() as u64;
-        applied.bytes_copied = out.moved * PAGE_BYTES;
-        applied.time_ns = out.elapsed.as_nanos() as u64;
-        self.stats.plans += 1;
         self.stats.pages_moved += out.moved;
         self.stats.moves_failed += failed.len() as u64;
-        self.stats.migration_seconds += out.elapsed.as_secs_f64();
-        applied
+        done
     }
 }
 
@@ -855,7 +904,8 @@ const USERFAULTFD_NEEDS_RUN: &str = "this machine has no PMU with load/store sam
 /// accesses where the CPU has no perf sampler.
 pub fn needs_userfaultfd(req: &Requirements) -> bool {
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    req.protected_copies || (sampling && perf_sampler::memory_events().is_err())
+    req.mechanisms.contains(&Mechanism::WriteProtectedCopies)
+        || (sampling && perf_sampler::memory_events().is_err())
 }
 
 /// How the machine gets hold of the program.
@@ -881,6 +931,7 @@ pub fn live_requirements(
         pages: 0,
         threads: 1,
         scale: 1.0,
+        mechanisms: migrate::host_mechanisms(attach == Attach::Start),
     };
     let req = policy.requirements(&provisional);
     check_requirements(&req, attach)?;
@@ -891,7 +942,7 @@ pub fn live_requirements(
 /// `terrace run` and the daemon ask before they start or bind the program.
 pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), MachineError> {
     match req.memory_mode {
-        MemoryMode::Flat => {}
+        MemoryMode::Flat | MemoryMode::KernelTiering => {}
         MemoryMode::FastTierAsCache => {
             return Err(MachineError::UnsupportedMode {
                 mode: "memory-mode".into(),
@@ -928,7 +979,7 @@ pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), Mach
                 })
             }
             // The kernel's own tiering consumes its hint faults; nothing to observe here.
-            TrackerKind::HintFaults if req.kernel_tiering => {}
+            TrackerKind::HintFaults if req.memory_mode == MemoryMode::KernelTiering => {}
             TrackerKind::HintFaults => {
                 return Err(MachineError::MissingTracker {
                     tracker: "NUMA hint faults",
@@ -951,6 +1002,12 @@ pub fn check_requirements(req: &Requirements, attach: Attach) -> Result<(), Mach
                 hint: format!("{}; {}", u.detail, u.enable),
             });
         }
+    }
+    // What the policy cannot work without, of what this kernel's mover can do (write-protected
+    // copies were checked above, with the reason that fits).
+    let mechanisms = migrate::host_mechanisms(attach == Attach::Start);
+    if let Some(mechanism) = mechanisms.first_missing(&req.required_mechanisms()) {
+        return Err(MachineError::MissingMechanism { mechanism, hint: mechanisms.why_not(mechanism) });
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::numa_sys;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use terrace_model::{MoveFailure, MoveOptions};
+use terrace_model::{Mechanism, Mechanisms, MoveFailure, MoveOptions};
 
 /// One page to move: its address in the target process and the node it should go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,26 +41,69 @@ pub fn failure_of(status: i32) -> MoveFailure {
     }
 }
 
-/// Paces batches to a byte rate.
-struct RateLimit {
-    bytes_per_sec: Option<f64>,
-    start: Instant,
-    sent: Mutex<f64>,
+/// Most batches the migrator keeps in flight: one thread each.
+pub const MAX_CONCURRENT_BATCHES: u32 = 16;
+
+/// `major.minor` of a kernel release string (`/proc/sys/kernel/osrelease`).
+fn kernel_release(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-impl RateLimit {
-    fn wait_for(&self, bytes: f64) {
-        let Some(rate) = self.bytes_per_sec else { return };
-        let due = {
-            let mut sent = self.sent.lock().expect("rate lock");
-            *sent += bytes;
-            Duration::from_secs_f64(*sent / rate)
-        };
-        let elapsed = self.start.elapsed();
-        if due > elapsed {
-            std::thread::sleep(due - elapsed);
-        }
+/// What the live machine's mover can do on a kernel of `release`, for a program whose
+/// userfaultfd it holds (`userfaultfd`) or not.
+///
+/// - Exchange: as a demotion batch followed by its promotion batch (move_pages has no swap).
+/// - Concurrent batches: threads issuing move_pages at once, up to [`MAX_CONCURRENT_BATCHES`].
+/// - Copy threads: no; the kernel copies each page with one thread (Nimble's multi-threaded copy
+///   is a kernel patch, Nimble §3.1.2).
+/// - TLB flushes: not a choice: since Linux 6.3 migrate_pages flushes once per batch, before it
+///   once per page (docs/hardware.md §10).
+/// - Rate limit: yes, by dropping what exceeds it ([`terrace_model::RateBudget`]).
+/// - Write-protected copies: with the program's userfaultfd, which only `terrace run` can give.
+pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool) -> Mechanisms {
+    let mut m = Mechanisms::new(
+        [
+            Mechanism::Exchange,
+            Mechanism::ConcurrentBatches,
+            Mechanism::RateLimit,
+            Mechanism::HugePageMoves,
+            Mechanism::TlbFlushPerPage,
+            Mechanism::TlbFlushPerBatch,
+            Mechanism::WriteProtectedCopies,
+        ],
+        1,
+        MAX_CONCURRENT_BATCHES,
+    )
+    .lacking(
+        Mechanism::CopyThreads,
+        "move_pages copies each page with one kernel thread; multi-threaded copy needs Nimble's kernel \
+         patches (simulate it with `terrace sim`)",
+    );
+    m = match release {
+        Some(r) if r >= (6, 3) => m.lacking(
+            Mechanism::TlbFlushPerPage,
+            "since Linux 6.3 migrate_pages flushes the TLB once per batch and cannot be told otherwise",
+        ),
+        _ => m.lacking(
+            Mechanism::TlbFlushPerBatch,
+            "this kernel flushes the TLB once per migrated page; batched flushing came with Linux 6.3",
+        ),
+    };
+    if !userfaultfd {
+        m = m.lacking(
+            Mechanism::WriteProtectedCopies,
+            "copies are write-protected with the program's userfaultfd, which Terrace creates inside the \
+             program as it starts: start it with `terrace run --policy P -- PROGRAM`",
+        );
     }
+    m
+}
+
+/// The running kernel's [`mechanisms`].
+pub fn host_mechanisms(userfaultfd: bool) -> Mechanisms {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok();
+    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd)
 }
 
 /// Something that must hold while a batch is copied: hpwp's write protection
@@ -82,19 +125,14 @@ impl CopyGuard for crate::trackers::write_faults::WriteFaultSampler {
 }
 
 /// Moves `moves` of process `pid` in order: batches of `opts.batch_pages`, up to
-/// `opts.concurrent_batches` at once, paced to `opts.rate_limit_mb_s`. After each batch it asks
-/// the kernel where the pages are and counts any page not on its target as failed.
+/// `opts.concurrent_batches` at once. After each batch it asks the kernel where the pages are
+/// and counts any page not on its target as failed. The rate limit is not applied here: the
+/// machine drops what exceeds it before the moves are handed over ([`terrace_model::RateBudget`]).
 ///
 /// Logs one line per batch: how many pages went to which nodes, what failed, and `reason`, the
 /// policy's word for why.
-pub fn execute(
-    pid: i32,
-    moves: &[PageMove],
-    opts: &MoveOptions,
-    page_bytes: u64,
-    reason: &str,
-) -> MoveOutcome {
-    execute_guarded(pid, moves, opts, page_bytes, reason, None)
+pub fn execute(pid: i32, moves: &[PageMove], opts: &MoveOptions, reason: &str) -> MoveOutcome {
+    execute_guarded(pid, moves, opts, reason, None)
 }
 
 /// [`execute`], with `guard` held around each batch's copy.
@@ -102,7 +140,6 @@ pub fn execute_guarded(
     pid: i32,
     moves: &[PageMove],
     opts: &MoveOptions,
-    page_bytes: u64,
     reason: &str,
     guard: Option<&dyn CopyGuard>,
 ) -> MoveOutcome {
@@ -110,8 +147,6 @@ pub fn execute_guarded(
     let batch = opts.batch_pages.max(1) as usize;
     let batches: Vec<&[PageMove]> = moves.chunks(batch).collect();
     let next = AtomicUsize::new(0);
-    let rate =
-        RateLimit { bytes_per_sec: opts.rate_limit_mb_s.map(|mb| mb * 1e6), start, sent: Mutex::new(0.0) };
     let results = Mutex::new(MoveOutcome::default());
     let workers = (opts.concurrent_batches.max(1) as usize).min(batches.len().max(1));
     std::thread::scope(|s| {
@@ -119,7 +154,6 @@ pub fn execute_guarded(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(chunk) = batches.get(i) else { break };
-                rate.wait_for((chunk.len() as u64 * page_bytes) as f64);
                 let token = guard.map(|g| g.begin(chunk));
                 let part = move_batch(pid, chunk);
                 if let (Some(g), Some(t)) = (guard, &token) {
@@ -214,7 +248,7 @@ mod tests {
             .map(|(i, (&a, &n))| PageMove { addr: a, node: n, tag: i as u32 })
             .collect();
         let opts = MoveOptions { batch_pages: 8, concurrent_batches: 2, ..Default::default() };
-        let out = execute(0, &moves, &opts, 4096, "test");
+        let out = execute(0, &moves, &opts, "test");
         assert_eq!(out.moved, 32, "{:?}", out.failed);
         assert_eq!(out.batches, 4);
         assert!(v.iter().all(|&b| b == 3));
@@ -226,7 +260,7 @@ mod tests {
         let base = (v.as_ptr() as u64 + 4095) & !4095;
         let moves: Vec<PageMove> =
             (0..4).map(|i| PageMove { addr: base + i * 4096, node: 63, tag: i as u32 }).collect();
-        let out = execute(0, &moves, &MoveOptions::default(), 4096, "test");
+        let out = execute(0, &moves, &MoveOptions::default(), "test");
         assert_eq!(out.moved, 0);
         assert_eq!(out.failed.len(), 4);
         assert!(v.iter().all(|&b| b == 5));
@@ -250,7 +284,7 @@ mod tests {
             (0..10).map(|i| PageMove { addr: base + i * 4096, node: 63, tag: i as u32 }).collect();
         let guard = Count(Mutex::new(Vec::new()));
         let opts = MoveOptions { batch_pages: 4, ..Default::default() };
-        execute_guarded(0, &moves, &opts, 4096, "test", Some(&guard));
+        execute_guarded(0, &moves, &opts, "test", Some(&guard));
         assert_eq!(
             guard.0.into_inner().unwrap(),
             ["begin 4", "end 4", "begin 4", "end 4", "begin 2", "end 2"]
@@ -258,17 +292,16 @@ mod tests {
     }
 
     #[test]
-    fn the_rate_limit_paces_batches() {
-        let v = vec![1u8; 64 * 4096];
-        let base = (v.as_ptr() as u64 + 4095) & !4095;
-        let addrs: Vec<u64> = (0..40).map(|i| base + i * 4096).collect();
-        let mut here = vec![0i32; addrs.len()];
-        numa_sys::query_nodes(0, &addrs, &mut here).unwrap();
-        let moves: Vec<PageMove> =
-            addrs.iter().zip(&here).map(|(&a, &n)| PageMove { addr: a, node: n, tag: 0 }).collect();
-        // 40 pages of 4 KiB at 1 MB/s: the last batch may start only after ~0.12 s.
-        let opts = MoveOptions { batch_pages: 10, rate_limit_mb_s: Some(1.0), ..Default::default() };
-        let out = execute(0, &moves, &opts, 4096, "test");
-        assert!(out.elapsed >= Duration::from_millis(120), "{:?}", out.elapsed);
+    fn the_kernel_release_decides_the_tlb_flush() {
+        assert_eq!(kernel_release("6.12.48+deb13-cloud-amd64"), Some((6, 12)));
+        assert_eq!(kernel_release("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(kernel_release("garbage"), None);
+        let m = mechanisms(Some((6, 3)), true);
+        assert!(m.offers(Mechanism::TlbFlushPerBatch) && !m.offers(Mechanism::TlbFlushPerPage));
+        assert!(m.why_not(Mechanism::TlbFlushPerPage).contains("6.3"));
+        let m = mechanisms(Some((6, 2)), false);
+        assert!(m.offers(Mechanism::TlbFlushPerPage) && !m.offers(Mechanism::TlbFlushPerBatch));
+        assert!(!m.offers(Mechanism::WriteProtectedCopies) && !m.offers(Mechanism::CopyThreads));
+        assert!(m.offers(Mechanism::Exchange) && m.offers(Mechanism::RateLimit));
     }
 }

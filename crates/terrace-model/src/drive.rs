@@ -16,9 +16,13 @@ pub enum DriveError {
 /// decide, apply. A policy without a tick period just lets the program run.
 pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), DriveError> {
     let req = policy.requirements(machine.info());
-    machine
-        .prepare(&req)
-        .map_err(|source| DriveError::Unsupported { policy: policy.name().to_string(), source })?;
+    let refuse = |source| DriveError::Unsupported { policy: policy.name().to_string(), source };
+    let mechanisms = &machine.info().mechanisms;
+    if let Some(mechanism) = mechanisms.first_missing(&req.required_mechanisms()) {
+        let hint = mechanisms.why_not(mechanism);
+        return Err(refuse(MachineError::MissingMechanism { mechanism, hint }));
+    }
+    machine.prepare(&req).map_err(refuse)?;
     policy.start(machine.info());
     let Some(tick_ns) = req.tick_ns else {
         while let Progress::Running { .. } = machine.advance(u64::MAX) {}
@@ -70,6 +74,7 @@ mod tests {
                 pages: 0,
                 threads: 1,
                 scale,
+                mechanisms: crate::Mechanisms::default(),
             };
             Clock { info, now: 0, end_ns, observed_at: vec![], applied: 0, refuse: false }
         }
@@ -116,7 +121,7 @@ mod tests {
         }
     }
 
-    struct Ticker(Option<u64>);
+    struct Ticker(Option<u64>, Vec<crate::Mechanism>);
     impl Policy for Ticker {
         fn name(&self) -> &str {
             "ticker"
@@ -125,6 +130,7 @@ mod tests {
             Requirements {
                 trackers: vec![TrackerRequest::page_bits()],
                 tick_ns: self.0,
+                mechanisms: self.1.clone(),
                 ..Default::default()
             }
         }
@@ -136,7 +142,7 @@ mod tests {
     #[test]
     fn ticks_come_at_the_period_divided_by_the_scale() {
         let mut m = Clock::new(1_000, 10.0);
-        drive(&mut m, &mut Ticker(Some(2_000))).unwrap();
+        drive(&mut m, &mut Ticker(Some(2_000), vec![])).unwrap();
         assert_eq!(m.observed_at, [200, 400, 600, 800]);
         assert_eq!(m.applied, 4, "non-empty plans are applied");
     }
@@ -144,7 +150,7 @@ mod tests {
     #[test]
     fn a_policy_without_a_period_is_never_asked() {
         let mut m = Clock::new(1_000, 1.0);
-        drive(&mut m, &mut Ticker(None)).unwrap();
+        drive(&mut m, &mut Ticker(None, vec![])).unwrap();
         assert!(m.observed_at.is_empty());
     }
 
@@ -152,11 +158,26 @@ mod tests {
     fn a_machine_that_lacks_a_tracker_says_so() {
         let mut m = Clock::new(1_000, 1.0);
         m.refuse = true;
-        let e = drive(&mut m, &mut Ticker(Some(10))).unwrap_err();
+        let e = drive(&mut m, &mut Ticker(Some(10), vec![])).unwrap_err();
         let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
         assert!(
             text.contains("ticker") && text.contains("page-table bits") && text.contains("enable it"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_policy_that_needs_a_mechanism_the_machine_lacks_is_refused_before_it_starts() {
+        let mut m = Clock::new(1_000, 1.0);
+        m.info.mechanisms = crate::Mechanisms::new([], 1, 1)
+            .lacking(crate::Mechanism::CopyThreads, "the kernel copies with one thread");
+        let e = drive(&mut m, &mut Ticker(Some(10), vec![crate::Mechanism::CopyThreads])).unwrap_err();
+        let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(text.contains("multi-threaded copy") && text.contains("one thread"), "{text}");
+        assert!(m.observed_at.is_empty() && m.applied == 0, "refused before the program ran");
+        // What the machine offers passes.
+        let mut m = Clock::new(1_000, 1.0);
+        m.info.mechanisms = crate::Mechanisms::new([crate::Mechanism::CopyThreads], 4, 1);
+        drive(&mut m, &mut Ticker(Some(100), vec![crate::Mechanism::CopyThreads])).unwrap();
     }
 }

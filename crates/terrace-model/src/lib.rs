@@ -7,10 +7,13 @@
 //! ([`observe`]), what it answers ([`plan`]), the two traits ([`Policy`], [`Machine`]) and the loop
 //! that joins them ([`drive`]). Nothing here does I/O, owns a thread, or knows about a particular
 //! policy or machine.
+#![forbid(unsafe_code)]
 
 pub mod access;
+pub mod contract;
 pub mod drive;
 pub mod machine;
+pub mod mechanism;
 pub mod observe;
 pub mod page;
 pub mod plan;
@@ -20,11 +23,15 @@ pub mod tier;
 pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 pub use drive::{drive, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, Progress};
+pub use mechanism::{Mechanism, Mechanisms};
 pub use observe::{
     HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest, PAGE_DIRTY,
     PAGE_REFERENCED,
 };
 pub use page::{PageIdx, PageSize};
-pub use plan::{Applied, Exchange, Move, MoveFailure, MoveOptions, Plan, TlbFlush};
+pub use plan::{
+    Applied, CheckedExchange, CheckedPlan, Exchange, Move, MoveFailure, MoveOptions, Plan, RateBudget,
+    TlbFlush,
+};
 pub use policy::{InitialPlacement, MemoryMode, Policy, Requirements};
 pub use tier::{Tier, TierId, TierKind};

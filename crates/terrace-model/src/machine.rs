@@ -1,6 +1,6 @@
 //! The `Machine` trait: runs a program and carries plans out.
 
-use crate::{Applied, Observations, PageSize, Plan, Requirements, Tier};
+use crate::{Applied, Mechanism, Mechanisms, Observations, PageSize, Plan, Requirements, Tier};
 use serde::{Deserialize, Serialize};
 
 /// What a policy may know about the machine before it starts.
@@ -17,6 +17,8 @@ pub struct MachineInfo {
     /// How much smaller than the real experiment this run is (1 on the live machine). Time
     /// constants and page budgets of a policy that come from a seed are divided by it.
     pub scale: f64,
+    /// How this machine can carry plans out.
+    pub mechanisms: Mechanisms,
 }
 
 /// Whether the managed program is still running.
@@ -33,6 +35,8 @@ pub enum MachineError {
     MissingTracker { tracker: &'static str, hint: String },
     #[error("this machine cannot run in {mode} mode: {hint}")]
     UnsupportedMode { mode: String, hint: String },
+    #[error("this machine cannot do {}, which the policy needs: {hint}", .mechanism.name())]
+    MissingMechanism { mechanism: Mechanism, hint: String },
     #[error("{0}")]
     Other(String),
 }

@@ -91,8 +91,10 @@ pub struct TierStatus {
     pub used_pages: u64,
     /// `None` when the tier is unbounded.
     pub capacity_pages: Option<u64>,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
+    /// Bytes the tier's media read and wrote since the last observation; `None` where the
+    /// machine cannot measure them (no uncore counters on the live machine): unknown, not zero.
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
 }
 
 impl TierStatus {

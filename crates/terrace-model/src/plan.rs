@@ -42,11 +42,11 @@ pub struct MoveOptions {
     pub rate_limit_mb_s: Option<f64>,
     pub tlb_flush: TlbFlush,
     /// Write-protect each page while it is copied, so writes wait for the copy instead of racing
-    /// it (HeMem's and HPWP's migrator, HPWP thesis §5.3). The live machine does it with
-    /// userfaultfd where it has the fault sampler's descriptor; the simulator does not model the
-    /// wait (docs/model.md §4).
+    /// it (HeMem's and HPWP's migrator, HPWP thesis §5.3): [`crate::Mechanism::WriteProtectedCopies`].
+    /// The live machine does it with userfaultfd where it has the fault sampler's descriptor;
+    /// the simulator does not model the wait (docs/model.md §4).
     #[serde(default)]
-    pub write_protect_copies: bool,
+    pub protected_copies: bool,
 }
 
 impl Default for MoveOptions {
@@ -58,7 +58,39 @@ impl Default for MoveOptions {
             concurrent_batches: 1,
             rate_limit_mb_s: None,
             tlb_flush: TlbFlush::PerPage,
-            write_protect_copies: false,
+            protected_copies: false,
+        }
+    }
+}
+
+/// What a plan's rate limit lets through, the same on every machine: bytes at the limit's rate
+/// over the time since the previous plan; each page (or exchange pair) takes its bytes in plan
+/// order (moves, then exchanges), and what does not fit is dropped as
+/// [`MoveFailure::RateLimited`] for the policy to ask again. Dropping, not delaying, keeps a
+/// live machine's policy loop from sleeping inside `apply` (as the kernel's promotion rate limit
+/// drops, `numa_promotion_rate_limit_MBps`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateBudget {
+    bytes_left: Option<f64>,
+}
+
+impl RateBudget {
+    /// The budget of a plan with `options`, `elapsed_ns` after the previous plan.
+    pub fn new(options: &MoveOptions, elapsed_ns: f64) -> Self {
+        RateBudget {
+            bytes_left: options.rate_limit_mb_s.map(|mb_s| (mb_s * 1e6 * elapsed_ns * 1e-9).max(0.0)),
+        }
+    }
+
+    /// Takes `bytes` if they fit; false (and nothing taken) if they do not.
+    pub fn take(&mut self, bytes: u64) -> bool {
+        match self.bytes_left.as_mut() {
+            None => true,
+            Some(left) if *left >= bytes as f64 => {
+                *left -= bytes as f64;
+                true
+            }
+            Some(_) => false,
         }
     }
 }
@@ -80,6 +112,90 @@ impl Plan {
     pub fn is_empty(&self) -> bool {
         self.moves.is_empty() && self.exchanges.is_empty()
     }
+
+    /// What of this plan a machine should carry out, by the rules every machine shares, so the
+    /// same plan means the same on each: in plan order, a move to a page or tier that does not
+    /// exist fails [`MoveFailure::Invalid`], of a page never touched [`MoveFailure::NotPresent`];
+    /// a move to the tier the page is in is nothing to do (not a move, not a failure); what
+    /// exceeds the rate limit fails [`MoveFailure::RateLimited`]. An exchange of two pages in
+    /// the same tier is `Invalid`. Pages already moved earlier in the plan are seen where the
+    /// plan put them. Room in the target tier is the machine's to check (the kernel answers
+    /// ENOMEM), after the rate limit: a move refused for room has used its budget on both.
+    pub fn check(
+        &self,
+        placement: &[TierId],
+        tiers: usize,
+        budget: &mut RateBudget,
+        page_bytes: u64,
+        applied: &mut Applied,
+    ) -> CheckedPlan {
+        let mut moved: std::collections::HashMap<PageIdx, TierId> = std::collections::HashMap::new();
+        let mut out = CheckedPlan::default();
+        let tier_of = |moved: &std::collections::HashMap<PageIdx, TierId>, p: PageIdx| {
+            moved.get(&p).copied().or_else(|| placement.get(p as usize).copied())
+        };
+        for m in &self.moves {
+            let Some(from) = tier_of(&moved, m.page).filter(|_| m.to.index() < tiers) else {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            };
+            if !from.is_placed() {
+                applied.fail(MoveFailure::NotPresent);
+                continue;
+            }
+            if from == m.to {
+                continue;
+            }
+            if !budget.take(page_bytes) {
+                applied.fail(MoveFailure::RateLimited);
+                continue;
+            }
+            moved.insert(m.page, m.to);
+            out.moves.push(Move { page: m.page, to: m.to });
+        }
+        for e in &self.exchanges {
+            let (Some(ta), Some(tb)) = (tier_of(&moved, e.a), tier_of(&moved, e.b)) else {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            };
+            if !ta.is_placed() || !tb.is_placed() {
+                applied.fail(MoveFailure::NotPresent);
+                continue;
+            }
+            if ta == tb {
+                applied.fail(MoveFailure::Invalid);
+                continue;
+            }
+            if !budget.take(2 * page_bytes) {
+                applied.fail(MoveFailure::RateLimited);
+                continue;
+            }
+            moved.insert(e.a, tb);
+            moved.insert(e.b, ta);
+            // Oriented: the page in the faster tier goes down, the other comes up.
+            let ((fast, fast_tier), (slow, slow_tier)) =
+                if ta < tb { ((e.a, ta), (e.b, tb)) } else { ((e.b, tb), (e.a, ta)) };
+            out.exchanges.push(CheckedExchange {
+                down: Move { page: fast, to: slow_tier },
+                up: Move { page: slow, to: fast_tier },
+            });
+        }
+        out
+    }
+}
+
+/// An exchange as two moves: the demotion, carried out first, and the promotion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedExchange {
+    pub down: Move,
+    pub up: Move,
+}
+
+/// What [`Plan::check`] leaves for the machine to carry out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckedPlan {
+    pub moves: Vec<Move>,
+    pub exchanges: Vec<CheckedExchange>,
 }
 
 /// Why a page did not move.
@@ -96,7 +212,7 @@ pub enum MoveFailure {
     Invalid,
     /// Not permitted (EACCES / EPERM).
     Permission,
-    /// Cut by the plan's rate limit; the policy may ask again.
+    /// Cut by the plan's rate limit ([`RateBudget`]); the policy may ask again.
     RateLimited,
     /// Reported moved, but found on another node than asked when checked afterwards.
     Misplaced,
@@ -117,6 +233,10 @@ pub struct Applied {
     pub program_stall_ns: u64,
     /// Pages that did not move, by reason.
     pub failed: Vec<(MoveFailure, u64)>,
+    /// Mechanisms the plan asked for that the machine carried it out without
+    /// ([`crate::Mechanisms::honour`]).
+    #[serde(default)]
+    pub not_honoured: Vec<crate::Mechanism>,
 }
 
 impl Applied {

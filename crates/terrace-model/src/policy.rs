@@ -14,6 +14,11 @@ pub enum MemoryMode {
     FastTierAsCache,
     /// The fast tier has no capacity limit: the lower bound on run time.
     UnboundedFast,
+    /// The kernel's own tiering places pages (Linux NUMA balancing in tiering mode plus demotion
+    /// on reclaim). A live machine switches it on for the run and reports its counters; its
+    /// plans are not applied there. The simulated machine has no kernel: there the policy's own
+    /// model of it places pages, as in `Flat`.
+    KernelTiering,
 }
 
 /// Where a page goes when it is first touched.
@@ -39,15 +44,22 @@ pub struct Requirements {
     pub initial: InitialPlacement,
     /// Period between ticks, in nanoseconds of unscaled (real) time; `None` means never tick.
     pub tick_ns: Option<u64>,
-    /// On a live machine, the kernel's own tiering carries this policy out (Linux NUMA balancing
-    /// in tiering mode plus demotion on reclaim): the machine switches it on for the run and
-    /// reports its counters, and the policy sees no per-fault observations there.
-    pub kernel_tiering: bool,
-    /// The policy's moves write-protect pages while they are copied
-    /// ([`crate::MoveOptions::write_protect_copies`]): a live machine needs a userfaultfd of the
-    /// program for that, which it can have only for a program it starts.
+    /// Mechanisms the policy cannot work without: a machine that lacks one refuses the policy
+    /// at start ([`crate::drive`]). Mechanisms a plan merely asks for are optional. Huge-page
+    /// moves need not be listed: a 2 MiB `page_size` requires them.
     #[serde(default)]
-    pub protected_copies: bool,
+    pub mechanisms: Vec<crate::Mechanism>,
+}
+
+impl Requirements {
+    /// The mechanisms required, huge-page moves included when the page size asks for them.
+    pub fn required_mechanisms(&self) -> Vec<crate::Mechanism> {
+        let mut m = self.mechanisms.clone();
+        if self.page_size == PageSize::Huge2M && !m.contains(&crate::Mechanism::HugePageMoves) {
+            m.push(crate::Mechanism::HugePageMoves);
+        }
+        m
+    }
 }
 
 impl Default for Requirements {
@@ -58,8 +70,7 @@ impl Default for Requirements {
             memory_mode: MemoryMode::Flat,
             initial: InitialPlacement::FirstTouch,
             tick_ns: None,
-            kernel_tiering: false,
-            protected_copies: false,
+            mechanisms: Vec::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! [`trackers`] (modelled page-table bits and access sampling), [`memory_mode`] (the fast tier
 //! as a hardware cache), [`energy`], [`placement`] (capacity and first touch) and [`machine`]
 //! (the replay loop). docs/model.md states every equation and the source of every number.
+#![forbid(unsafe_code)]
 
 pub mod bench_grid;
 pub mod energy;

@@ -18,8 +18,8 @@ use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
-    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure, Observations,
-    PageSize, Plan, Progress, Requirements, Tier, TierId, TierStatus, TrackerKind,
+    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanisms, MemoryMode, MoveFailure,
+    Observations, PageSize, Plan, Progress, RateBudget, Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::AccessSource;
 
@@ -144,6 +144,8 @@ impl SimMachine {
             pages: 0,
             threads: w.threads,
             scale: w.scale,
+            // A model can charge for every mechanism (docs/model.md §4).
+            mechanisms: Mechanisms::all(),
         };
         Ok(SimMachine {
             timing,
@@ -435,9 +437,10 @@ impl SimMachine {
             tot.writes += l.writes;
             tot.read_bytes += l.read_bytes;
             tot.write_bytes += l.write_bytes;
+            // The simulated machine measures every tier's traffic, as uncore counters would.
             let since = &mut self.since_observe[t];
-            since.read_bytes += l.read_bytes;
-            since.write_bytes += l.write_bytes;
+            since.read_bytes = Some(since.read_bytes.unwrap_or(0) + l.read_bytes);
+            since.write_bytes = Some(since.write_bytes.unwrap_or(0) + l.write_bytes);
         }
         true
     }
@@ -469,86 +472,46 @@ impl SimMachine {
     fn tier_status(&self) -> [TierStatus; 2] {
         let mut s = self.since_observe;
         for (t, st) in s.iter_mut().enumerate() {
+            st.read_bytes = st.read_bytes.or(Some(0));
+            st.write_bytes = st.write_bytes.or(Some(0));
             st.used_pages = self.placement.used[t];
             st.capacity_pages = self.placement.capacity[t];
         }
         s
     }
 
-    /// Validates and performs the moves and exchanges of a plan; returns the work done.
+    /// Performs what [`Plan::check`] leaves of a plan (the rules both machines share), with the
+    /// room in each tier checked here as the kernel would; returns the work done.
     fn perform(&mut self, plan: &Plan, applied: &mut Applied) -> MoveWork {
         let page_bytes = self.info.page_size.bytes();
         let mut work = MoveWork::default();
-        // A rate limit caps bytes per second of machine time since the last plan (memtierd, kernel promote rate limit).
-        let mut budget = plan
-            .options
-            .rate_limit_mb_s
-            .map(|mb_s| ((mb_s * 1e6) * (self.now_ns - self.last_apply_ns) * 1e-9).max(0.0) as u64);
-        let mut take_budget = |bytes: u64| match budget.as_mut() {
-            None => true,
-            Some(b) if *b >= bytes => {
-                *b -= bytes;
-                true
-            }
-            Some(_) => false,
-        };
-        let pages = self.placement.tiers.len();
-        for mv in &plan.moves {
-            let page = mv.page as usize;
-            if page >= pages || mv.to.index() > 1 {
-                applied.fail(MoveFailure::Invalid);
-                continue;
-            }
-            let from = self.placement.tiers[page];
-            if !from.is_placed() {
-                applied.fail(MoveFailure::NotPresent);
-                continue;
-            }
-            if from == mv.to {
-                continue;
-            }
+        let mut budget = RateBudget::new(&plan.options, self.now_ns - self.last_apply_ns);
+        let checked =
+            plan.check(&self.placement.tiers, self.info.tiers.len(), &mut budget, page_bytes, applied);
+        for mv in &checked.moves {
+            let from = self.placement.tiers[mv.page as usize];
             if !self.placement.has_room(mv.to.index()) {
                 applied.fail(MoveFailure::NoSpace);
                 continue;
             }
-            if !take_budget(page_bytes) {
-                applied.fail(MoveFailure::RateLimited);
-                continue;
-            }
             self.placement.relocate(mv.page, mv.to);
             if let Some(h) = self.hints.as_mut() {
-                h.disarm(page);
+                h.disarm(mv.page as usize);
             }
             work.pages += 1;
             work.bytes[from.index()][mv.to.index()] += page_bytes;
         }
-        for ex in &plan.exchanges {
-            let (a, b) = (ex.a as usize, ex.b as usize);
-            if a >= pages || b >= pages {
-                applied.fail(MoveFailure::Invalid);
-                continue;
-            }
-            let (ta, tb) = (self.placement.tiers[a], self.placement.tiers[b]);
-            if !ta.is_placed() || !tb.is_placed() {
-                applied.fail(MoveFailure::NotPresent);
-                continue;
-            }
-            if ta == tb {
-                applied.fail(MoveFailure::Invalid);
-                continue;
-            }
-            if !take_budget(2 * page_bytes) {
-                applied.fail(MoveFailure::RateLimited);
-                continue;
-            }
-            self.placement.swap(ex.a, ex.b);
+        // A swap needs no free page in either tier (Nimble §3.1.4).
+        for ex in &checked.exchanges {
+            let (down, up) = (ex.down, ex.up);
+            self.placement.swap(down.page, up.page);
             if let Some(h) = self.hints.as_mut() {
-                h.disarm(a);
-                h.disarm(b);
+                h.disarm(down.page as usize);
+                h.disarm(up.page as usize);
             }
             work.pairs += 1;
-            work.bytes[ta.index()][tb.index()] += page_bytes;
-            work.bytes[tb.index()][ta.index()] += page_bytes;
+            work.bytes[up.to.index()][down.to.index()] += page_bytes;
+            work.bytes[down.to.index()][up.to.index()] += page_bytes;
         }
         work
     }
@@ -647,7 +610,8 @@ impl Machine for SimMachine {
         }
         self.mode = req.memory_mode;
         match req.memory_mode {
-            MemoryMode::Flat => {}
+            // There is no kernel here to do the tiering: the policy's model of it places pages.
+            MemoryMode::Flat | MemoryMode::KernelTiering => {}
             MemoryMode::UnboundedFast => capacity[0] = None,
             // The fast tier holds cache lines, not pages: every page lives in the slow tier.
             MemoryMode::FastTierAsCache => {
@@ -751,12 +715,14 @@ impl Machine for SimMachine {
 
     fn apply(&mut self, plan: &Plan) -> Applied {
         let mut applied = Applied::default();
+        let (options, not_honoured) = self.info.mechanisms.honour(plan);
+        applied.not_honoured = not_honoured;
         let work = self.perform(plan, &mut applied);
         self.last_apply_ns = self.now_ns;
         let c = migration::cost(
             &self.profile.migration,
             &self.profile.tiers,
-            &plan.options,
+            &options,
             self.info.page_size,
             &work,
         );

@@ -271,6 +271,20 @@ fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine
     m
 }
 
+/// The machine contract (terrace_model::contract), which the live machine passes in the guest.
+#[test]
+fn the_simulated_machine_keeps_the_machine_contract() {
+    // First touch fills the 40-page fast tier, 3 pages spill; two demotions make room.
+    let mut m = touched_machine(40, PAGES, 43);
+    let down = Plan {
+        moves: vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::SLOW }],
+        ..Plan::none()
+    };
+    assert_eq!(m.apply(&down).pages_moved, 2);
+    let failures = terrace_model::contract::check(&mut m);
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 fn arb_plan() -> impl Strategy<Value = Plan> {
     let mv = (0u32..PAGES as u32 + 4, 0u8..3).prop_map(|(page, to)| Move { page, to: TierId(to) });
     let ex = (0u32..PAGES as u32 + 4, 0u32..PAGES as u32 + 4).prop_map(|(a, b)| Exchange { a, b });
@@ -306,4 +320,36 @@ proptest! {
             prop_assert!(a.pages_moved + a.failed_total() <= asked);
         }
     }
+}
+
+/// An exchange swaps the two pages' tiers, and only theirs: occupancy stays as it was, both pages
+/// count as moved, and what the policy observes next is the new placement. (Ambix's SWITCH and
+/// Nimble's exchange_pages rely on it; a plan executor that counted the pair without swapping it
+/// would pass every consistency check.)
+#[test]
+fn an_exchange_swaps_the_two_pages_tiers_and_nothing_else() {
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+    // Pages 0-7 first touched in order with room for 4 in the fast tier: 0-3 fast, 4-7 slow.
+    let mut m = touched_machine(4, PAGES, 8);
+    let before = m.placement().tiers.clone();
+    assert_eq!(before[..8], [F, F, F, F, S, S, S, S]);
+    let used = m.placement().used;
+    let plan = Plan { exchanges: vec![Exchange { a: 1, b: 6 }, Exchange { a: 5, b: 2 }], ..Plan::none() };
+    let applied = m.apply(&plan);
+    assert_eq!((applied.pairs_exchanged, applied.pages_moved, applied.failed_total()), (2, 4, 0));
+    assert_eq!(applied.bytes_copied, 4 * 4096);
+    let mut expected = before.clone();
+    expected.swap(1, 6);
+    expected.swap(5, 2);
+    assert_eq!(expected[..8], [F, S, S, F, S, F, F, S]);
+    assert_eq!(m.placement().tiers, expected);
+    assert_eq!(m.placement().used, used, "an exchange changes no tier's occupancy");
+    assert!(m.placement().is_consistent());
+    assert_eq!(m.observe().placement, &expected[..]);
+    assert_eq!(m.report().pages_migrated, 4);
+    // Two pages of one tier cannot be exchanged: nothing moves, and it is counted as a failure.
+    let applied = m.apply(&Plan { exchanges: vec![Exchange { a: 0, b: 3 }], ..Plan::none() });
+    assert_eq!((applied.pairs_exchanged, applied.pages_moved, applied.failed_total()), (0, 0, 1));
+    assert_eq!(m.placement().tiers, expected);
 }

@@ -1,0 +1,142 @@
+//! The machine contract as checks: the same plans sent to any [`Machine`], with the same
+//! expected accounting ([`Applied`]), placement afterwards and refusals. The simulated machine's
+//! tests run them on a simulated program; the live machine's run them in the two-node guest on
+//! a real one (tests/vm). A machine that passes them means by a plan what every other does.
+//!
+//! The checks need a prepared machine whose program has touched at least three pages in each
+//! of the two fastest tiers, with room for one more page in the fastest; they read where pages
+//! are from [`Machine::observe`] and put every page back where it was.
+
+use crate::{Applied, Exchange, Machine, Mechanisms, Move, MoveFailure, MoveOptions, PageIdx, Plan, TierId};
+
+/// One check's failure: which check, and what it saw.
+pub type Failure = String;
+
+fn placement(m: &mut dyn Machine) -> Vec<TierId> {
+    m.observe().placement.to_vec()
+}
+
+fn failed(a: &Applied, why: MoveFailure) -> u64 {
+    a.failed.iter().filter(|(w, _)| *w == why).map(|(_, n)| n).sum()
+}
+
+fn plan(moves: Vec<Move>, exchanges: Vec<Exchange>, options: MoveOptions) -> Plan {
+    Plan { moves, exchanges, options, reason: "contract".into() }
+}
+
+/// Runs every check; returns the failures (empty: the machine keeps the contract).
+pub fn check(m: &mut dyn Machine) -> Vec<Failure> {
+    let mut out = Vec::new();
+    let where_ = placement(m);
+    let fast: Vec<PageIdx> =
+        (0..where_.len() as PageIdx).filter(|&p| where_[p as usize] == TierId::FAST).collect();
+    let slow: Vec<PageIdx> =
+        (0..where_.len() as PageIdx).filter(|&p| where_[p as usize] == TierId::SLOW).collect();
+    if fast.len() < 3 || slow.len() < 3 {
+        return vec![format!(
+            "setup: the contract needs 3 pages in each tier; the machine has {} fast and {} slow",
+            fast.len(),
+            slow.len()
+        )];
+    }
+    let pages = where_.len() as PageIdx;
+    let mut expect = |what: &str, ok: bool, detail: String| {
+        if !ok {
+            out.push(format!("{what}: {detail}"));
+        }
+    };
+
+    // 1. A move to the tier a page is in is nothing to do: not a move, not a failure.
+    let a = m.apply(&plan(vec![Move { page: fast[0], to: TierId::FAST }], vec![], MoveOptions::default()));
+    expect("same-tier move", a.pages_moved == 0 && a.failed_total() == 0, format!("{a:?}"));
+
+    // 2. One promotion and its demotion back: counted, and placed.
+    let a = m.apply(&plan(vec![Move { page: slow[0], to: TierId::FAST }], vec![], MoveOptions::default()));
+    let after = placement(m);
+    expect(
+        "one promotion",
+        a.pages_moved == 1 && a.failed_total() == 0 && after[slow[0] as usize] == TierId::FAST,
+        format!("{a:?}, page now in {:?}", after[slow[0] as usize]),
+    );
+    let a = m.apply(&plan(vec![Move { page: slow[0], to: TierId::SLOW }], vec![], MoveOptions::default()));
+    let after = placement(m);
+    expect(
+        "its demotion",
+        a.pages_moved == 1 && after[slow[0] as usize] == TierId::SLOW,
+        format!("{a:?}, page now in {:?}", after[slow[0] as usize]),
+    );
+
+    // 3. Exchange: counted only where both halves happened; a pair with a page that does not
+    //    exist is Invalid and moves nothing; the good pair swaps, with several batches in flight
+    //    (its demotion still before its promotion).
+    let options = MoveOptions { concurrent_batches: 4, batch_pages: 1, ..MoveOptions::default() };
+    let a = m.apply(&plan(
+        vec![],
+        vec![Exchange { a: fast[1], b: slow[1] }, Exchange { a: fast[2], b: pages + 5 }],
+        options,
+    ));
+    let after = placement(m);
+    expect(
+        "exchange",
+        a.pairs_exchanged == 1
+            && a.pages_moved == 2
+            && failed(&a, MoveFailure::Invalid) == 1
+            && after[fast[1] as usize] == TierId::SLOW
+            && after[slow[1] as usize] == TierId::FAST
+            && after[fast[2] as usize] == TierId::FAST,
+        format!("{a:?}"),
+    );
+    // And back, so every page is where it started.
+    let a = m.apply(&plan(vec![], vec![Exchange { a: fast[1], b: slow[1] }], MoveOptions::default()));
+    expect("exchange back", a.pairs_exchanged == 1, format!("{a:?}"));
+    let a = m.apply(&plan(vec![], vec![Exchange { a: fast[0], b: fast[2] }], MoveOptions::default()));
+    expect(
+        "exchange within one tier",
+        a.pairs_exchanged == 0 && a.pages_moved == 0 && failed(&a, MoveFailure::Invalid) == 1,
+        format!("{a:?}"),
+    );
+
+    // 4. Pages and tiers that do not exist are Invalid.
+    let a = m.apply(&plan(
+        vec![Move { page: slow[2], to: TierId(7) }, Move { page: pages + 3, to: TierId::FAST }],
+        vec![],
+        MoveOptions::default(),
+    ));
+    expect("invalid", a.pages_moved == 0 && failed(&a, MoveFailure::Invalid) == 2, format!("{a:?}"));
+
+    // 5. A rate limit drops what exceeds it, as RateLimited, and moves nothing of it.
+    let tiny = MoveOptions { rate_limit_mb_s: Some(1e-9), ..MoveOptions::default() };
+    let a = m.apply(&plan(
+        vec![Move { page: slow[2], to: TierId::FAST }],
+        vec![Exchange { a: fast[1], b: slow[1] }],
+        tiny,
+    ));
+    let after = placement(m);
+    expect(
+        "rate limit",
+        a.pages_moved == 0
+            && failed(&a, MoveFailure::RateLimited) == 2
+            && after[slow[2] as usize] == TierId::SLOW
+            && after[fast[1] as usize] == TierId::FAST,
+        format!("{a:?}"),
+    );
+
+    // 6. What the plan asks and the machine does not offer is carried out without, and said.
+    let asked = plan(
+        vec![Move { page: slow[2], to: TierId::FAST }],
+        vec![],
+        MoveOptions { copy_threads: 4, concurrent_batches: 64, ..MoveOptions::default() },
+    );
+    let (_, expected) = Mechanisms::honour(&m.info().mechanisms, &asked);
+    let a = m.apply(&asked);
+    expect(
+        "mechanisms not honoured",
+        a.not_honoured == expected && a.pages_moved == 1,
+        format!("said {:?}, declared {:?}", a.not_honoured, expected),
+    );
+    m.apply(&plan(vec![Move { page: slow[2], to: TierId::SLOW }], vec![], MoveOptions::default()));
+
+    let end = placement(m);
+    expect("every page back where it was", end == where_, "placement differs from the start".into());
+    out
+}
