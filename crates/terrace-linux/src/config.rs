@@ -16,10 +16,15 @@
 //! metrics = "127.0.0.1:9464"      # Prometheus text endpoint (localhost only)
 //! dry_run = false                 # track and decide, move nothing
 //! policy = "age"                  # the policy for processes bound without one
+//!
+//! [policy.hpwp]                   # optional, one per policy: its parameters wherever it is built
+//! hot_threshold = 8
 //! ```
 
 use crate::topology::{format_list, TierOverride, Topology};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -33,6 +38,74 @@ pub struct Config {
     /// one says where it listens). Present: see [`DaemonConfig`].
     #[serde(default)]
     pub daemon: DaemonConfig,
+    /// `[policy.NAME]` tables: parameters of policy (or preset) NAME, used wherever `terrace run`
+    /// or the daemon builds it (`[policy.hpwp]` `hot_threshold = 8`). This crate knows no
+    /// policy, so the names, keys and values are checked against the registry by the `terrace`
+    /// command as it loads the config; here only their shape (scalars in tables).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub policy: BTreeMap<String, BTreeMap<String, ParamValue>>,
+}
+
+/// A policy parameter's value as TOML gives it: a number, `true`/`false`, or a string (`"10ms"`,
+/// `"2m"`). It prints as a policy spec writes it (`8`, `0.5`, `true`, `10ms`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    String(String),
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Integer(n) => write!(f, "{n}"),
+            ParamValue::Float(x) => write!(f, "{x}"),
+            ParamValue::Boolean(b) => write!(f, "{b}"),
+            ParamValue::String(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for ParamValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ParamValue::Integer(n) => s.serialize_i64(*n),
+            ParamValue::Float(x) => s.serialize_f64(*x),
+            ParamValue::Boolean(b) => s.serialize_bool(*b),
+            ParamValue::String(v) => s.serialize_str(v),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ParamValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a policy parameter's value: a number, true or false, or a string such as \"10ms\"",
+                )
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<ParamValue, E> {
+                Ok(ParamValue::Boolean(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<ParamValue, E> {
+                Ok(ParamValue::Integer(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ParamValue, E> {
+                i64::try_from(v).map(ParamValue::Integer).map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<ParamValue, E> {
+                Ok(ParamValue::Float(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<ParamValue, E> {
+                Ok(ParamValue::String(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// The `[tiers]` keys as the config spells them, so that a misspelt key (`fast_node`) is refused:
@@ -308,6 +381,26 @@ mod tests {
             let e = error(text);
             assert!(e.contains(&format!("`{key}`")) && e.contains("line "), "{key}: {e}");
         }
+    }
+
+    #[test]
+    fn policy_tables_hold_scalars_that_print_as_a_spec_writes_them() {
+        let c = Config::parse(
+            "t",
+            "[policy.hpwp]\nhot_threshold = 8\ninterval = \"20ms\"\n[policy.ambix]\nswitch = false\ndram_max = 92.5\n",
+        )
+        .unwrap();
+        let table =
+            |name: &str| -> Vec<String> { c.policy[name].iter().map(|(k, v)| format!("{k}={v}")).collect() };
+        assert_eq!(table("hpwp"), ["hot_threshold=8", "interval=20ms"]);
+        assert_eq!(table("ambix"), ["dram_max=92.5", "switch=false"]);
+        // Back to TOML and in again, unchanged.
+        assert_eq!(Config::parse("t", &toml::to_string(&c).unwrap()).unwrap(), c);
+        assert!(Config::default().policy.is_empty());
+        let e = error("[policy.hpwp]\nhot_threshold = [8]\n");
+        assert!(e.contains("line 2") && e.contains("a policy parameter's value"), "{e}");
+        let e = error("[policy]\nhpwp = 8\n");
+        assert!(e.contains("line 2"), "{e}");
     }
 
     #[test]

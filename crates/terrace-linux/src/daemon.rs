@@ -486,8 +486,11 @@ impl Shared {
         if pid == self.own_pid {
             return Err(format!("pid {pid} is the Terrace daemon itself"));
         }
-        let name = policy.unwrap_or_else(|| self.config.daemon.policy.clone());
-        let mut policy = (self.build)(&name)?;
+        let spec = policy.unwrap_or_else(|| self.config.daemon.policy.clone());
+        let mut policy = (self.build)(&spec)?;
+        // From here on the policy goes by its own name, which shows its parameters where they
+        // differ from its defaults (`hpwp:hot_threshold=8`, from the spec or the config).
+        let name = policy.name().to_string();
         let tiers = live_tiers(&self.config).map_err(|e| error_chain(&e))?;
         live_requirements(policy.as_ref(), &tiers, Attach::Running)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
@@ -807,10 +810,10 @@ mod tests {
         assert!(matches!(tiers_of(&topo, &Config::default()), Err(TiersError::SingleTier)));
     }
 
-    /// The daemon refuses to start on such a config, where this host's topology can be read.
+    /// The daemon refuses to start on such a config, on this host's own topology.
     #[test]
     fn the_daemon_refuses_nodes_the_host_lacks_at_start() {
-        let Ok(topo) = Topology::read(Path::new("/sys"), Path::new("/proc")) else { return };
+        let topo = Topology::read(Path::new("/sys"), Path::new("/proc")).expect("this host's NUMA topology");
         let absent = topo.nodes.iter().map(|n| n.id).max().unwrap_or(0) + 1;
         let mut config = Config::default();
         config.tiers.slow_nodes = Some(vec![absent]);

@@ -1,11 +1,12 @@
 //! `age`: the idle-age policy of Intel's memtierd (github.com/intel/memtierd), on page-table
 //! bits. A page referenced in the last interval is hot and goes to the fast tier; a page idle for
-//! `DEMOTE_AFTER_TICKS` intervals goes to the slow tier. When the fast tier is full, the
+//! `demote_after` intervals goes to the slow tier. When the fast tier is full, the
 //! longest-idle fast pages make room for hot ones.
 //!
 //! It is the simple hot/cold policy the live machine is tested with, and a baseline for the
 //! seeds: it knows recency only, not frequency or reads versus writes.
 
+use crate::params::{Kind, Param, Params};
 use terrace_model::{
     MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy, Requirements, TierId,
     TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
@@ -18,42 +19,84 @@ pub const HUGE_NAME: &str = "age-2m";
 pub const HUGE_SUMMARY: &str =
     "age over 2 MiB ranges (memtierd's default 512-page regions; moves transparent huge pages whole)";
 
-/// One interval: 1 s of real time (memtierd's trackers default to intervals of seconds; a shorter
-/// one costs a page-table scan more often).
-const TICK_NS: u64 = 1_000_000_000;
-/// Intervals a fast page must stay idle before it is demoted: 5 s, long enough that a page used
-/// every few seconds is not bounced between tiers.
-const DEMOTE_AFTER_TICKS: u16 = 5;
-/// Mover bandwidth cap: memtierd's default of 100 MB/s, so the policy never floods the memory bus.
-const RATE_LIMIT_MB_S: f64 = 100.0;
+/// The parameters (docs/policies.md, "age").
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "interval",
+        default: "1s",
+        kind: Kind::Duration { min_ns: 1_000_000, max_ns: 3_600_000_000_000 },
+        meaning: "how often the page-table bits are read and pages moved (real time)",
+        source: "memtierd: its trackers' intervals are seconds; 1 s is Terrace's pick (a shorter one costs \
+                 a page-table scan more often)",
+    },
+    Param {
+        name: "demote_after",
+        default: "5",
+        kind: Kind::Count { min: 1, max: u16::MAX as u64, unit: "intervals" },
+        meaning: "intervals a fast page must stay unreferenced before it is demoted",
+        source: "unstated (memtierd leaves it to its configuration): 5, i.e. 5 s at the default interval, \
+                 so a page used every few seconds is not bounced between tiers",
+    },
+    Param {
+        name: "rate_limit",
+        default: "100",
+        kind: Kind::Number { min: 0.001, max: 1e6, unit: "MB/s" },
+        meaning: "the mover's bandwidth cap",
+        source: "memtierd's mover default, 100 MB/s, so the policy never floods the memory bus",
+    },
+    Param {
+        name: "page_size",
+        default: "4k",
+        kind: Kind::Choice(&["4k", "2m"]),
+        meaning: "the pages it tracks and moves: 4 KiB, or 2 MiB ranges moved whole (transparent huge pages)",
+        source: "4k: the program's own pages; memtierd tracks 512-page (2 MiB) regions by default, which \
+                 is the age-2m preset",
+    },
+];
 
-#[derive(Default)]
 pub struct Age {
     /// Intervals since each page was last referenced.
     idle: Vec<u16>,
+    name: String,
+    tick_ns: u64,
+    demote_after: u16,
+    rate_limit_mb_s: f64,
     /// Work on 2 MiB pages (memtierd tracks 512-page regions by default, THP-uniform).
     huge: bool,
 }
 
+impl Default for Age {
+    fn default() -> Self {
+        Age::new(&crate::registry::defaults_of(NAME))
+    }
+}
+
 impl Age {
+    pub fn new(p: &Params) -> Self {
+        Age {
+            idle: Vec::new(),
+            name: p.name().to_string(),
+            tick_ns: p.duration_ns("interval"),
+            demote_after: p.count("demote_after") as u16,
+            rate_limit_mb_s: p.number("rate_limit"),
+            huge: p.word("page_size") == "2m",
+        }
+    }
+
     pub fn huge() -> Self {
-        Age { huge: true, ..Age::default() }
+        Age::new(&crate::registry::defaults_of(HUGE_NAME))
     }
 }
 
 impl Policy for Age {
     fn name(&self) -> &str {
-        if self.huge {
-            HUGE_NAME
-        } else {
-            NAME
-        }
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
-            tick_ns: Some(TICK_NS),
+            tick_ns: Some(self.tick_ns),
             page_size: if self.huge { PageSize::Huge2M } else { PageSize::Base4K },
             ..Requirements::default()
         }
@@ -85,9 +128,10 @@ impl Policy for Age {
         // Longest idle first: those are demoted first, and make room first.
         idle_fast.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut plan = Plan {
-            options: MoveOptions { rate_limit_mb_s: Some(RATE_LIMIT_MB_S), ..MoveOptions::default() },
+            options: MoveOptions { rate_limit_mb_s: Some(self.rate_limit_mb_s), ..MoveOptions::default() },
             reason: format!(
-                "age: referenced in the last interval up, idle {DEMOTE_AFTER_TICKS}+ intervals down"
+                "age: referenced in the last interval up, idle {}+ intervals down",
+                self.demote_after
             ),
             ..Plan::none()
         };
@@ -95,7 +139,7 @@ impl Policy for Age {
         let mut victims = idle_fast.iter().peekable();
         // Demote what has been idle long enough.
         while let Some(&&(idle, page)) = victims.peek() {
-            if idle < DEMOTE_AFTER_TICKS {
+            if idle < self.demote_after {
                 break;
             }
             plan.moves.push(Move { page, to: TierId::SLOW });
@@ -157,7 +201,7 @@ mod tests {
     #[test]
     fn a_fast_page_is_demoted_only_after_staying_idle_long_enough() {
         let mut p = Age::default();
-        for _ in 1..DEMOTE_AFTER_TICKS {
+        for _ in 1..p.demote_after {
             assert!(tick(&mut p, &[F, S], &[0, 0], 10).is_empty());
         }
         assert_eq!(tick(&mut p, &[F, S], &[0, 0], 10).moves, vec![Move { page: 0, to: S }]);
@@ -169,6 +213,15 @@ mod tests {
         tick(&mut p, &[F, F, S], &[0, PAGE_REFERENCED, 0], 2);
         let plan = tick(&mut p, &[F, F, S], &[0, PAGE_REFERENCED, PAGE_DIRTY], 2);
         assert_eq!(plan.moves, vec![Move { page: 0, to: S }, Move { page: 2, to: F }]);
+    }
+
+    #[test]
+    fn the_interval_and_demote_after_are_parameters() {
+        let mut p = Age::new(&crate::registry::params_of("age:demote_after=2,interval=250ms"));
+        assert_eq!(p.name(), "age:interval=250ms,demote_after=2");
+        assert_eq!(p.requirements(&crate::hemem::tests::machine(1.0)).tick_ns, Some(250_000_000));
+        assert!(tick(&mut p, &[F, S], &[0, 0], 10).is_empty());
+        assert_eq!(tick(&mut p, &[F, S], &[0, 0], 10).moves, vec![Move { page: 0, to: S }]);
     }
 
     #[test]

@@ -17,8 +17,10 @@
 //!   Threshold: DEMOTE the excess over 95% (or, with Switch off, PROMOTE while DRAM is under its
 //!   minimum); at most 2 GB worth of pages per request (§4.4); moves batched per process.
 //!
-//! Values the thesis leaves open are recorded in docs/policies.md ("ambix").
+//! Values the thesis leaves open are recorded in docs/policies.md ("ambix"); each is a parameter
+//! ([`PARAMS`]).
 
+use crate::params::{Kind, Param, Params};
 use terrace_model::{
     Exchange, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
     TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
@@ -31,19 +33,75 @@ pub const NOSWITCH_NAME: &str = "ambix-noswitch";
 pub const NOSWITCH_SUMMARY: &str =
     "Ambix with its Switch component off (Threshold only; the BFS setting of §5.5.2)";
 
-/// §5.2.3: the control period, 2 s.
-const PERIOD_NS: u64 = 2_000_000_000;
-/// §5.2.3: the delay between DCPMM_CLEAR and the walk that reads the bits, 50 ms.
-const DELAY_NS: u64 = 50_000_000;
-/// §5.2.3: DRAM maximum use, 95%.
-const DRAM_MAX_USE: f64 = 0.95;
-/// §5.2.3: Switch runs when the slow tier's write bandwidth exceeds 50 MB/s.
-const SWITCH_WRITE_MB_S: f64 = 50.0;
-/// §4.4: a request returns at most 2 GB worth of pages (the netlink limit), at seed scale.
-const REQUEST_CAP_BYTES: f64 = 2.0 * (1u64 << 30) as f64;
-/// Threshold's DRAM minimum when Switch is off: the thesis never states it (Switch is always on
-/// in its runs); 90%, five points under the maximum, so the two rules cannot fight.
-const DRAM_MIN_USE: f64 = 0.90;
+/// The parameters (docs/policies.md, "ambix"). Switch off is the `ambix-noswitch` preset.
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "switch",
+        default: "true",
+        kind: Kind::Flag,
+        meaning: "run the Switch component (PROMOTE_INT and SWITCH on slow-tier writes); off: Threshold only",
+        source: "Ambix thesis §4.3.3 (on in its runs); off is the BFS setting of §5.5.2, the ambix-noswitch preset",
+    },
+    Param {
+        name: "period",
+        default: "2s",
+        kind: Kind::Duration { min_ns: 1_000_000, max_ns: 3_600_000_000_000 },
+        meaning: "the control period (real time)",
+        source: "Ambix thesis §5.2.3: 2 s",
+    },
+    Param {
+        name: "delay",
+        default: "50ms",
+        kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+        meaning: "the window between clearing the bits (DCPMM_CLEAR) and reading them; shorter than the period",
+        source: "Ambix thesis §4.3.2 (SelMo's delay), §5.2.3: 50 ms",
+    },
+    Param {
+        name: "dram_max",
+        default: "95%",
+        kind: Kind::Percent { min: 1.0, max: 100.0 },
+        meaning: "DRAM use above which Threshold demotes, and up to which PROMOTE_INT fills",
+        source: "Ambix thesis §5.2.3: 95%",
+    },
+    Param {
+        name: "dram_min",
+        default: "90%",
+        kind: Kind::Percent { min: 0.0, max: 100.0 },
+        meaning: "with Switch off, DRAM use under which Threshold promotes; at most dram_max",
+        source: "unstated (Switch is on in all the thesis' runs): chosen five points under dram_max, so \
+                 PROMOTE and DEMOTE cannot alternate",
+    },
+    Param {
+        name: "switch_bandwidth",
+        default: "50",
+        kind: Kind::Number { min: 0.0, max: 1e6, unit: "MB/s" },
+        meaning: "slow-tier write bandwidth above which Switch runs (where the machine measures it)",
+        source: "Ambix thesis §4.3.3, §5.2.3: 50 MB/s",
+    },
+    Param {
+        name: "request_cap",
+        default: "2GiB",
+        kind: Kind::Bytes { min: 4096, max: 1 << 40 },
+        meaning: "the most one request moves, at seed scale (divided by the run's scale, in pages)",
+        source: "Ambix thesis §4.4: 2 GB per request (the netlink limit)",
+    },
+];
+
+/// Refuses a delay as long as the period and a minimum above the maximum.
+pub fn check(p: &Params) -> Result<(), String> {
+    let (period, delay) = (p.get("period"), p.get("delay"));
+    if p.duration_ns("delay") >= p.duration_ns("period") {
+        return Err(format!("delay={delay} must be shorter than period={period}"));
+    }
+    if p.fraction("dram_min") > p.fraction("dram_max") {
+        return Err(format!(
+            "dram_min={} is above dram_max={}; give a minimum at or under the maximum",
+            p.get("dram_min"),
+            p.get("dram_max")
+        ));
+    }
+    Ok(())
+}
 
 /// Where the control loop is between two periods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,13 +113,23 @@ enum Phase {
 }
 
 pub struct Ambix {
+    name: String,
     switch_on: bool,
+    period_ns: u64,
+    delay_ns: u64,
+    dram_max_use: f64,
+    dram_min_use: f64,
+    /// dram_max and dram_min as written ("95%"), for the plans' reasons.
+    dram_limits: (String, String),
+    switch_write_mb_s: f64,
+    request_cap_bytes: f64,
     phase: Phase,
     /// DRAM pages' bits gathered over the period (the observation at the clear tick covers all
     /// but its last 50 ms).
     dram_bits: Vec<u8>,
     /// Slow-tier bytes written over the period, for the Switch trigger.
-    slow_written: u64,
+    /// Bytes written to the slow tier this period; `None` on a machine without the counters.
+    slow_written: Option<u64>,
     period_start_ns: u64,
     /// Resume cursors, per tier (§4.2).
     cursor: [usize; 2],
@@ -70,12 +138,25 @@ pub struct Ambix {
 }
 
 impl Ambix {
+    /// Ambix at the thesis' values, with Switch on or off (`ambix`, `ambix-noswitch`).
     pub fn new(switch_on: bool) -> Self {
+        Ambix::with(&crate::registry::defaults_of(if switch_on { NAME } else { NOSWITCH_NAME }))
+    }
+
+    pub fn with(p: &Params) -> Self {
         Ambix {
-            switch_on,
+            name: p.name().to_string(),
+            switch_on: p.flag("switch"),
+            period_ns: p.duration_ns("period"),
+            delay_ns: p.duration_ns("delay"),
+            dram_max_use: p.fraction("dram_max"),
+            dram_min_use: p.fraction("dram_min"),
+            dram_limits: (p.get("dram_max").to_string(), p.get("dram_min").to_string()),
+            switch_write_mb_s: p.number("switch_bandwidth"),
+            request_cap_bytes: p.bytes("request_cap") as f64,
             phase: Phase::Clear,
             dram_bits: Vec::new(),
-            slow_written: 0,
+            slow_written: None,
             period_start_ns: 0,
             cursor: [0; 2],
             request_cap_pages: usize::MAX,
@@ -130,18 +211,18 @@ impl Ambix {
         let dram = obs.tiers[0];
         let Some(dram_cap) = dram.capacity_pages else { return Plan::none() };
         let slow_free = obs.tiers.get(1).map_or(0, |t| t.free_pages());
-        let max_pages = (dram_cap as f64 * DRAM_MAX_USE) as u64;
+        let max_pages = (dram_cap as f64 * self.dram_max_use) as u64;
         let period_s = (obs.now_ns.saturating_sub(self.period_start_ns)).max(1) as f64 * 1e-9;
         // The Switch trigger (§4.3.3): the slow tier's write bandwidth above 50 MB/s, "i.e.
         // write-hot pages are in DCPMM". From the machine's counters where it has them (PCM in
         // the thesis); a machine without them (the live one today) triggers on any dirty
         // slow-tier page, which is what the bandwidth threshold stands for.
-        let slow_write_mb_s = self.slow_written as f64 / period_s / 1e6;
-        let triggered = if self.slow_written > 0 {
-            slow_write_mb_s > SWITCH_WRITE_MB_S
-        } else {
-            slow_bits.iter().zip(placement).any(|(b, t)| *t == TierId::SLOW && *b & PAGE_DIRTY != 0)
+        let slow_write_mb_s = self.slow_written.map(|bytes| bytes as f64 / period_s / 1e6);
+        let triggered = match slow_write_mb_s {
+            Some(mb_s) => mb_s > self.switch_write_mb_s,
+            None => slow_bits.iter().zip(placement).any(|(b, t)| *t == TierId::SLOW && *b & PAGE_DIRTY != 0),
         };
+        let slow_writes = slow_write_mb_s.map_or("unmeasured".to_string(), |mb_s| format!("{mb_s:.0} MB/s"));
         let dram_bits = std::mem::take(&mut self.dram_bits);
         let rd = |bits: &[u8], p: PageIdx| {
             let b = bits.get(p as usize).copied().unwrap_or(0);
@@ -169,18 +250,12 @@ impl Ambix {
                 let found = self.page_find(TierId::SLOW, placement, n, promote_int_class);
                 used += found.len() as u64;
                 plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::FAST }));
-                reasons.push(format!(
-                    "PROMOTE_INT {} (slow tier writes {slow_write_mb_s:.0} MB/s)",
-                    found.len()
-                ));
+                reasons.push(format!("PROMOTE_INT {} (slow tier writes {slow_writes})", found.len()));
             } else {
                 let up = self.page_find(TierId::SLOW, placement, cap, promote_int_class);
                 let down = self.page_find(TierId::FAST, placement, up.len(), demote_class);
                 let pairs = pair_for_switch(&up, &down);
-                reasons.push(format!(
-                    "SWITCH {} pairs (slow tier writes {slow_write_mb_s:.0} MB/s)",
-                    pairs.len()
-                ));
+                reasons.push(format!("SWITCH {} pairs (slow tier writes {slow_writes})", pairs.len()));
                 plan.exchanges.extend(pairs.into_iter().map(|(a, b)| Exchange { a, b }));
             }
         }
@@ -188,13 +263,13 @@ impl Ambix {
             let n = ((used - max_pages).min(slow_free) as usize).min(cap);
             let found = self.page_find(TierId::FAST, placement, n, demote_class);
             plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::SLOW }));
-            reasons.push(format!("DEMOTE {} (DRAM above 95%)", found.len()));
-        } else if !self.switch_on && (used as f64) < dram_cap as f64 * DRAM_MIN_USE {
+            reasons.push(format!("DEMOTE {} (DRAM above {})", found.len(), self.dram_limits.0));
+        } else if !self.switch_on && (used as f64) < dram_cap as f64 * self.dram_min_use {
             // PROMOTE: dirty pages first, then any other slow page.
-            let n = (((dram_cap as f64 * DRAM_MIN_USE) as u64 - used) as usize).min(cap);
+            let n = (((dram_cap as f64 * self.dram_min_use) as u64 - used) as usize).min(cap);
             let found = self.page_find(TierId::SLOW, placement, n, |p| Some(rd(slow_bits, p).1));
             plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::FAST }));
-            reasons.push(format!("PROMOTE {} (DRAM under 90%)", found.len()));
+            reasons.push(format!("PROMOTE {} (DRAM under {})", found.len(), self.dram_limits.1));
         }
         plan.reason = format!("ambix: {}", reasons.join(", "));
         plan
@@ -220,17 +295,13 @@ fn pair_for_switch(up: &[(PageIdx, bool)], down: &[(PageIdx, bool)]) -> Vec<(Pag
 
 impl Policy for Ambix {
     fn name(&self) -> &str {
-        if self.switch_on {
-            NAME
-        } else {
-            NOSWITCH_NAME
-        }
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
-            tick_ns: Some(PERIOD_NS),
+            tick_ns: Some(self.period_ns),
             ..Requirements::default()
         }
     }
@@ -238,20 +309,20 @@ impl Policy for Ambix {
     fn start(&mut self, machine: &MachineInfo) {
         self.page_bytes = machine.page_size.bytes();
         self.request_cap_pages =
-            ((REQUEST_CAP_BYTES / machine.scale.max(1.0)) as u64 / self.page_bytes).max(1) as usize;
+            ((self.request_cap_bytes / machine.scale.max(1.0)) as u64 / self.page_bytes).max(1) as usize;
     }
 
     /// Ticks alternate: 1950 ms to the clear, then the 50 ms delay to the walk.
     fn next_tick_ns(&self) -> Option<u64> {
         Some(match self.phase {
-            Phase::Clear => PERIOD_NS - DELAY_NS,
-            Phase::Act => DELAY_NS,
+            Phase::Clear => self.period_ns - self.delay_ns,
+            Phase::Act => self.delay_ns,
         })
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let Some(bits) = obs.page_bits else { return Plan::none() };
-        let slow_written = obs.tiers.get(1).map_or(0, |t| t.write_bytes);
+        let slow_written = obs.tiers.get(1).and_then(|t| t.write_bytes);
         match self.phase {
             Phase::Clear => {
                 // DCPMM_CLEAR: this observation cleared every page's bits; keep DRAM's for the period.
@@ -272,10 +343,10 @@ impl Policy for Ambix {
                 for (acc, &b) in self.dram_bits.iter_mut().zip(bits) {
                     *acc |= b;
                 }
-                self.slow_written += slow_written;
+                self.slow_written = self.slow_written.zip(slow_written).map(|(a, b)| a + b);
                 let plan = self.decide(obs, bits);
                 self.period_start_ns = obs.now_ns;
-                self.slow_written = 0;
+                self.slow_written = None;
                 self.phase = Phase::Clear;
                 plan
             }
@@ -292,6 +363,9 @@ mod tests {
     const S: TierId = TierId::SLOW;
     const RD: u8 = PAGE_REFERENCED | PAGE_DIRTY;
     const R: u8 = PAGE_REFERENCED;
+    /// The default period and delay (§5.2.3).
+    const PERIOD_NS: u64 = 2_000_000_000;
+    const DELAY_NS: u64 = 50_000_000;
 
     fn started(switch_on: bool) -> Ambix {
         let mut a = Ambix::new(switch_on);
@@ -308,7 +382,7 @@ mod tests {
         placement: &[TierId],
         bits: &[u8],
         dram_cap: u64,
-        slow_write_bytes: u64,
+        slow_write_bytes: Option<u64>,
     ) -> Plan {
         let used = placement.iter().filter(|t| **t == F).count() as u64;
         let tiers = |w| {
@@ -322,7 +396,7 @@ mod tests {
                 },
             ]
         };
-        let clear_tiers = tiers(0);
+        let clear_tiers = tiers(slow_write_bytes.map(|_| 0));
         let clear_bits: Vec<u8> =
             bits.iter().zip(placement).map(|(&b, &t)| if t == F { b } else { 0 }).collect();
         let obs = |now, tiers, bits| Observations {
@@ -348,12 +422,12 @@ mod tests {
         let mut a = started(true);
         // DRAM over 95% of 10 pages, every DRAM page write-hot: nothing may be demoted.
         let placement = [F; 10];
-        let plan = period(&mut a, &placement, &[RD; 10], 10, 0);
+        let plan = period(&mut a, &placement, &[RD; 10], 10, Some(0));
         assert!(plan.moves.iter().all(|m| m.to != S), "{:?}", plan.moves);
         // One cold page among them: it (and only it) goes.
         let mut bits = [RD; 10];
         bits[3] = 0;
-        let plan = period(&mut a, &placement, &bits, 10, 0);
+        let plan = period(&mut a, &placement, &bits, 10, Some(0));
         assert_eq!(plan.moves, vec![Move { page: 3, to: S }]);
     }
 
@@ -367,7 +441,7 @@ mod tests {
         let mut bits = vec![0, R];
         bits.extend([RD; 17]);
         bits.extend([RD, RD, R, R]);
-        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
         assert!(plan.moves.is_empty(), "{:?}", plan.moves);
         for e in &plan.exchanges {
             let (up, down) = (e.a, e.b);
@@ -389,9 +463,9 @@ mod tests {
         placement.extend([S; 2]);
         let mut bits = vec![0; 19];
         bits.extend([RD, RD]);
-        let plan = period(&mut a, &placement, &bits, 20, 1_000);
+        let plan = period(&mut a, &placement, &bits, 20, Some(1_000));
         assert!(plan.is_empty(), "1 kB in 2 s is below 50 MB/s: {plan:?}");
-        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
         assert_eq!(plan.exchanges.len(), 2);
     }
 
@@ -402,10 +476,14 @@ mod tests {
         placement.extend([S; 2]);
         let mut bits = vec![0; 10];
         bits.extend([0, RD]);
-        let plan = period(&mut a, &placement, &bits, 20, 0);
+        let plan = period(&mut a, &placement, &bits, 20, None);
         assert_eq!(plan.moves, vec![Move { page: 11, to: F }]);
         bits[11] = R;
-        assert!(period(&mut a, &placement, &bits, 20, 0).is_empty(), "read-hot alone does not trigger");
+        assert!(period(&mut a, &placement, &bits, 20, None).is_empty(), "read-hot alone does not trigger");
+        // A machine that measures the slow tier's writes and saw none: no trigger, dirty bits or
+        // not (zero measured is not "unknown"; the bits stand in only where nothing is measured).
+        bits[11] = RD;
+        assert!(period(&mut a, &placement, &bits, 20, Some(0)).is_empty());
     }
 
     #[test]
@@ -416,7 +494,7 @@ mod tests {
         placement.extend([S; 12]);
         let mut bits = vec![R; 10];
         bits.extend([R, R, R, RD, RD, RD, RD, RD, RD, RD, RD, RD]);
-        let plan = period(&mut a, &placement, &bits, 20, HEAVY);
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
         let up: Vec<u32> = plan.moves.iter().filter(|m| m.to == F).map(|m| m.page).collect();
         assert_eq!(up.len(), 9);
         assert!(up.iter().all(|&p| bits[p as usize] == RD), "write-hot pages first: {up:?}");
@@ -440,19 +518,70 @@ mod tests {
         let mut a = started(true);
         assert_eq!(a.next_tick_ns(), Some(PERIOD_NS - DELAY_NS));
         let placement = [F];
-        period(&mut a, &placement, &[0], 10, 0);
+        period(&mut a, &placement, &[0], 10, Some(0));
         assert_eq!(a.next_tick_ns(), Some(PERIOD_NS - DELAY_NS));
         a.phase = Phase::Act;
         assert_eq!(a.next_tick_ns(), Some(DELAY_NS));
     }
 
     #[test]
+    fn the_period_and_delay_are_parameters() {
+        let a = Ambix::with(&crate::registry::params_of("ambix:period=4s,delay=100ms"));
+        assert_eq!(a.name(), "ambix:period=4s,delay=100ms");
+        assert_eq!(a.next_tick_ns(), Some(3_900_000_000));
+        assert_eq!(a.requirements(&crate::hemem::tests::machine(1.0)).tick_ns, Some(4_000_000_000));
+    }
+
+    #[test]
     fn with_switch_off_dram_is_filled_dirty_pages_first() {
         let mut a = started(false);
         let placement = [F, S, S, S];
-        let plan = period(&mut a, &placement, &[0, 0, RD, 0], 4, HEAVY);
+        let plan = period(&mut a, &placement, &[0, 0, RD, 0], 4, Some(HEAVY));
         let up: Vec<u32> = plan.moves.iter().filter(|m| m.to == F).map(|m| m.page).collect();
         assert_eq!(up.first(), Some(&2));
         assert!(plan.exchanges.is_empty());
+    }
+
+    /// SWITCH's pairing rule itself (Table 4.1): a backup page (a read-hot slow page to promote,
+    /// a read-hot DRAM page to demote) is paired only with a priority page of the other tier.
+    #[test]
+    fn switch_pairs_a_backup_page_only_with_a_priority_page_of_the_other_tier() {
+        // Up: slow page 10 write-hot (priority), 11 and 12 read-hot (backup). Down: DRAM page 20
+        // cold (priority), 21 read-hot (backup). Both lists in walk order, priority first.
+        let (up, down) = ([(10, true), (11, false)], [(20, true), (21, false)]);
+        // 10 takes the first candidate; 11 and 21 are equally hot, so neither moves.
+        assert_eq!(pair_for_switch(&up, &down), vec![(10, 20)]);
+        // Two backup promotions: the first takes the priority demotion, the second nothing.
+        assert_eq!(pair_for_switch(&[(11, false), (12, false)], &down), vec![(11, 20)]);
+        // Backups on both sides: no pair at all.
+        assert_eq!(pair_for_switch(&[(11, false), (12, false)], &[(21, false)]), vec![]);
+        // A priority promotion takes a backup demotion.
+        assert_eq!(pair_for_switch(&[(10, true)], &[(21, false)]), vec![(10, 21)]);
+    }
+
+    #[test]
+    fn switch_never_swaps_a_read_hot_slow_page_for_a_read_hot_dram_page() {
+        let mut a = started(true);
+        // DRAM at 95% (19 of 20): pages 0-1 read-hot, 2-18 write-hot. Slow pages 19-20 read-hot.
+        // Switch is triggered, but every candidate is a backup: nothing is worth swapping.
+        let mut placement = vec![F; 19];
+        placement.extend([S; 2]);
+        let mut bits = vec![R, R];
+        bits.extend([RD; 17]);
+        bits.extend([R, R]);
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
+        assert!(plan.exchanges.is_empty(), "two equally hot pages swapped: {:?}", plan.exchanges);
+        assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+        // One of the slow pages write-hot: it (and only it) is swapped, for a read-hot DRAM page.
+        bits[20] = RD;
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
+        assert_eq!(plan.exchanges.len(), 1, "{:?}", plan.exchanges);
+        assert_eq!(plan.exchanges[0].a, 20);
+        assert!(plan.exchanges[0].b < 2, "{:?}", plan.exchanges);
+        // Both slow pages read-hot again, DRAM page 0 cold: one read-hot page is swapped for it.
+        bits[20] = R;
+        bits[0] = 0;
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
+        assert_eq!(plan.exchanges, vec![Exchange { a: 19, b: 0 }]);
     }
 }

@@ -13,66 +13,181 @@
 //! 5. Every 10 ms, promote slow-tier hot pages, oldest first, into free fast room, else against
 //!    the oldest page of the fast tier's cold list; never against a hot fast page. At most 10 GiB
 //!    per pass at seed scale (divided by the run's scale), 2 MiB pages.
+//!
+//! Every number above is a parameter ([`PARAMS`]), HeMem's value its default.
 
+use crate::params::{Kind, Param, Params};
 use crate::sampled_heat::{Heat, HeatCounters, Promoter, Side, TierLists};
 use terrace_model::{
-    MachineInfo, MoveOptions, Observations, PageSize, Plan, Policy, Requirements, TlbFlush, TrackerRequest,
+    MachineInfo, Mechanism, MoveOptions, Observations, PageSize, Plan, Policy, Requirements, TlbFlush,
+    TrackerRequest,
 };
 
 pub const NAME: &str = "hemem";
 pub const SUMMARY: &str =
     "HeMem: sampled reads/writes per 2 MiB page, hot at 4, clock cooling, hot/cold FIFOs, 10 ms passes";
 
-/// PEBS sample period (HeMem `SAMPLE_PERIOD`): one access in 19,997 is reported.
-pub const SAMPLE_PERIOD: u32 = 19_997;
-/// Sampled reads that make a page hot (HeMem `HOT_READ_THRESHOLD`).
-pub const HOT_READS: u32 = 4;
-/// Sampled writes that make a page hot (HeMem `HOT_WRITE_THRESHOLD`).
-pub const HOT_WRITES: u32 = 4;
-/// A count that reaches this advances the cooling clock (HeMem `PEBS_COOLING_THRESHOLD`).
-pub const COOLING_THRESHOLD: u32 = 10;
-/// Policy pass period, real time (HeMem `PEBS_KSWAPD_INTERVAL`; HPWP §5.3 "every 10ms").
-pub const TICK_NS: u64 = 10_000_000;
-/// Bytes promoted per pass at seed scale (HeMem `PEBS_KSWAPD_MIGRATE_RATE`, 10 GiB).
-pub const PROMOTE_BYTES_PER_PASS: u64 = 10 << 30;
 /// HeMem's page size: 2 MiB huge pages from a DAX file.
 pub const PAGE_SIZE: PageSize = PageSize::Huge2M;
+
+/// The largest count a threshold may ask for: counts are halved once they reach the cooling
+/// threshold, so no count exceeds it.
+const MAX_SAMPLES: u64 = 1000;
+
+/// PEBS sample period (HeMem `SAMPLE_PERIOD`), shared with hpwp.
+pub(crate) const P_SAMPLE_PERIOD: Param = Param {
+    name: "sample_period",
+    default: "19997",
+    kind: Kind::Count { min: 1, max: u32::MAX as u64, unit: "accesses" },
+    meaning: "one access (load or store) in this many is sampled",
+    source: "HeMem's SAMPLE_PERIOD (src/pebs.h); HPWP samples as HeMem does (§4.2)",
+};
+/// A count that reaches this advances the cooling clock (HeMem `PEBS_COOLING_THRESHOLD`).
+pub(crate) const P_COOLING_THRESHOLD: Param = Param {
+    name: "cooling_threshold",
+    default: "10",
+    kind: Kind::Count { min: 1, max: MAX_SAMPLES, unit: "samples" },
+    meaning: "a page's read or write count reaching this advances the clock that halves every count",
+    source: "HeMem's PEBS_COOLING_THRESHOLD; HPWP §5.2 keeps HeMem's clock",
+};
+/// Policy pass period, real time (HeMem `PEBS_KSWAPD_INTERVAL`; HPWP §5.3 "every 10ms").
+pub(crate) const P_INTERVAL: Param = Param {
+    name: "interval",
+    default: "10ms",
+    kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+    meaning: "the promotion pass period (real time)",
+    source: "HeMem's PEBS_KSWAPD_INTERVAL; HPWP §5.3: every 10 ms",
+};
+/// Bytes promoted per pass at seed scale (HeMem `PEBS_KSWAPD_MIGRATE_RATE`).
+pub(crate) const P_PROMOTE_PER_PASS: Param = Param {
+    name: "promote_per_pass",
+    default: "10GiB",
+    kind: Kind::Bytes { min: 4096, max: 1 << 40 },
+    meaning: "bytes promoted per pass at seed scale (divided by the run's scale, rounded up to pages)",
+    source: "HeMem's PEBS_KSWAPD_MIGRATE_RATE, 10 GiB",
+};
 /// HeMem copies a page with 4 threads when it has no DMA engine (`MAX_COPY_THREADS`).
-pub const COPY_THREADS: u32 = 4;
+pub(crate) const P_COPY_THREADS: Param = Param {
+    name: "copy_threads",
+    default: "4",
+    kind: Kind::Count { min: 1, max: 64, unit: "threads" },
+    meaning: "threads copying each page",
+    source: "HeMem's MAX_COPY_THREADS (its copy without a DMA engine); HPWP §5.3 uses I/OAT DMA where \
+             present, which the simulator does not model",
+};
+
+/// The parameters (docs/policies.md, "hemem").
+pub const PARAMS: &[Param] = &[
+    P_SAMPLE_PERIOD,
+    Param {
+        name: "hot_reads",
+        default: "4",
+        kind: Kind::Count { min: 1, max: MAX_SAMPLES, unit: "samples" },
+        meaning: "sampled reads that make a page hot (at most cooling_threshold)",
+        source: "HeMem's HOT_READ_THRESHOLD",
+    },
+    Param {
+        name: "hot_writes",
+        default: "4",
+        kind: Kind::Count { min: 1, max: MAX_SAMPLES, unit: "samples" },
+        meaning: "sampled writes that make a page hot (at most cooling_threshold)",
+        source: "HeMem's HOT_WRITE_THRESHOLD",
+    },
+    P_COOLING_THRESHOLD,
+    P_INTERVAL,
+    P_PROMOTE_PER_PASS,
+    P_COPY_THREADS,
+];
+
+/// Refuses a threshold no count can reach: counts are halved once they reach the cooling
+/// threshold.
+pub(crate) fn check_reachable(p: &Params, key: &str, limit: u64) -> Result<(), String> {
+    let n = p.count(key);
+    if n > limit {
+        return Err(format!(
+            "{key}={n} can never be reached (a count is halved once it reaches cooling_threshold={}); give at \
+             most {limit}",
+            p.count("cooling_threshold")
+        ));
+    }
+    Ok(())
+}
+
+pub fn check(p: &Params) -> Result<(), String> {
+    let ct = p.count("cooling_threshold");
+    check_reachable(p, "hot_reads", ct)?;
+    check_reachable(p, "hot_writes", ct)
+}
+
+/// What HPWP shares with HeMem: sampling, the cooling clock, the pass, the budget and the mover.
+#[derive(Clone, Debug)]
+pub struct Base {
+    pub sample_period: u32,
+    pub cooling_threshold: u32,
+    pub tick_ns: u64,
+    /// Bytes promoted per pass at seed scale.
+    pub promote_bytes: u64,
+    pub copy_threads: u32,
+}
+
+impl Base {
+    pub fn new(p: &Params) -> Self {
+        Base {
+            sample_period: p.count("sample_period") as u32,
+            cooling_threshold: p.count("cooling_threshold") as u32,
+            tick_ns: p.duration_ns("interval"),
+            promote_bytes: p.bytes("promote_per_pass"),
+            copy_threads: p.count("copy_threads") as u32,
+        }
+    }
+
+    /// Promotions per pass: the seed's byte cap divided by the run's scale, in pages, rounded
+    /// up (HeMem's loop promotes while fewer than the cap's bytes have moved, so a partial page
+    /// still goes), and at least one.
+    pub fn promotions_per_pass(&self, scale: f64, page: PageSize) -> usize {
+        let bytes = self.promote_bytes as f64 / scale.max(f64::MIN_POSITIVE);
+        ((bytes / page.bytes() as f64).ceil() as usize).max(1)
+    }
+
+    /// How HeMem moves pages: one page at a time, copied by its copy threads, each remap its own
+    /// shootdown, the page write-protected during its copy (HPWP thesis ch. IV "Page Migrator"
+    /// and §5.3).
+    pub fn move_options(&self) -> MoveOptions {
+        MoveOptions {
+            batch_pages: 1,
+            copy_threads: self.copy_threads,
+            concurrent_batches: 1,
+            rate_limit_mb_s: None,
+            tlb_flush: TlbFlush::PerPage,
+            protected_copies: true,
+        }
+    }
+
+    /// What HeMem asks of a machine, and HPWP after it: samples every `sample_period`
+    /// accesses, 2 MiB pages, a pass every `interval`.
+    pub fn requirements(&self) -> Requirements {
+        Requirements {
+            trackers: vec![TrackerRequest::sampling(self.sample_period)],
+            page_size: PAGE_SIZE,
+            tick_ns: Some(self.tick_ns),
+            mechanisms: if self.move_options().protected_copies {
+                vec![Mechanism::WriteProtectedCopies]
+            } else {
+                vec![]
+            },
+            ..Requirements::default()
+        }
+    }
+}
 
 const HOT: usize = 0;
 const COLD: usize = 1;
 
-/// Promotions per pass: the seed's byte cap divided by the run's scale, in pages, rounded up
-/// (HeMem's loop promotes while fewer than the cap's bytes have moved, so a partial page still
-/// goes), and at least one.
-pub fn promotions_per_pass(scale: f64, page: PageSize) -> usize {
-    let bytes = PROMOTE_BYTES_PER_PASS as f64 / scale.max(f64::MIN_POSITIVE);
-    ((bytes / page.bytes() as f64).ceil() as usize).max(1)
-}
-
-/// How HeMem moves pages: one page at a time, copied by its copy threads, each remap its own
-/// shootdown, the page write-protected during its copy (HPWP thesis ch. IV "Page Migrator" and §5.3).
-pub fn move_options() -> MoveOptions {
-    MoveOptions {
-        batch_pages: 1,
-        copy_threads: COPY_THREADS,
-        concurrent_batches: 1,
-        rate_limit_mb_s: None,
-        tlb_flush: TlbFlush::PerPage,
-        write_protect_copies: true,
-    }
-}
-
-fn class(h: Heat) -> usize {
-    if h.reads >= HOT_READS || h.writes >= HOT_WRITES {
-        HOT
-    } else {
-        COLD
-    }
-}
-
 pub struct Hemem {
+    name: String,
+    base: Base,
+    hot_reads: u32,
+    hot_writes: u32,
     heat: HeatCounters,
     lists: TierLists,
     /// The clock value at the last walk of the hot lists.
@@ -82,38 +197,45 @@ pub struct Hemem {
 
 impl Default for Hemem {
     fn default() -> Self {
-        Hemem {
-            heat: HeatCounters::new(COOLING_THRESHOLD),
-            lists: TierLists::new(2),
-            walked_at: 0,
-            budget: promotions_per_pass(1.0, PAGE_SIZE),
-        }
+        Hemem::new(&crate::registry::defaults_of(NAME))
     }
 }
 
-/// What HeMem asks of a machine, and HPWP after it: samples every `SAMPLE_PERIOD` accesses,
-/// 2 MiB pages, a pass every 10 ms.
-pub(crate) fn requirements() -> Requirements {
-    Requirements {
-        trackers: vec![TrackerRequest::sampling(SAMPLE_PERIOD)],
-        page_size: PAGE_SIZE,
-        tick_ns: Some(TICK_NS),
-        protected_copies: move_options().write_protect_copies,
-        ..Requirements::default()
+impl Hemem {
+    pub fn new(p: &Params) -> Self {
+        let base = Base::new(p);
+        Hemem {
+            name: p.name().to_string(),
+            hot_reads: p.count("hot_reads") as u32,
+            hot_writes: p.count("hot_writes") as u32,
+            heat: HeatCounters::new(base.cooling_threshold),
+            lists: TierLists::new(2),
+            walked_at: 0,
+            budget: base.promotions_per_pass(1.0, PAGE_SIZE),
+            base,
+        }
+    }
+
+    fn class(&self, h: Heat) -> usize {
+        if h.reads >= self.hot_reads || h.writes >= self.hot_writes {
+            HOT
+        } else {
+            COLD
+        }
     }
 }
 
 impl Policy for Hemem {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        requirements()
+        self.base.requirements()
     }
 
     fn start(&mut self, machine: &MachineInfo) {
-        self.budget = promotions_per_pass(machine.scale, PAGE_SIZE);
+        self.budget = self.base.promotions_per_pass(machine.scale, PAGE_SIZE);
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
@@ -126,14 +248,16 @@ impl Policy for Hemem {
         self.lists.sync(obs.placement, COLD);
         for s in obs.samples.iter().filter(|s| (s.page as usize) < pages) {
             let h = self.heat.record(s.page, s.kind);
-            self.lists.set_class(s.page, class(h));
+            let class = self.class(h);
+            self.lists.set_class(s.page, class);
         }
         if self.heat.clock() != self.walked_at {
             self.walked_at = self.heat.clock();
             for side in [Side::Fast, Side::Slow] {
                 for page in self.lists.pages(side, HOT) {
                     let h = self.heat.cool(page);
-                    self.lists.set_class(page, class(h));
+                    let class = self.class(h);
+                    self.lists.set_class(page, class);
                 }
             }
         }
@@ -145,7 +269,7 @@ impl Policy for Hemem {
         }
         Plan {
             moves: pass.into_moves(),
-            options: move_options(),
+            options: self.base.move_options(),
             reason: "hemem: hot slow pages up, against the oldest cold fast pages".into(),
             ..Plan::none()
         }
@@ -177,6 +301,7 @@ pub(crate) mod tests {
             pages: 0,
             threads: 1,
             scale,
+            mechanisms: Default::default(),
         }
     }
 
@@ -249,6 +374,8 @@ pub(crate) mod tests {
 
     #[test]
     fn promotions_per_pass_never_exceed_the_scaled_budget() {
+        let base = Base::new(&crate::registry::defaults_of(NAME));
+        let promotions_per_pass = |scale, page| base.promotions_per_pass(scale, page);
         assert_eq!(promotions_per_pass(1024.0, PAGE_SIZE), 5, "10 GiB / 1024 = 10 MiB = 5 huge pages");
         assert_eq!(promotions_per_pass(1.0, PAGE_SIZE), 5120);
         assert_eq!(promotions_per_pass(3000.0, PAGE_SIZE), 2, "3.4 MiB: the partial page still goes");
@@ -272,6 +399,15 @@ pub(crate) mod tests {
         assert_eq!(tick(&mut p, &placement, 1, &samples(0, R, 4)).moves, [up(0)]);
         // The machine did not move it: it is still a slow hot page.
         assert_eq!(tick(&mut p, &placement, 1, &[]).moves, [up(0)]);
+    }
+
+    #[test]
+    fn the_thresholds_sampling_and_mover_are_parameters() {
+        let mut p =
+            Hemem::new(&crate::registry::params_of("hemem:hot_reads=2,sample_period=100,copy_threads=8"));
+        assert_eq!(tick(&mut p, &[S, S], 10, &samples(0, R, 2)).moves, [up(0)]);
+        assert_eq!(p.requirements(&machine(1.0)).trackers, [TrackerRequest::sampling(100)]);
+        assert_eq!(tick(&mut p, &[S, S], 10, &[]).options.copy_threads, 8);
     }
 
     #[test]

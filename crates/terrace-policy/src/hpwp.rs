@@ -22,7 +22,8 @@
 //! while it is copied, so no write is lost) are the live machine's mover's job, not the
 //! policy's; the simulator's moves are atomic.
 
-use crate::hemem::{self, COOLING_THRESHOLD, PAGE_SIZE};
+use crate::hemem::{self, PAGE_SIZE};
+use crate::params::{Kind, Param, Params};
 use crate::sampled_heat::{Heat, HeatCounters, Promoter, Side, TierLists};
 use terrace_model::{MachineInfo, Observations, PageIdx, Plan, Policy, Requirements};
 
@@ -30,13 +31,38 @@ pub const NAME: &str = "hpwp";
 pub const SUMMARY: &str =
     "HPWP: HeMem plus a write-likely class; write-likely hot pages first to DRAM, write-likely cold ones too";
 
-/// Sampled accesses, reads and writes together, that make a page hot (§6.2: "we set the hot
-/// threshold to 3").
-pub const HOT_ACCESSES: u32 = 3;
-/// Recent sampled writes that make a page write-likely. The thesis gives no value (§6.2: 2-3
-/// overestimate, more than 4 underestimates, "set by balancing"); 4 is the value its sweep
-/// wording points to and is HeMem's own write-hot threshold on the same cooled counter.
-pub const HPW_WRITES: u32 = 4;
+/// The parameters (docs/policies.md, "hpwp"): its two thresholds, then what it shares with hemem.
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "hot_threshold",
+        default: "3",
+        kind: Kind::Count { min: 1, max: 1000, unit: "samples" },
+        meaning: "sampled accesses, reads and writes together, that make a page hot (at most twice \
+                  cooling_threshold)",
+        source: "HPWP thesis §6.2: \"we set the hot threshold to 3\"",
+    },
+    Param {
+        name: "hpw_writes",
+        default: "4",
+        kind: Kind::Count { min: 1, max: 1000, unit: "samples" },
+        meaning: "recent sampled writes that make a page write-likely (HPW; at most cooling_threshold)",
+        source: "unstated (§6.2: 2-3 overestimate, more than 4 underestimate, \"set by balancing\"): 4, \
+                 where the sweep's wording points, and HeMem's own write-hot threshold",
+    },
+    hemem::P_SAMPLE_PERIOD,
+    hemem::P_COOLING_THRESHOLD,
+    hemem::P_INTERVAL,
+    hemem::P_PROMOTE_PER_PASS,
+    hemem::P_COPY_THREADS,
+];
+
+/// Refuses thresholds no count can reach (a count is halved once it reaches the cooling
+/// threshold, so reads and writes together stay under twice it).
+pub fn check(p: &Params) -> Result<(), String> {
+    let ct = p.count("cooling_threshold");
+    hemem::check_reachable(p, "hot_threshold", 2 * ct)?;
+    hemem::check_reachable(p, "hpw_writes", ct)
+}
 
 const HPW_HOT: usize = 0;
 const HOT: usize = 1;
@@ -57,11 +83,11 @@ fn class(hot: bool, hpw: bool) -> usize {
     }
 }
 
-fn is_hot(h: Heat) -> bool {
-    h.total() >= HOT_ACCESSES
-}
-
 pub struct Hpwp {
+    name: String,
+    base: hemem::Base,
+    hot_accesses: u32,
+    hpw_writes: u32,
     heat: HeatCounters,
     lists: TierLists,
     /// Each page's HPW bit, as decided at its last sample.
@@ -73,27 +99,42 @@ pub struct Hpwp {
 
 impl Default for Hpwp {
     fn default() -> Self {
+        Hpwp::new(&crate::registry::defaults_of(NAME))
+    }
+}
+
+impl Hpwp {
+    pub fn new(p: &Params) -> Self {
+        let base = hemem::Base::new(p);
         Hpwp {
-            heat: HeatCounters::new(COOLING_THRESHOLD),
+            name: p.name().to_string(),
+            hot_accesses: p.count("hot_threshold") as u32,
+            hpw_writes: p.count("hpw_writes") as u32,
+            heat: HeatCounters::new(base.cooling_threshold),
             lists: TierLists::new(4),
             hpw: Vec::new(),
             walked_at: 0,
-            budget: hemem::promotions_per_pass(1.0, PAGE_SIZE),
+            budget: base.promotions_per_pass(1.0, PAGE_SIZE),
+            base,
         }
+    }
+
+    fn is_hot(&self, h: Heat) -> bool {
+        h.total() >= self.hot_accesses
     }
 }
 
 impl Policy for Hpwp {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        hemem::requirements()
+        self.base.requirements()
     }
 
     fn start(&mut self, machine: &MachineInfo) {
-        self.budget = hemem::promotions_per_pass(machine.scale, PAGE_SIZE);
+        self.budget = self.base.promotions_per_pass(machine.scale, PAGE_SIZE);
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
@@ -109,9 +150,10 @@ impl Policy for Hpwp {
         self.lists.sync(obs.placement, COLD);
         for s in obs.samples.iter().filter(|s| (s.page as usize) < pages) {
             let h = self.heat.record(s.page, s.kind);
-            let hpw = h.writes >= HPW_WRITES;
+            let hpw = h.writes >= self.hpw_writes;
             self.hpw[s.page as usize] = hpw;
-            self.lists.set_class(s.page, class(is_hot(h), hpw));
+            let hot = self.is_hot(h);
+            self.lists.set_class(s.page, class(hot, hpw));
         }
         if self.heat.clock() != self.walked_at {
             self.walked_at = self.heat.clock();
@@ -120,7 +162,8 @@ impl Policy for Hpwp {
                     [HPW_HOT, HOT].iter().flat_map(|&c| self.lists.pages(side, c)).collect();
                 for page in hot {
                     let h = self.heat.cool(page);
-                    self.lists.set_class(page, class(is_hot(h), self.hpw[page as usize]));
+                    let hot = self.is_hot(h);
+                    self.lists.set_class(page, class(hot, self.hpw[page as usize]));
                 }
             }
         }
@@ -137,7 +180,7 @@ impl Policy for Hpwp {
         }
         Plan {
             moves: pass.into_moves(),
-            options: hemem::move_options(),
+            options: self.base.move_options(),
             reason: "hpwp: write-likely hot, then hot, then write-likely cold pages up".into(),
             ..Plan::none()
         }
@@ -235,8 +278,32 @@ mod tests {
     }
 
     #[test]
+    fn the_thresholds_are_parameters() {
+        // Three sampled reads are not hot at a threshold of 4, four are.
+        let p = |spec: &str| Hpwp::new(&crate::registry::params_of(spec));
+        assert!(tick(&mut p("hpwp:hot_threshold=4"), &[S, S], 2, &samples(0, R, 3)).is_empty());
+        assert_eq!(tick(&mut p("hpwp:hot_threshold=4"), &[S, S], 2, &samples(0, R, 4)).moves, [up(0)]);
+        // Two writes make a page write-likely at hpw_writes=2: it goes before a hot page.
+        let mut s = samples(0, R, 3);
+        s.extend(samples(1, W, 3));
+        assert_eq!(tick(&mut p("hpwp:hpw_writes=2"), &[S, S], 1, &s).moves, [up(1)]);
+        assert_eq!(tick(&mut p("hpwp"), &[S, S], 1, &s).moves, [up(0)]);
+    }
+
+    /// HPWP changes HeMem's classes, not its machinery (HPWP thesis §5.2-5.3): PEBS sampling of
+    /// one access in 19,997, 2 MiB pages, a pass every 10 ms, pages write-protected while they
+    /// are copied. Stated here from the seeds, not read back from hemem's code.
+    #[test]
     fn asks_for_what_hemem_asks_for() {
         let m = machine(1.0);
-        assert_eq!(Hpwp::default().requirements(&m), hemem::Hemem::default().requirements(&m));
+        let expected = Requirements {
+            trackers: vec![terrace_model::TrackerRequest::sampling(19_997)],
+            page_size: terrace_model::PageSize::Huge2M,
+            tick_ns: Some(10_000_000),
+            mechanisms: vec![terrace_model::Mechanism::WriteProtectedCopies],
+            ..Requirements::default()
+        };
+        assert_eq!(Hpwp::default().requirements(&m), expected);
+        assert_eq!(hemem::Hemem::default().requirements(&m), expected);
     }
 }

@@ -24,56 +24,106 @@
 //! On the live machine this policy should drive the kernel's own mechanism (numa_balancing = 2,
 //! demotion_enabled, memory.reclaim) and report /proc/vmstat; that is still to come, and the live
 //! machine refuses it, naming the missing hint-fault tracker.
+//!
+//! The kernel's tunables (and the model's own choices) are parameters ([`PARAMS`]), the kernel's
+//! defaults theirs.
 
+use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    AccessKind, Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy,
-    Requirements, TierId, TrackerKind, TrackerRequest,
+    AccessKind, Applied, MachineInfo, MemoryMode, Move, MoveOptions, Observations, PageIdx, PageSize, Plan,
+    Policy, Requirements, TierId, TrackerKind, TrackerRequest,
 };
 
 pub const NAME: &str = "kernel-tiering";
 pub const SUMMARY: &str = "Linux's own tiering (numa_balancing=2): promote on hint faults soon after the \
                            scan, rate-limited; demote least recently used pages below the watermark";
 
-/// `numa_balancing_scan_period_min_ms` default: the whole address space is scanned at most once
-/// per second (and at most 2560 MB/s, which the tracker applies).
-pub const SCAN_PERIOD_MIN_MS: u32 = 1000;
-/// `numa_balancing_hot_threshold_ms` default, in ns of real time: a read fault less than this
-/// after the scan marks the page hot.
-pub const HOT_THRESHOLD_NS: u64 = 1_000_000_000;
-/// The tiering-0.4 patch doubles the threshold for write faults (Ambix thesis §2.3.4).
-pub const WRITE_THRESHOLD_FACTOR: u64 = 2;
-/// `numa_balancing_promote_rate_limit_MBps` default, MiB/s (the kernel's MB are 2^20 bytes). At
-/// 64 GiB/s it limits nothing in practice, as the kernel intends by default.
-pub const PROMOTE_RATE_LIMIT_MB_S: f64 = 65536.0;
 /// The kernel's rate-limit window: one second of real time.
 pub const RATE_WINDOW_NS: u64 = 1_000_000_000;
-/// Decision period, real time. The kernel decides at each fault; the model decides every 10 ms
-/// (memtierd's mover interval and HeMem's policy period), short against the 1000 ms threshold.
-pub const TICK_NS: u64 = 10_000_000;
-/// kswapd's watermark step: `watermark_scale_factor` default 10, in ten-thousandths of the
-/// node's memory. The low watermark is one step of free pages, the high watermark two (min,
-/// the node's share of min_free_kbytes, is well under a step on the seeds' machines and taken
-/// as 0).
-pub const WATERMARK_STEP: f64 = 10.0 / 10_000.0;
 
-/// Free pages kswapd demotes to beyond the high watermark, as a share of the fast tier: TPP's
-/// `demote_scale_factor` default of 2% (TPP, ASPLOS'23: demotion runs ahead of allocation and
-/// promotion so that they find room). Upstream Linux keeps a smaller promotion headroom; at a
-/// scaled run's sizes it would make kswapd's batches a handful of pages (docs/policies.md).
-pub const DEMOTE_HEADROOM: f64 = 0.02;
+/// The parameters (docs/policies.md, "kernel-tiering").
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "scan_period",
+        default: "1s",
+        kind: Kind::Duration { min_ns: 1_000_000, max_ns: 3_600_000_000_000 },
+        meaning: "numa_balancing_scan_period_min_ms: the address space is scanned at most once per this \
+                  (whole milliseconds)",
+        source: "Linux's default, 1000 ms",
+    },
+    Param {
+        name: "hot_threshold",
+        default: "1s",
+        kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+        meaning:
+            "numa_balancing_hot_threshold_ms: a read fault this soon after the scan marks a slow page hot",
+        source: "Linux's default, 1000 ms (divided by the run's scale)",
+    },
+    Param {
+        name: "write_factor",
+        default: "2",
+        kind: Kind::Count { min: 1, max: 100, unit: "times" },
+        meaning: "the hot threshold is multiplied by this for write faults",
+        source: "the tiering-0.4 patch (Ambix thesis §2.3.4: \"multiplied by a set number (defaults to 2)\")",
+    },
+    Param {
+        name: "rate_limit",
+        default: "65536",
+        kind: Kind::Number { min: 0.0, max: 1e9, unit: "MiB/s" },
+        meaning: "numa_balancing_promote_rate_limit_MBps: promotions per one-second window (the kernel's MB \
+                  are MiB)",
+        source: "Linux's default, 65536: it limits nothing in practice, as the kernel intends",
+    },
+    Param {
+        name: "interval",
+        default: "10ms",
+        kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+        meaning: "how often the model decides for the faults since the last decision (real time)",
+        source: "unstated (the kernel decides at each fault): 10 ms, short against the 1000 ms threshold \
+                 (memtierd's mover interval, HeMem's pass)",
+    },
+    Param {
+        name: "watermark_scale_factor",
+        default: "10",
+        kind: Kind::Count { min: 1, max: 3000, unit: "/10000 of the fast tier" },
+        meaning: "kswapd's watermark step: low watermark one step of free pages, high two",
+        source: "Linux's vm.watermark_scale_factor default, 10 (min, the node's share of min_free_kbytes, \
+                 taken as 0)",
+    },
+    Param {
+        name: "demote_headroom",
+        default: "2%",
+        kind: Kind::Percent { min: 0.0, max: 50.0 },
+        meaning: "free room kswapd demotes to beyond the high watermark, as a share of the fast tier",
+        source:
+            "TPP (ASPLOS '23) demote_scale_factor default, 2%; upstream Linux keeps less, which at a scaled \
+                 run's sizes makes kswapd's batches a handful of pages",
+    },
+];
 
-/// The fast tier's watermarks in free pages, for a tier of `capacity` pages: low (kswapd wakes
-/// below it), high (promotions need room above it) and the demotion target (kswapd stops there).
-pub fn watermarks(capacity: u64) -> (u64, u64, u64) {
-    let step = (capacity as f64 * WATERMARK_STEP).ceil() as u64;
-    let headroom = (capacity as f64 * DEMOTE_HEADROOM).ceil() as u64;
-    (step, 2 * step, 2 * step + headroom)
+/// Refuses a scan period the kernel's millisecond setting cannot hold.
+pub fn check(p: &Params) -> Result<(), String> {
+    if !p.duration_ns("scan_period").is_multiple_of(1_000_000) {
+        return Err(format!(
+            "scan_period={} is not whole milliseconds, as the kernel takes it",
+            p.get("scan_period")
+        ));
+    }
+    Ok(())
 }
 
 pub struct KernelTiering {
+    name: String,
+    scan_period_ms: u32,
+    tick_ns: u64,
+    write_factor: u64,
+    /// The watermark step and demotion headroom, as shares of the fast tier.
+    watermark_step: f64,
+    demote_headroom: f64,
     /// Promotion rate limit, MiB/s.
     rate_limit_mb_s: f64,
-    /// Scaled to the run (`start`).
+    /// The hot threshold in real time, and scaled to the run (`start`).
+    real_hot_threshold_ns: u64,
     hot_threshold_ns: u64,
     window_ns: u64,
     /// Pages the rate limit allows per window.
@@ -96,16 +146,22 @@ pub struct KernelTiering {
 
 impl Default for KernelTiering {
     fn default() -> Self {
-        KernelTiering::with_rate_limit(PROMOTE_RATE_LIMIT_MB_S)
+        KernelTiering::new(&crate::registry::defaults_of(NAME))
     }
 }
 
 impl KernelTiering {
-    /// Kernel tiering with another `numa_balancing_promote_rate_limit_MBps`.
-    pub fn with_rate_limit(mb_s: f64) -> Self {
+    pub fn new(p: &Params) -> Self {
         KernelTiering {
-            rate_limit_mb_s: mb_s,
-            hot_threshold_ns: HOT_THRESHOLD_NS,
+            name: p.name().to_string(),
+            scan_period_ms: (p.duration_ns("scan_period") / 1_000_000) as u32,
+            tick_ns: p.duration_ns("interval"),
+            write_factor: p.count("write_factor"),
+            watermark_step: p.count("watermark_scale_factor") as f64 / 10_000.0,
+            demote_headroom: p.fraction("demote_headroom"),
+            rate_limit_mb_s: p.number("rate_limit"),
+            real_hot_threshold_ns: p.duration_ns("hot_threshold"),
+            hot_threshold_ns: p.duration_ns("hot_threshold"),
             window_ns: RATE_WINDOW_NS,
             window_budget: u64::MAX,
             window_start_ns: None,
@@ -120,10 +176,19 @@ impl KernelTiering {
         }
     }
 
+    /// The fast tier's watermarks in free pages, for a tier of `capacity` pages: low (kswapd
+    /// wakes below it), high (promotions need room above it) and the demotion target (kswapd
+    /// stops there).
+    pub fn watermarks(&self, capacity: u64) -> (u64, u64, u64) {
+        let step = (capacity as f64 * self.watermark_step).ceil() as u64;
+        let headroom = (capacity as f64 * self.demote_headroom).ceil() as u64;
+        (step, 2 * step, 2 * step + headroom)
+    }
+
     fn threshold_ns(&self, kind: AccessKind) -> u64 {
         match kind {
             AccessKind::Read => self.hot_threshold_ns,
-            AccessKind::Write => self.hot_threshold_ns * WRITE_THRESHOLD_FACTOR,
+            AccessKind::Write => self.hot_threshold_ns * self.write_factor,
         }
     }
 
@@ -142,23 +207,24 @@ impl KernelTiering {
 
 impl Policy for KernelTiering {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
-            trackers: vec![TrackerRequest { kind: TrackerKind::HintFaults, period: SCAN_PERIOD_MIN_MS }],
-            tick_ns: Some(TICK_NS),
+            trackers: vec![TrackerRequest { kind: TrackerKind::HintFaults, period: self.scan_period_ms }],
+            tick_ns: Some(self.tick_ns),
             page_size: PageSize::Base4K,
-            // On a live machine the kernel's own mechanism is this policy.
-            kernel_tiering: true,
+            // On a live machine the kernel's own mechanism is this policy; on the simulated
+            // one, this file models it.
+            memory_mode: MemoryMode::KernelTiering,
             ..Requirements::default()
         }
     }
 
     fn start(&mut self, m: &MachineInfo) {
         let scale = if m.scale > 0.0 { m.scale } else { 1.0 };
-        self.hot_threshold_ns = ((HOT_THRESHOLD_NS as f64 / scale).round() as u64).max(1);
+        self.hot_threshold_ns = ((self.real_hot_threshold_ns as f64 / scale).round() as u64).max(1);
         self.window_ns = ((RATE_WINDOW_NS as f64 / scale).round() as u64).max(1);
         // Bytes per second are the same at every scale (footprint and time shrink together), so
         // a window 1/scale as long holds 1/scale of the pages.
@@ -207,7 +273,7 @@ impl Policy for KernelTiering {
         let mut promote = self.candidates.len() as u64;
         if let Some(capacity) = fast.capacity_pages {
             let free = fast.free_pages();
-            let (low, high, target) = watermarks(capacity);
+            let (low, high, target) = self.watermarks(capacity);
             // kswapd wakes below the low watermark, or when a promotion finds no room above the
             // high one, unless it is still busy with its last batch; it demotes until the free
             // pages reach its target with the promotions in.
@@ -264,6 +330,13 @@ mod tests {
 
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
+    /// The kernel's defaults: the hot threshold, the promotion rate limit.
+    const HOT_THRESHOLD_NS: u64 = 1_000_000_000;
+    const PROMOTE_RATE_LIMIT_MB_S: f64 = 65536.0;
+
+    fn watermarks(capacity: u64) -> (u64, u64, u64) {
+        KernelTiering::default().watermarks(capacity)
+    }
 
     fn info(scale: f64) -> MachineInfo {
         MachineInfo {
@@ -273,6 +346,7 @@ mod tests {
             pages: 0,
             threads: 1,
             scale,
+            mechanisms: Default::default(),
         }
     }
 
@@ -301,7 +375,7 @@ mod tests {
     }
 
     fn started(rate: f64) -> KernelTiering {
-        let mut p = KernelTiering::with_rate_limit(rate);
+        let mut p = KernelTiering::new(&crate::registry::params_of(&format!("{NAME}:rate_limit={rate}")));
         p.start(&info(1.0));
         p
     }
@@ -328,6 +402,24 @@ mod tests {
         assert_eq!(promoted(&plan), vec![1]);
         let plan = tick(&mut p, 2, &[S, F, S], &[fault(2, AccessKind::Write, 2 * HOT_THRESHOLD_NS)], 100);
         assert!(plan.is_empty(), "a write fault at twice the threshold is not hot");
+    }
+
+    #[test]
+    fn the_write_factor_and_scan_period_are_parameters() {
+        let mut p = KernelTiering::new(&crate::registry::params_of(
+            "kernel-tiering:write_factor=1,scan_period=500ms,interval=20ms",
+        ));
+        let r = p.requirements(&info(1.0));
+        assert_eq!((r.trackers[0].period, r.tick_ns), (500, Some(20_000_000)));
+        p.start(&info(1.0));
+        let late = HOT_THRESHOLD_NS + 1;
+        assert!(tick(&mut p, 1, &[S], &[fault(0, AccessKind::Write, late)], 100).is_empty());
+        assert!(
+            KernelTiering::new(&crate::registry::params_of("kernel-tiering:watermark_scale_factor=100"))
+                .watermarks(1000)
+                .0
+                == 10
+        );
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! does the same with every copy write-protected, as hemem's and hpwp's migrator does it, to
 //! prove that a write waiting for a copy is never lost.
 
-use terrace_model::{MachineInfo, Move, MoveOptions, Observations, Plan, Policy, Requirements, TierId};
+use crate::params::{Kind, Param, Params};
+use terrace_model::{
+    MachineInfo, Mechanism, Move, MoveOptions, Observations, Plan, Policy, Requirements, TierId,
+};
 
 pub const NAME: &str = "ping-pong";
 pub const SUMMARY: &str =
@@ -13,29 +16,61 @@ pub const WP_NAME: &str = "ping-pong-wp";
 pub const WP_SUMMARY: &str =
     "test: ping-pong with each copy write-protected (proves hpwp's protected copies lose no write)";
 
-/// 200 ms: five round trips of the whole footprint per second.
-const TICK_NS: u64 = 200_000_000;
+/// The parameters; protected copies are the ping-pong-wp preset.
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "interval",
+        default: "200ms",
+        kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+        meaning: "the tick period (real time): every tick every page changes tier",
+        source: "Terrace's choice: five round trips of the whole footprint a second",
+    },
+    Param {
+        name: "protected_copies",
+        default: "false",
+        kind: Kind::Flag,
+        meaning: "write-protect each page while it is copied (needs a program Terrace starts)",
+        source: "HeMem's and HPWP's migrator (HPWP thesis §5.3); true is the ping-pong-wp preset",
+    },
+];
 
-#[derive(Default)]
 pub struct PingPong {
+    name: String,
+    tick_ns: u64,
     /// Write-protect each page while it is copied.
-    pub protected: bool,
+    protected: bool,
+}
+
+impl Default for PingPong {
+    fn default() -> Self {
+        PingPong::new(&crate::registry::defaults_of(NAME))
+    }
+}
+
+impl PingPong {
+    pub fn new(p: &Params) -> Self {
+        PingPong {
+            name: p.name().to_string(),
+            tick_ns: p.duration_ns("interval"),
+            protected: p.flag("protected_copies"),
+        }
+    }
 }
 
 impl Policy for PingPong {
     fn name(&self) -> &str {
-        if self.protected {
-            WP_NAME
-        } else {
-            NAME
-        }
+        &self.name
     }
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements { tick_ns: Some(TICK_NS), protected_copies: self.protected, ..Requirements::default() }
+        Requirements {
+            tick_ns: Some(self.tick_ns),
+            mechanisms: if self.protected { vec![Mechanism::WriteProtectedCopies] } else { vec![] },
+            ..Requirements::default()
+        }
     }
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let mut room: Vec<u64> = obs.tiers.iter().map(|t| t.free_pages()).collect();
-        let options = MoveOptions { write_protect_copies: self.protected, ..MoveOptions::default() };
+        let options = MoveOptions { protected_copies: self.protected, ..MoveOptions::default() };
         let mut plan = Plan { options, reason: self.name().into(), ..Plan::none() };
         for (i, &t) in obs.placement.iter().enumerate() {
             if !t.is_placed() || obs.tiers.len() < 2 {
@@ -75,11 +110,14 @@ mod tests {
         };
         let plan = PingPong::default().tick(&obs);
         assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::FAST }]);
-        assert!(!plan.options.write_protect_copies);
-        let mut wp = PingPong { protected: true };
-        assert!(wp.requirements(&crate::hemem::tests::machine(1.0)).protected_copies);
+        assert!(!plan.options.protected_copies);
+        let mut wp = PingPong::new(&crate::registry::defaults_of(WP_NAME));
+        assert!(wp
+            .requirements(&crate::hemem::tests::machine(1.0))
+            .mechanisms
+            .contains(&Mechanism::WriteProtectedCopies));
         let plan = wp.tick(&obs);
         assert_eq!(plan.moves.len(), 2);
-        assert!(plan.options.write_protect_copies);
+        assert!(plan.options.protected_copies);
     }
 }

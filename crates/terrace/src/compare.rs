@@ -14,9 +14,16 @@ pub struct CompareArgs {
     /// Workloads (names or trace files), comma-separated. Default: the built-in suite.
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
-    /// Policies, comma-separated. Default: every baseline. first-touch always runs, as the reference.
-    #[arg(long, value_delimiter = ',')]
+    /// Policies, comma-separated, each a name or `NAME:key=value,...`: an item `key=value` after a
+    /// spec with parameters is another of its parameters (`hpwp:hot_threshold=8,hpw_writes=2,hemem`
+    /// is two policies). Default: the default comparison (or, with --sweep, none). first-touch
+    /// always runs, as the reference.
+    #[arg(long)]
     pub policies: Vec<String>,
+    /// POLICY.KEY=V1,V2,...: also run POLICY:KEY=V1, POLICY:KEY=V2, ... on every workload
+    /// (`hpwp.hot_threshold=2,4,8`). Repeatable.
+    #[arg(long, value_name = "POLICY.KEY=VALUES")]
+    pub sweep: Vec<String>,
     #[command(flatten)]
     pub machine: MachineArgs,
     /// Also write every report as JSON.
@@ -67,19 +74,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     } else {
         args.workloads.clone()
     };
-    let mut policies: Vec<String> = if args.policies.is_empty() {
-        terrace_policy::registry::DEFAULT_COMPARISON.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.policies.clone()
-    };
-    if !policies.iter().any(|p| p == "first-touch") {
-        policies.insert(0, "first-touch".into());
-    }
-    // Check every name before starting anything long.
     let profile = args.machine.profile()?;
-    for p in &policies {
-        terrace_policy::build(p)?;
-    }
+    let policies = policies(&args)?;
     let mut total = 0u64;
     for w in &workloads {
         total = total
@@ -157,6 +153,37 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     }
     args.machine.note_oversized_fast_tier();
     Ok(())
+}
+
+/// The policy specs to run: those named (or the default comparison, unless only a sweep is
+/// asked for), then each sweep's, first-touch first if it is not among them, each checked, and
+/// each policy once (two specs that build the same policy, as `ambix-noswitch` and
+/// `ambix:switch=false` do, run once).
+fn policies(args: &CompareArgs) -> Result<Vec<String>> {
+    let mut specs: Vec<String> = args.policies.iter().flat_map(|p| terrace_policy::split_list(p)).collect();
+    if specs.is_empty() && !args.policies.is_empty() {
+        bail!("--policies names no policy; give NAME,NAME,... (`terrace list policies`)");
+    }
+    if specs.is_empty() && args.sweep.is_empty() {
+        specs = terrace_policy::registry::DEFAULT_COMPARISON.iter().map(|s| s.to_string()).collect();
+    }
+    for s in &args.sweep {
+        specs.extend(terrace_policy::sweep(s)?);
+    }
+    let mut names = Vec::new();
+    let mut kept = Vec::new();
+    // Check every spec before starting anything long.
+    for spec in specs {
+        let name = terrace_policy::canonical(&spec)?;
+        if !names.contains(&name) {
+            names.push(name);
+            kept.push(spec);
+        }
+    }
+    if !names.iter().any(|n| n == "first-touch") {
+        kept.insert(0, "first-touch".into());
+    }
+    Ok(kept)
 }
 
 fn describe_capacity(m: &MachineArgs) -> String {

@@ -84,7 +84,8 @@ pub struct SimArgs {
     /// Workload name (`terrace list workloads`) or trace file.
     #[arg(long, short)]
     pub workload: String,
-    /// Policy name (`terrace list policies`).
+    /// Policy: a name (`terrace list policies`), or a name with parameters,
+    /// `NAME:key=value,key=value` (`hpwp:hot_threshold=8`; `terrace list policies --params`).
     #[arg(long, short, default_value = "first-touch")]
     pub policy: String,
     #[command(flatten)]
@@ -142,6 +143,24 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// The live machine's config's `[policy.NAME]` tables (`tables`), checked against the registry:
+/// what `terrace run` and the daemon build policies with. A bad table is refused in one line
+/// naming the config, as the config's own keys are.
+#[cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
+pub fn config_policies<T: std::fmt::Display>(
+    config: Option<&std::path::Path>,
+    tables: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, T>>,
+) -> Result<terrace_policy::Overrides> {
+    let mut policies = terrace_policy::Overrides::default();
+    for (name, table) in tables {
+        policies.insert(name, table.iter().map(|(k, v)| (k, v.to_string()))).map_err(|e| {
+            let path = config.map_or("(none)".into(), |p| p.display().to_string());
+            anyhow::anyhow!("config '{path}' is invalid: [policy.{name}]: {e}")
+        })?;
+    }
+    Ok(policies)
+}
+
 /// Runs one workload under one policy.
 pub fn run_one(
     machine: &MachineArgs,
@@ -189,5 +208,36 @@ mod tests {
         assert_eq!(parse_capacity("40%"), Ok(Capacity::Percent(40.0)));
         assert!(parse_capacity("0%").is_err());
         assert!(parse_capacity("0").is_err());
+    }
+
+    /// A config's `[policy.NAME]` tables set the parameters of the policies `terrace run` and
+    /// the daemon build; a bad table is refused naming the config.
+    #[cfg(all(feature = "live", target_os = "linux"))]
+    #[test]
+    fn config_policy_tables_parametrise_the_policies_built() {
+        use terrace_linux::config::Config;
+        let path = std::path::Path::new("t.toml");
+        let c =
+            Config::parse("t.toml", "[policy.hpwp]\nhot_threshold = 8\n[policy.age]\ninterval = \"2s\"\n")
+                .unwrap();
+        let policies = config_policies(Some(path), &c.policy).unwrap();
+        assert_eq!(policies.build("hpwp").unwrap().name(), "hpwp:hot_threshold=8");
+        assert_eq!(policies.build("hpwp:hpw_writes=2").unwrap().name(), "hpwp:hot_threshold=8,hpw_writes=2");
+        assert_eq!(policies.build("hpwp:hot_threshold=3").unwrap().name(), "hpwp", "the spec wins");
+        assert_eq!(policies.build("age-2m").unwrap().name(), "age-2m:interval=2s", "presets take it too");
+        assert_eq!(policies.build("hemem").unwrap().name(), "hemem");
+        for (table, want) in [
+            ("[policy.hpwq]\nhot_threshold = 8\n", "unknown policy 'hpwq'"),
+            ("[policy.hpwp]\nhot = 8\n", "hpwp has no parameter 'hot'; its parameters are hot_threshold,"),
+            ("[policy.hpwp]\nhot_threshold = \"many\"\n", "hot_threshold=many is not a whole number"),
+            ("[policy.hpwp]\nhot_threshold = 0\n", "hot_threshold=0 is out of range; give 1 to 1000"),
+            ("[policy.ambix]\ndelay = \"3s\"\n", "delay=3s must be shorter than period=2s"),
+            ("[policy.first-touch]\nx = 1\n", "first-touch takes no parameters"),
+        ] {
+            let c = Config::parse("t.toml", table).unwrap();
+            let e = crate::error_line(&config_policies(Some(path), &c.policy).err().unwrap());
+            assert!(e.starts_with("config 't.toml' is invalid: [policy."), "{e}");
+            assert!(e.contains(want), "{table}: {e}");
+        }
     }
 }

@@ -254,12 +254,14 @@ fn an_oversized_fast_tier_is_run_and_explained() {
 }
 
 /// The fake sysfs/procfs trees of terrace-linux's topology tests.
+#[cfg(all(feature = "live", target_os = "linux"))]
 fn fixture(name: &str) -> (String, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../terrace-linux/tests/fixtures").join(name);
     (root.join("sys").to_str().unwrap().into(), root.join("proc").to_str().unwrap().into())
 }
 
 #[test]
+#[cfg(all(feature = "live", target_os = "linux"))] // needs the live machine
 fn doctor_exits_1_when_the_host_cannot_tier() {
     let code = |name: &str| {
         let (sys, proc_) = fixture(name);
@@ -295,5 +297,123 @@ fn bench_prints_every_figure() {
         "ratio decode / trace replay",
     ] {
         assert!(out.contains(line), "{line} missing: {out}");
+    }
+}
+
+/// `list policies --params`: every parameter of every policy, with its default, range and
+/// source; each preset says what it is.
+#[test]
+fn list_params_shows_every_parameter_of_every_policy() {
+    let out = stdout(&["list", "policies", "--params"]);
+    for p in terrace_policy::list() {
+        assert!(out.lines().any(|l| l.starts_with(p.name) && l.contains(p.summary)), "{} missing", p.name);
+        if let Some(preset) = p.preset {
+            assert!(out.contains(&format!("preset: {}:", preset.of)), "{}: no preset line", p.name);
+            continue;
+        }
+        for param in p.params {
+            let line = format!("    {} = {}  ({})", param.name, param.default, param.kind.range());
+            assert!(out.contains(&line), "{}: no line {line:?}", p.name);
+            assert!(
+                out.contains(&format!("source: {}", param.source)),
+                "{}.{}: no source",
+                p.name,
+                param.name
+            );
+        }
+    }
+    // The plain listing keeps its shape: one line per policy.
+    assert_eq!(stdout(&["list", "policies"]).lines().count(), terrace_policy::list().len());
+    assert!(fails(&["list", "workloads", "--params"]).contains("--params goes with `terrace list policies`"));
+}
+
+#[test]
+fn sim_and_compare_take_policies_with_parameters() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = stdout(&[
+        "sim",
+        "-w",
+        "gups",
+        "-p",
+        "hpwp:hot_threshold=8",
+        "--size-scale",
+        TINY,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.contains("hpwp:hot_threshold=8"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["policy"], "hpwp:hot_threshold=8");
+    // A spec's own commas stay with it; the same policy twice (a preset and its values) runs once;
+    // a sweep adds a row per value, the default's under the plain name.
+    let out = stdout(&[
+        "compare",
+        "--workloads",
+        "gups",
+        "--size-scale",
+        TINY,
+        "--policies",
+        "hpwp:hpw_writes=2,cooling_threshold=12,ambix-noswitch,ambix:switch=false",
+        "--sweep",
+        "hpwp.hot_threshold=2,3,8",
+    ]);
+    let policies: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("gups")).map(|l| l.split_whitespace().nth(4).unwrap()).collect();
+    assert_eq!(
+        policies,
+        [
+            "first-touch",
+            "hpwp:hpw_writes=2,cooling_threshold=12",
+            "ambix-noswitch",
+            "hpwp:hot_threshold=2",
+            "hpwp",
+            "hpwp:hot_threshold=8"
+        ],
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_policy_specs_get_one_line_saying_what_to_do() {
+    for (args, want) in [
+        (vec!["sim", "-w", "gups", "-p", "hpwq"], "unknown policy 'hpwq'; known: first-touch"),
+        (
+            vec!["sim", "-w", "gups", "-p", "hpwp:hot=8"],
+            "hpwp has no parameter 'hot'; its parameters are hot_threshold,",
+        ),
+        (
+            vec!["sim", "-w", "gups", "-p", "hpwp:hot_threshold=x"],
+            "hot_threshold=x is not a whole number; give 1 to 1000",
+        ),
+        (vec!["sim", "-w", "gups", "-p", "hpwp:hot_threshold=0"], "hot_threshold=0 is out of range"),
+        (
+            vec!["sim", "-w", "gups", "-p", "hpwp:hot_threshold"],
+            "'hot_threshold' has no value; write NAME or NAME:key=value",
+        ),
+        (vec!["sim", "-w", "gups", "-p", "age:interval=5"], "interval=5 needs a unit"),
+        (vec!["sim", "-w", "gups", "-p", "ambix:delay=2s"], "ambix: delay=2s must be shorter than period=2s"),
+        (vec!["compare", "--policies", "hot_threshold=8,hpwp"], "a parameter with no policy before it"),
+        (vec!["compare", "--policies", ","], "--policies names no policy"),
+        (vec!["compare", "--sweep", "hpwp.hot_threshold"], "a sweep is POLICY.KEY=V1,V2,..."),
+        (vec!["compare", "--sweep", "hpwp.hot_threshold=2,x"], "hot_threshold=x is not a whole number"),
+        (vec!["compare", "--sweep", "first-touch.x=1"], "first-touch takes no parameters"),
+    ] {
+        let e = fails(&args);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
+
+/// The live commands refuse a config with a bad `[policy.NAME]` table before anything else.
+#[cfg(all(feature = "live", target_os = "linux"))]
+#[test]
+#[cfg(all(feature = "live", target_os = "linux"))] // needs the live machine
+fn a_bad_policy_table_in_the_config_is_refused_by_run_and_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir.path().join("c.toml"), b"[policy.hpwp]\nhot_treshold = 8\n");
+    let want = format!("config '{config}' is invalid: [policy.hpwp]: hpwp has no parameter 'hot_treshold'");
+    for args in [vec!["run", "--config", &config, "--", "true"], vec!["daemon", "--config", &config]] {
+        let e = fails(&args);
+        assert!(e.contains(&want), "{args:?}: {e}");
     }
 }

@@ -14,6 +14,7 @@
 //! saturation and media granularity: it is neither optimal nor a bound, only a strong,
 //! explainable reference.
 
+use crate::params::{Kind, Param, Params};
 use terrace_model::{
     Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
     TrackerRequest,
@@ -23,20 +24,37 @@ pub const NAME: &str = "oracle";
 pub const SUMMARY: &str =
     "reference: knows each interval's future accesses, places the pages that gain most (simulator only)";
 
-/// Promotions on a tick before the machine has said what a move costs: a probe, so that a
-/// wrong guess of the cost cannot move much.
-const PROBE_MOVES: usize = 64;
+/// The parameters (docs/policies.md, "The oracle"): all Terrace's own choices.
+pub const PARAMS: &[Param] = &[
+    Param {
+        name: "interval",
+        default: "100ms",
+        kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
+        meaning: "the tick period (real time)",
+        source: "Terrace's choice: a tenth of the seeds' 1-2 s periods, so it reacts faster than any of them",
+    },
+    Param {
+        name: "horizon",
+        default: "100",
+        kind: Kind::Count { min: 1, max: 100_000, unit: "ticks" },
+        meaning: "how far ahead it sees each page's accesses",
+        source: "Terrace's choice: 10 s at the default interval, long enough that a steadily hot GUPS page \
+                 (about 190 updates in 10 s) repays a move, short enough to follow phases",
+    },
+    Param {
+        name: "probe",
+        default: "64",
+        kind: Kind::Count { min: 1, max: 1 << 20, unit: "promotions" },
+        meaning: "promotions on a tick before the machine has said what a move costs",
+        source: "Terrace's choice: small enough that a wrong guess of the cost moves little",
+    },
+];
 
-/// Tick period in real (unscaled) time: 100 ms, a tenth of the seeds' typical 1-2 s periods, so
-/// the oracle reacts faster than any of them.
-const TICK_NS: u64 = 100_000_000;
-/// How far ahead it looks, in ticks: 10 s of real time. A page's gain is counted over this
-/// horizon: long enough that a steadily hot page repays a move that costs microseconds (a
-/// GUPS hot page sees about 190 updates in 10 s), short enough to follow phase changes.
-const HORIZON_TICKS: u32 = 100;
-
-#[derive(Default)]
 pub struct Oracle {
+    name: String,
+    tick_ns: u64,
+    horizon_ticks: u32,
+    probe_moves: usize,
     read_gain_ns: f64,
     write_gain_ns: f64,
     /// Learned per page moved: (program stall, mover time), ns; `None` until the machine has
@@ -49,7 +67,28 @@ pub struct Oracle {
     ranked: Vec<(f64, PageIdx)>,
 }
 
+impl Default for Oracle {
+    fn default() -> Self {
+        Oracle::new(&crate::registry::defaults_of(NAME))
+    }
+}
+
 impl Oracle {
+    pub fn new(p: &Params) -> Self {
+        Oracle {
+            name: p.name().to_string(),
+            tick_ns: p.duration_ns("interval"),
+            horizon_ticks: p.count("horizon") as u32,
+            probe_moves: p.count("probe") as usize,
+            read_gain_ns: 0.0,
+            write_gain_ns: 0.0,
+            move_cost_ns: None,
+            fast_capacity: None,
+            copy_ns: 0.0,
+            ranked: Vec::new(),
+        }
+    }
+
     fn page_gain(&self, reads: u32, writes: u32) -> f64 {
         reads as f64 * self.read_gain_ns + writes as f64 * self.write_gain_ns
     }
@@ -57,13 +96,13 @@ impl Oracle {
 
 impl Policy for Oracle {
     fn name(&self) -> &str {
-        NAME
+        &self.name
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
         Requirements {
-            trackers: vec![TrackerRequest::future(HORIZON_TICKS)],
-            tick_ns: Some(TICK_NS),
+            trackers: vec![TrackerRequest::future(self.horizon_ticks)],
+            tick_ns: Some(self.tick_ns),
             ..Requirements::default()
         }
     }
@@ -117,7 +156,7 @@ impl Policy for Oracle {
             Some((stall, mover)) => {
                 (stall + self.copy_ns, (obs.interval_ns() as f64 / mover.max(1.0) / 2.0) as usize)
             }
-            None => (0.0, PROBE_MOVES),
+            None => (0.0, self.probe_moves),
         };
         for &(gain, page) in promote.take(limit) {
             if free > 0 {
@@ -172,6 +211,7 @@ mod tests {
             pages: 4,
             threads: 1,
             scale: 1.0,
+            mechanisms: Default::default(),
         }
     }
 
@@ -231,6 +271,6 @@ mod tests {
         let mut reads = vec![0; 100];
         reads.extend([1000; 100]);
         let plan = tick(&mut o, &placement, &reads);
-        assert_eq!(plan.moves.iter().filter(|m| m.to == TierId::FAST).count(), PROBE_MOVES);
+        assert_eq!(plan.moves.iter().filter(|m| m.to == TierId::FAST).count(), 64);
     }
 }
