@@ -5,6 +5,7 @@
 //! or a multi-gigabyte mistake. The machines and the model never see a path; the three readers
 //! (profile, config, trace) come through here, so each refuses such inputs with one line that
 //! says what is wrong, before anything blocks or allocates.
+#![forbid(unsafe_code)]
 
 use std::fs::File;
 use std::io::Read;
@@ -31,21 +32,25 @@ pub enum InputError {
 
 /// The kind of a non-regular file, for the message.
 fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
+        return "a directory";
     }
+    // The special files only Unix has names for; elsewhere they are all "not a file".
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_char_device() {
+            return "a character device";
+        } else if t.is_block_device() {
+            return "a block device";
+        } else if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a file"
 }
 
 /// An OS error as its message alone ("Permission denied"), without std's " (os error 13)".
@@ -161,9 +166,7 @@ mod tests {
         assert!(e.contains("a character device"), "{e}");
         let fifo = dir.join("fifo");
         let _ = std::fs::remove_file(&fifo);
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: mkfifo with a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         // Would block forever if it were opened.
         let e = read_text("configuration", &fifo).unwrap_err().to_string();
         assert!(e.contains("a FIFO"), "{e}");

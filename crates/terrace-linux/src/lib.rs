@@ -5,13 +5,15 @@
 //! ([`process`]), tracks accesses with the kernel's interfaces ([`trackers`]), moves pages with
 //! move_pages(2) and checks where they landed ([`migrate`]), and implements
 //! `terrace_model::Machine` over all of it ([`machine`]), so every policy that runs on the
-//! simulated machine runs here unchanged. Linux only.
+//! simulated machine runs here unchanged; [`launch`] prepares a program it is to manage before
+//! the program starts. Linux only.
 pub mod bench_migrate;
 pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod doctor;
 pub mod kernel_tiering;
+pub mod launch;
 pub mod machine;
 pub mod metrics;
 pub mod migrate;

@@ -131,17 +131,16 @@ fn copy_fd(pid: i32, fd: RawFd) -> io::Result<OwnedFd> {
 mod tests {
     use super::*;
 
+    /// Ignored by default: a container or a Yama ptrace_scope of 3 may forbid tracing even a
+    /// child. The guest (tests/vm) runs it with `--include-ignored`, where it must pass.
     #[test]
+    #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
     fn a_system_call_runs_in_the_child_and_the_child_then_runs_as_normal() {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "exit 7"]);
-        let (mut child, stopped) = match spawn_stopped(&mut cmd) {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!("skipped: cannot trace a child here ({e})");
-                return;
-            }
-        };
+        let (mut child, stopped) = spawn_stopped(&mut cmd).unwrap_or_else(|e| {
+            panic!("cannot trace a child here ({e}); this test needs ptrace: runs in the guest (tests/vm)")
+        });
         // getpid() inside the child returns the child's pid, not ours.
         let pid = stopped.syscall(libc::SYS_getpid, [0; 6]).unwrap();
         assert_eq!(pid, child.id() as i64);

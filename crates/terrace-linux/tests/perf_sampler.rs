@@ -1,7 +1,8 @@
 //! The perf sampler's machinery (events per thread and CPU, inherited by later threads, ring
 //! buffers, record parsing, data addresses) on a real child, with the software page-fault event:
 //! no machine here has a PMU with PEBS or IBS, so the load/store events themselves cannot run.
-//! Skipped loudly where perf_event_open is not allowed.
+//! perf_event_open may be refused (perf_event_paranoid, a container's seccomp filter), so the test
+//! is ignored by default and the guest (tests/vm) runs it with `--include-ignored`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -41,6 +42,7 @@ fn child_toucher() {
 }
 
 #[test]
+#[ignore = "needs perf_event_open (software events): runs in the guest (tests/vm)"]
 fn every_first_touch_is_sampled_with_its_address_from_every_thread() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_toucher", "--nocapture", "--test-threads", "1"])
@@ -60,10 +62,9 @@ fn every_first_touch_is_sampled_with_its_address_from_every_thread() {
     let mut sampler = match PerfSampler::open(child.id() as i32, &events, 1) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("skipped: perf_event_open refused software sampling here ({e})");
             let _ = child.kill();
             let _ = child.wait();
-            return;
+            panic!("perf_event_open refused software sampling here ({e}); the guest (tests/vm) runs this");
         }
     };
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();

@@ -6,7 +6,7 @@
 //! (GB -> MB) and keeps updates per page equal to the seed's, so a policy sees the same
 //! per-page heat, in a run a simulator finishes in seconds.
 
-use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
+use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
 use crate::registry::{scaled_bytes, scaled_count, seed_info, SEED_SCALE};
 use crate::rng::Rng;
 use crate::WorkloadError;
@@ -38,6 +38,16 @@ pub(crate) fn build(
     seed: u64,
     size_scale: f64,
 ) -> Result<Generator, WorkloadError> {
+    build_with_hot_set(name, hot_mib, seed, size_scale).map(|(g, _)| g)
+}
+
+/// [`build`], and where the hot set is: its byte range.
+fn build_with_hot_set(
+    name: &str,
+    hot_mib: u64,
+    seed: u64,
+    size_scale: f64,
+) -> Result<(Generator, std::ops::Range<u64>), WorkloadError> {
     let footprint = scaled_bytes(name, WORKING_SET, size_scale, THREADS)?;
     let elements = footprint / ELEMENT;
     let hot_elements = (scaled_count((hot_mib << 20) as f64, size_scale) / ELEMENT).clamp(1, elements);
@@ -68,14 +78,15 @@ pub(crate) fn build(
         FAST_BYTES,
         size_scale,
     );
-    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gups(updates)]))
+    let hot = updates.hot_range_bytes();
+    Ok((Generator::new(info, vec![Phase::Sweep(init), Phase::Custom(Box::new(updates))]), hot))
 }
 
 /// The update phase: each thread reads a random element, then writes it back.
 ///
 /// Threads take turns one access at a time, so a round emits every thread's read and the next
 /// round every thread's write of the same element.
-pub(crate) struct GupsUpdates {
+struct GupsUpdates {
     rng: Rng,
     /// The hot set, in elements: `[hot_start, hot_start + hot_elements)`.
     hot_start: u64,
@@ -90,10 +101,6 @@ pub(crate) struct GupsUpdates {
 }
 
 impl GupsUpdates {
-    pub(crate) fn remaining(&self) -> u64 {
-        self.remaining
-    }
-
     /// The element one update goes to.
     #[inline(always)]
     fn pick(&mut self) -> u64 {
@@ -110,7 +117,17 @@ impl GupsUpdates {
         }
     }
 
-    pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+    fn hot_range_bytes(&self) -> std::ops::Range<u64> {
+        self.hot_start * ELEMENT..(self.hot_start + self.hot_elements) * ELEMENT
+    }
+}
+
+impl PhaseFill for GupsUpdates {
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let n = (max as u64).min(self.remaining) as usize;
         let start = buf.len();
         append_slots(buf, n);
@@ -132,11 +149,6 @@ impl GupsUpdates {
         self.remaining -= n as u64;
         n
     }
-
-    #[cfg(test)]
-    pub(crate) fn hot_range_bytes(&self) -> std::ops::Range<u64> {
-        self.hot_start * ELEMENT..(self.hot_start + self.hot_elements) * ELEMENT
-    }
 }
 
 #[cfg(test)]
@@ -147,9 +159,7 @@ mod tests {
 
     /// The generator and its hot range (read from the update phase before running).
     fn gups(hot_mib: u64, seed: u64, scale: f64) -> (Generator, std::ops::Range<u64>) {
-        let g = build("gups", hot_mib, seed, scale).unwrap();
-        let hot = g.gups_hot_range().unwrap();
-        (g, hot)
+        build_with_hot_set("gups", hot_mib, seed, scale).unwrap()
     }
 
     #[test]

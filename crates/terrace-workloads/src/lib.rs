@@ -8,6 +8,7 @@
 //! seconds. Every stream is a pure function of its name, seed and size scale, and both
 //! generators and trace readers implement [`AccessSource`], so the simulator cannot tell them
 //! apart.
+#![forbid(unsafe_code)]
 
 mod bfs;
 mod gups;

@@ -2,10 +2,9 @@
 //!
 //! A workload is a fixed list of phases (e.g. GUPS: an initialising sweep, then random updates).
 //! The phase is chosen once per `fill` call, never per access, so the inner loops stay
-//! monomorphic and branch-predictable.
+//! monomorphic and branch-predictable. This is the generators' shared machinery and depends on
+//! none of them: a phase kind of one generator lives in its module, behind [`PhaseFill`].
 
-use crate::gups::GupsUpdates;
-use crate::pmbench::GaussianAccesses;
 use crate::{AccessSource, WorkloadInfo};
 use terrace_model::{Access, AccessKind};
 
@@ -115,8 +114,9 @@ impl Sweep {
     }
 }
 
-/// A phase kind that lives in its generator's own module (NPB passes, BFS, the key-value store):
-/// dispatched once per `fill` call, so its inner loop stays monomorphic like the others'.
+/// A phase kind that lives in its generator's own module (GUPS updates, pmbench's Gaussian
+/// accesses, NPB passes, BFS, the key-value store): dispatched once per `fill` call, so its inner
+/// loop stays monomorphic like the sweep's.
 pub(crate) trait PhaseFill: Send {
     fn remaining(&self) -> u64;
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize;
@@ -125,8 +125,6 @@ pub(crate) trait PhaseFill: Send {
 /// The kinds of phase a workload can be made of.
 pub(crate) enum Phase {
     Sweep(Sweep),
-    Gups(GupsUpdates),
-    Gaussian(GaussianAccesses),
     Custom(Box<dyn PhaseFill>),
 }
 
@@ -134,8 +132,6 @@ impl Phase {
     fn remaining(&self) -> u64 {
         match self {
             Phase::Sweep(p) => p.remaining(),
-            Phase::Gups(p) => p.remaining(),
-            Phase::Gaussian(p) => p.remaining(),
             Phase::Custom(p) => p.remaining(),
         }
     }
@@ -143,8 +139,6 @@ impl Phase {
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         match self {
             Phase::Sweep(p) => p.fill(buf, max),
-            Phase::Gups(p) => p.fill(buf, max),
-            Phase::Gaussian(p) => p.fill(buf, max),
             Phase::Custom(p) => p.fill(buf, max),
         }
     }
@@ -162,17 +156,6 @@ impl Generator {
     pub(crate) fn new(mut info: WorkloadInfo, phases: Vec<Phase>) -> Self {
         info.accesses = phases.iter().map(Phase::remaining).sum();
         Generator { info, phases, current: 0 }
-    }
-}
-
-#[cfg(test)]
-impl Generator {
-    /// The hot set of a GUPS workload, in bytes.
-    pub(crate) fn gups_hot_range(&self) -> Option<std::ops::Range<u64>> {
-        self.phases.iter().find_map(|p| match p {
-            Phase::Gups(g) => Some(g.hot_range_bytes()),
-            _ => None,
-        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! array's middle with sigma 12.5% or 25% of the array, 20/50/80% reads, ~27 GB usable DRAM.
 //! Terrace runs the 64 GB size divided by 1024 (GB -> MB).
 
-use crate::phases::{append_slots, Generator, Phase, Step, Sweep, LINE};
+use crate::phases::{append_slots, Generator, Phase, PhaseFill, Step, Sweep, LINE};
 use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
 use crate::WorkloadError;
@@ -71,7 +71,7 @@ pub(crate) fn build(
         FAST_BYTES,
         size_scale,
     );
-    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Gaussian(gaussian)]))
+    Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Custom(Box::new(gaussian))]))
 }
 
 /// Probability weight of each page: the Gaussian's mass over `[p, p + 1)` in page units, mean
@@ -125,7 +125,7 @@ pub(crate) fn alias_table(weights: &[f64]) -> (Vec<u32>, Vec<u32>) {
 }
 
 /// The measured phase: every access picks a page from the Gaussian, then a uniform line in it.
-pub(crate) struct GaussianAccesses {
+struct GaussianAccesses {
     rng: Rng,
     /// Per slot: acceptance threshold and alias, side by side so a draw touches one line.
     table: Vec<(u32, u32)>,
@@ -136,12 +136,12 @@ pub(crate) struct GaussianAccesses {
     remaining: u64,
 }
 
-impl GaussianAccesses {
-    pub(crate) fn remaining(&self) -> u64 {
+impl PhaseFill for GaussianAccesses {
+    fn remaining(&self) -> u64 {
         self.remaining
     }
 
-    pub(crate) fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let n = (max as u64).min(self.remaining) as usize;
         let start = buf.len();
         append_slots(buf, n);

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 use std::time::Instant;
+#[cfg(all(feature = "live", target_os = "linux"))]
 use terrace_linux::bench_migrate::{self, Op as LiveOp};
 use terrace_model::{MachineInfo, Observations, PageSize, Plan, Policy, Requirements, TrackerRequest};
 use terrace_sim::bench_grid::{self, GridOp};
@@ -178,11 +179,10 @@ fn bench_sim(workload: &str, size_scale: f64) -> Result<()> {
     Ok(())
 }
 
-const OPS: [(GridOp, LiveOp); 3] = [
-    (GridOp::Demote, LiveOp::Demote),
-    (GridOp::Promote, LiveOp::Promote),
-    (GridOp::Exchange, LiveOp::Exchange),
-];
+/// The grid's operations, in column order: the model's, and the live benchmark's.
+const OPS: [GridOp; 3] = [GridOp::Demote, GridOp::Promote, GridOp::Exchange];
+#[cfg(all(feature = "live", target_os = "linux"))]
+const LIVE_OPS: [LiveOp; 3] = [LiveOp::Demote, LiveOp::Promote, LiveOp::Exchange];
 
 fn check_migrate_args(args: &MigrateArgs) -> Result<()> {
     if args.mib == 0 || !args.mib.is_multiple_of(4) {
@@ -260,7 +260,7 @@ fn migrate_simulated(args: &MigrateArgs) -> Result<()> {
         let c = row[0].cell;
         let cols: Vec<String> = OPS
             .iter()
-            .map(|(op, _)| {
+            .map(|op| {
                 let f = row.iter().find(|f| f.cell.op == *op).expect("every op in a row");
                 figure(f.gb_s, f.ratio())
             })
@@ -293,7 +293,14 @@ fn migrate_simulated(args: &MigrateArgs) -> Result<()> {
     Ok(())
 }
 
+/// `terrace bench migrate` without the live machine.
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+fn migrate_live(_: &MigrateArgs) -> Result<()> {
+    Err(crate::needs_live("bench migrate"))
+}
+
 /// `terrace bench migrate`: measures move_pages on this host.
+#[cfg(all(feature = "live", target_os = "linux"))]
 fn migrate_live(args: &MigrateArgs) -> Result<()> {
     check_migrate_args(args)?;
     let opts = bench_migrate::Options {
@@ -316,15 +323,15 @@ fn migrate_live(args: &MigrateArgs) -> Result<()> {
     let mut notes: Vec<String> = Vec::new();
     let report = bench_migrate::run(&opts, &mut |r| {
         rows.push(r.clone());
-        if rows.len() < OPS.len() {
+        if rows.len() < LIVE_OPS.len() {
             return;
         }
         // A whole row: print it as soon as it is measured (the grid takes a while).
         let row = std::mem::take(&mut rows);
         let c = row[0].cell;
-        let cols: Vec<String> = OPS
+        let cols: Vec<String> = LIVE_OPS
             .iter()
-            .map(|(_, op)| {
+            .map(|op| {
                 let r = row.iter().find(|r| r.cell.op == *op).expect("every op in a row");
                 match &r.outcome {
                     bench_migrate::Outcome::Measured { gb_s, ratio_to_memcpy, .. } => {
@@ -384,6 +391,7 @@ mod tests {
     }
 
     /// The development and CI hosts have one NUMA node: the live benchmark says so and where to go.
+    #[cfg(all(feature = "live", target_os = "linux"))]
     #[test]
     fn live_migrate_bench_refuses_a_single_node_host() {
         if bench_migrate::memory_nodes().map(|n| n.len() >= 2).unwrap_or(false) {

@@ -1,16 +1,23 @@
 //! `terrace daemon`, `terrace bind`, `terrace unbind`: a long-running manager of several
 //! processes, and the commands that hand processes to it over its Unix socket.
+// Without the live machine the arguments are parsed (the CLI is the same) but not used.
+#![cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use std::io::Read;
 use std::path::PathBuf;
-use std::time::Duration;
-use terrace_linux::config::Config;
-use terrace_linux::control::{self, Reply, Request};
-use terrace_linux::daemon::{install_signal_handlers, Daemon};
+#[cfg(all(feature = "live", target_os = "linux"))]
+use {
+    anyhow::{bail, Context},
+    std::io::Read,
+    std::time::Duration,
+    terrace_linux::config::Config,
+    terrace_linux::control::{self, Reply, Request},
+    terrace_linux::daemon::{install_signal_handlers, Daemon},
+};
 
 /// Longest `bind` and `unbind` wait for the daemon's answer (a bind scans the whole process first).
+#[cfg(all(feature = "live", target_os = "linux"))]
 const REPLY_TIMEOUT: Duration = Duration::from_secs(150);
 
 #[derive(Args, Debug)]
@@ -25,7 +32,7 @@ pub struct BindArgs {
     /// Process to manage (bind) or to stop managing (unbind).
     #[arg(required_unless_present = "raw", value_parser = parse_pid, allow_negative_numbers = true)]
     pub pid: Option<i32>,
-    /// Policy for this process (bind only; default: the daemon's).
+    /// Policy for this process, a name or `NAME:key=value,...` (bind only; default: the daemon's).
     #[arg(long, short)]
     pub policy: Option<String>,
     /// The daemon's socket (default: from --config, else /run/terrace.sock).
@@ -50,24 +57,43 @@ fn parse_pid(s: &str) -> Result<i32, String> {
     }
 }
 
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub fn daemon(_: DaemonArgs) -> Result<()> {
+    Err(crate::needs_live("daemon"))
+}
+
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub fn bind(_: BindArgs) -> Result<()> {
+    Err(crate::needs_live("bind"))
+}
+
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub fn unbind(_: BindArgs) -> Result<()> {
+    Err(crate::needs_live("unbind"))
+}
+
+#[cfg(all(feature = "live", target_os = "linux"))]
 pub fn daemon(args: DaemonArgs) -> Result<()> {
     let config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
     let shutdown = install_signal_handlers().context("cannot install signal handlers")?;
-    let build = Box::new(|name: &str| terrace_policy::build(name).map_err(|e| e.to_string()));
+    let policies = crate::run_spec::config_policies(args.config.as_deref(), &config.policy)?;
+    let build = Box::new(move |spec: &str| policies.build(spec).map_err(|e| e.to_string()));
     let daemon = Daemon::start(config, build)?;
     daemon.serve(shutdown);
     Ok(())
 }
 
+#[cfg(all(feature = "live", target_os = "linux"))]
 pub fn bind(args: BindArgs) -> Result<()> {
     let pid = args.pid;
     let policy = args.policy.clone();
     request(args, |pid| Request::Bind { pid, policy }, pid)
 }
 
+#[cfg(all(feature = "live", target_os = "linux"))]
 pub fn unbind(args: BindArgs) -> Result<()> {
     if args.policy.is_some() {
         bail!("unbind takes no --policy (the process keeps its pages where they are)");
@@ -78,6 +104,7 @@ pub fn unbind(args: BindArgs) -> Result<()> {
 
 /// Sends one request (or the raw line) and prints the answer: the daemon's message on success,
 /// its error (as this command's error) otherwise.
+#[cfg(all(feature = "live", target_os = "linux"))]
 fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) -> Result<()> {
     let socket = match (&args.socket, &args.config) {
         (Some(s), _) => s.clone(),

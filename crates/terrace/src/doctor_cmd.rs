@@ -1,9 +1,10 @@
 //! `terrace doctor`: what this host offers for tiering and what to fix, from terrace-linux.
+// Without the live machine the arguments are parsed (the CLI is the same) but not used.
+#![cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
 
-use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use anyhow::Result;
+use std::path::PathBuf;
 use std::process::ExitCode;
-use terrace_linux::doctor;
 
 #[derive(clap::Args, Debug)]
 pub struct DoctorArgs {
@@ -23,8 +24,17 @@ pub struct DoctorArgs {
 /// doctor failing to read the host at all exits 2, as every failed command does.
 pub const EXIT_CANNOT_TIER: u8 = 1;
 
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub fn run(_: DoctorArgs) -> Result<ExitCode> {
+    Err(crate::needs_live("doctor"))
+}
+
 /// Prints the report, and says through the exit status whether live placement can run here.
+#[cfg(all(feature = "live", target_os = "linux"))]
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
+    use anyhow::Context;
+    use std::path::Path;
+    use terrace_linux::doctor;
     let mut report = doctor::examine(&args.sys, &args.proc_root)
         .with_context(|| format!("cannot read the NUMA topology under {}", args.sys.display()))?;
     // Live probes make system calls on this kernel, so they mean nothing for another root.

@@ -42,6 +42,10 @@ enum Command {
     List {
         #[arg(value_enum)]
         what: ListWhat,
+        /// With `policies`: every policy's parameters, each with its default, range, meaning and
+        /// source.
+        #[arg(long)]
+        params: bool,
     },
     /// Make and inspect access traces.
     #[command(subcommand)]
@@ -70,7 +74,10 @@ enum ListWhat {
     Profiles,
 }
 
-fn list(what: ListWhat) {
+fn list(what: ListWhat, params: bool) -> Result<()> {
+    if params && !matches!(what, ListWhat::Policies) {
+        anyhow::bail!("--params goes with `terrace list policies`");
+    }
     match what {
         ListWhat::Workloads => {
             for w in terrace_workloads::list() {
@@ -83,6 +90,7 @@ fn list(what: ListWhat) {
                 println!("{w}");
             }
         }
+        ListWhat::Policies if params => list_params(),
         ListWhat::Policies => {
             for p in terrace_policy::list() {
                 println!("{:<20} {}", p.name, p.summary);
@@ -98,6 +106,29 @@ fn list(what: ListWhat) {
             println!("\nA path to a .toml profile works too; profiles/ in the source tree shows the format.");
         }
     }
+    Ok(())
+}
+
+/// `terrace list policies --params`: each policy, then its parameters (or the preset it is).
+fn list_params() {
+    for p in terrace_policy::list() {
+        println!("{:<20} {}", p.name, p.summary);
+        if let Some(preset) = p.preset {
+            let values: Vec<String> = preset.values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("    preset: {}:{}; takes {}'s parameters", preset.of, values.join(","), preset.of);
+        } else if p.params.is_empty() {
+            println!("    no parameters");
+        }
+        for param in p.params.iter().filter(|_| p.preset.is_none()) {
+            println!("    {} = {}  ({})", param.name, param.default, param.kind.range());
+            println!("        {}", param.meaning);
+            println!("        source: {}", param.source);
+        }
+    }
+    println!(
+        "\nSet parameters with --policy NAME:key=value,key=value (e.g. hpwp:hot_threshold=8), or with a \
+         [policy.NAME] table in the live machine's config (docs/live.md)."
+    );
 }
 
 /// Runs a command; only doctor has an exit status of its own (its report says whether live
@@ -107,10 +138,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor(args) => return doctor_cmd::run(args),
         Command::Sim(args) => run_spec::sim(args),
         Command::Compare(args) => compare::compare(args),
-        Command::List { what } => {
-            list(what);
-            Ok(())
-        }
+        Command::List { what, params } => list(what, params),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Run(args) => run_cmd::run(args),
@@ -123,8 +151,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn main() -> ExitCode {
     // Die quietly when the reader of our output goes away (`terrace doctor | head`), as CLI tools do.
-    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // SAFETY: signal(2) with a valid signal number and SIG_DFL, not a handler: restoring the default
+    // disposition of SIGPIPE, before any thread starts, touches no Rust state.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL)
+    };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e)
@@ -178,6 +210,16 @@ pub(crate) fn error_line(e: &anyhow::Error) -> String {
     }
     // One line, whatever the causes contain (a TOML error's snippet, an OS message with a newline).
     line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The error of a live-machine command in a `terrace` built without the live machine: one line
+/// that says what to do instead.
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub(crate) fn needs_live(command: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`terrace {command}` needs the live machine: this terrace was built without it \
+         (cargo feature `live`, Linux only); rebuild with default features on Linux"
+    )
 }
 
 /// Where to write a machine-readable copy of the results.

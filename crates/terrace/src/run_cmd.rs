@@ -1,17 +1,14 @@
 //! `terrace run`: start a program and manage its memory with a policy on the live machine.
+// Without the live machine the arguments are parsed (the CLI is the same) but not used.
+#![cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
 
-use anyhow::{Context, Result};
 use clap::Args;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use terrace_linux::config::Config;
-use terrace_linux::machine::{live_requirements, needs_userfaultfd, Attach, LiveMachine, Target};
-use terrace_linux::numa_sys;
-use terrace_model::{InitialPlacement, TrackerKind};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Policy name (`terrace list policies`).
+    /// Policy: a name (`terrace list policies`) or `NAME:key=value,...` (`terrace list policies
+    /// --params`); the config's `[policy.NAME]` table sets its parameters too.
     #[arg(long, short, default_value = "age")]
     pub policy: String,
     /// Configuration file (TOML; see docs/live.md).
@@ -25,12 +22,25 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+pub fn run(_: RunArgs) -> anyhow::Result<()> {
+    Err(crate::needs_live("run"))
+}
+
+#[cfg(all(feature = "live", target_os = "linux"))]
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::os::unix::process::ExitStatusExt;
+    use terrace_linux::config::Config;
+    use terrace_linux::machine::{live_requirements, needs_userfaultfd, Attach, LiveMachine, Target};
+    use terrace_model::TrackerKind;
+
     let config = match &args.config {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
-    let mut policy = terrace_policy::build(&args.policy)?;
+    let policies = crate::run_spec::config_policies(args.config.as_deref(), &config.policy)?;
+    let mut policy = policies.build(&args.policy)?;
     let tiers = terrace_linux::daemon::live_tiers(&config)?;
     // Refuse before starting anything the policy cannot have.
     let req = live_requirements(policy.as_ref(), &tiers, Attach::Start)
@@ -39,24 +49,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     // Initial placement is the child's own memory policy, set between fork and exec.
-    let (mode, nodes): (Option<i32>, Vec<u32>) = match &req.initial {
-        InitialPlacement::FirstTouch => (None, vec![]),
-        InitialPlacement::Tier(t) => {
-            (Some(numa_sys::MPOL_PREFERRED), tiers.get(t.index()).map_or(vec![], |t| t.nodes[..1].to_vec()))
-        }
-        InitialPlacement::Interleave { weights } => {
-            if weights.iter().any(|&w| w != weights[0]) {
-                tracing::warn!("weighted interleave is applied as plain interleave on the live machine");
-            }
-            (Some(numa_sys::MPOL_INTERLEAVE), tiers.iter().flat_map(|t| t.nodes.clone()).collect())
-        }
-    };
-    if let Some(mode) = mode {
-        // SAFETY: set_mempolicy allocates nothing and only touches this (child) process.
-        unsafe {
-            cmd.pre_exec(move || numa_sys::set_mempolicy(mode, &nodes));
-        }
-    }
+    terrace_linux::launch::prepare(&mut cmd, &req, &tiers);
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
@@ -75,7 +68,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let pid = child.id();
     let started = std::time::Instant::now();
-    tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], args.policy);
+    tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], policy.name());
     let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
         .with_context(|| format!("cannot manage pid {pid}"))?;
     machine.set_referenced_source(config.trackers.referenced);
@@ -101,7 +94,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         s.decision_seconds,
         s.migration_seconds,
         started.elapsed().as_secs_f64(),
-        if sampling || req.protected_copies {
+        if sampling || req.mechanisms.contains(&terrace_model::Mechanism::WriteProtectedCopies) {
             format!(
                 "; {} sampled write faults, {} writes waited for a copy",
                 s.write_faults, s.writes_held_for_copy

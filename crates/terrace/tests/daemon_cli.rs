@@ -1,7 +1,8 @@
 //! `terrace daemon`, `bind` and `unbind` as a user meets them on a host with one memory tier:
 //! the daemon starts anyway (tiers are read at each bind), answers with one-line errors, stops on
 //! SIGTERM with exit code 0 and removes its socket. Managing real processes is tested in the guest
-//! (tests/vm/cases/2*-daemon-*.sh).
+//! (tests/vm/cases/2*-daemon-*.sh). A `terrace` built without the live machine has no daemon.
+#![cfg(all(feature = "live", target_os = "linux"))]
 
 use assert_cmd::cargo::CommandCargoExt;
 use std::path::Path;
