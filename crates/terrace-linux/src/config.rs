@@ -273,18 +273,15 @@ impl Config {
     /// Checked when the daemon or `terrace run` starts: a config is written for one host, and a
     /// node that is not there would otherwise be left out of the classification without a word.
     pub fn check_nodes(&self, topology: &Topology) -> Result<(), String> {
-        let missing: Vec<String> =
-            [("fast_nodes", &self.tiers.fast_nodes), ("slow_nodes", &self.tiers.slow_nodes)]
-                .into_iter()
-                .filter_map(|(key, nodes)| {
-                    let absent: Vec<u32> =
-                        nodes.iter().flatten().copied().filter(|&n| topology.node(n).is_none()).collect();
-                    (!absent.is_empty()).then(|| {
-                        let s = if absent.len() == 1 { "" } else { "s" };
-                        format!("tiers.{key} names node{s} {}", format_list(&absent))
-                    })
-                })
-                .collect();
+        let missing: Vec<String> = self
+            .tiers
+            .unknown_nodes(topology)
+            .into_iter()
+            .map(|(key, absent)| {
+                let s = if absent.len() == 1 { "" } else { "s" };
+                format!("tiers.{key} names node{s} {}", format_list(&absent))
+            })
+            .collect();
         if missing.is_empty() {
             return Ok(());
         }

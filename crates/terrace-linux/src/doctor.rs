@@ -106,13 +106,7 @@ pub fn examine_with(sys: &Path, proc_: &Path, overrides: &TierOverride) -> Resul
     let trackers = file_trackers(sys, &topology);
     let permissions = read_permissions(proc_);
     let mut findings = findings(&topology, &classification);
-    let unknown: Vec<u32> = [&overrides.fast_nodes, &overrides.slow_nodes]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .copied()
-        .filter(|&id| topology.node(id).is_none())
-        .collect();
+    let unknown: Vec<u32> = overrides.unknown_nodes(&topology).into_iter().flat_map(|(_, n)| n).collect();
     if !unknown.is_empty() {
         findings.push(Finding {
             severity: Severity::Error,

@@ -74,6 +74,26 @@ impl TierOverride {
     fn is_empty(&self) -> bool {
         self.fast_nodes.is_none() && self.slow_nodes.is_none()
     }
+
+    /// The nodes named under each key (`fast_nodes`, `slow_nodes`) that `topology` lacks: the
+    /// one rule behind doctor's finding and the refusal at start (`Config::check_nodes`).
+    pub fn unknown_nodes(&self, topology: &Topology) -> Vec<(&'static str, Vec<u32>)> {
+        [("fast_nodes", &self.fast_nodes), ("slow_nodes", &self.slow_nodes)]
+            .into_iter()
+            .map(|(key, nodes)| {
+                (
+                    key,
+                    nodes
+                        .iter()
+                        .flatten()
+                        .copied()
+                        .filter(|&n| topology.node(n).is_none())
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .filter(|(_, absent)| !absent.is_empty())
+            .collect()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
