@@ -17,6 +17,11 @@ pub enum DriveError {
 pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), DriveError> {
     let req = policy.requirements(machine.info());
     let refuse = |source| DriveError::Unsupported { policy: policy.name().to_string(), source };
+    let tiers = &machine.info().tiers;
+    if let Some(max) = req.max_tiers.filter(|&m| tiers.len() > m) {
+        let names = tiers.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ");
+        return Err(refuse(MachineError::TooManyTiers { max, tiers: tiers.len(), names }));
+    }
     let mechanisms = &machine.info().mechanisms;
     if let Some(mechanism) = mechanisms.first_missing(&req.required_mechanisms()) {
         let hint = mechanisms.why_not(mechanism);
@@ -164,6 +169,50 @@ mod tests {
             text.contains("ticker") && text.contains("page-table bits") && text.contains("enable it"),
             "{text}"
         );
+    }
+
+    /// A policy that manages two tiers.
+    struct TwoTiers;
+    impl Policy for TwoTiers {
+        fn name(&self) -> &str {
+            "two-tiers"
+        }
+        fn requirements(&self, _: &MachineInfo) -> Requirements {
+            Requirements { tick_ns: Some(10), max_tiers: Some(2), ..Default::default() }
+        }
+        fn tick(&mut self, _: &Observations<'_>) -> Plan {
+            Plan::none()
+        }
+    }
+
+    fn tier(i: u8, name: &str) -> crate::Tier {
+        crate::Tier {
+            id: crate::TierId(i),
+            name: name.into(),
+            kind: crate::TierKind::Dram,
+            capacity_pages: None,
+            read_latency_ns: None,
+            read_bandwidth_gb_s: None,
+            write_bandwidth_gb_s: None,
+        }
+    }
+
+    #[test]
+    fn a_two_tier_policy_is_refused_on_three_tiers_and_runs_on_two() {
+        let mut m = Clock::new(1_000, 1.0);
+        m.info.tiers = vec![tier(0, "DRAM"), tier(1, "remote DRAM"), tier(2, "CXL")];
+        let e = drive(&mut m, &mut TwoTiers).unwrap_err();
+        let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(
+            text.contains("two-tiers")
+                && text.contains("at most 2 tiers")
+                && text.contains("DRAM, remote DRAM, CXL"),
+            "{text}"
+        );
+        assert!(m.observed_at.is_empty(), "refused before the program ran");
+        m.info.tiers.pop();
+        drive(&mut m, &mut TwoTiers).unwrap();
+        assert!(!m.observed_at.is_empty());
     }
 
     #[test]

@@ -25,8 +25,8 @@ pub use drive::{drive, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, Progress};
 pub use mechanism::{Mechanism, Mechanisms};
 pub use observe::{
-    HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest, PAGE_DIRTY,
-    PAGE_REFERENCED,
+    FreeRoom, HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest,
+    PAGE_DIRTY, PAGE_REFERENCED,
 };
 pub use page::{PageIdx, PageSize};
 pub use plan::{

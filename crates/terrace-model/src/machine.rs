@@ -37,6 +37,11 @@ pub enum MachineError {
     UnsupportedMode { mode: String, hint: String },
     #[error("this machine cannot do {}, which the policy needs: {hint}", .mechanism.name())]
     MissingMechanism { mechanism: Mechanism, hint: String },
+    #[error(
+        "it manages at most {max} tiers (a fast and a slow one), and this machine has {tiers}: {names}; \
+         run it on a {max}-tier profile, or use a policy for any number of tiers (`terrace list policies` marks the others)"
+    )]
+    TooManyTiers { max: usize, tiers: usize, names: String },
     #[error("{0}")]
     Other(String),
 }

@@ -128,3 +128,78 @@ impl Observations<'_> {
         self.now_ns - self.previous_ns
     }
 }
+
+/// Free pages per tier as a plan spends them: where the next page moved down can go. A policy
+/// that demotes on a machine of more than two tiers sends a page to the nearest lower tier with
+/// room, as Linux's demotion does (`next_demotion_node`, falling back to lower tiers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreeRoom {
+    free: Vec<u64>,
+}
+
+impl FreeRoom {
+    pub fn new(tiers: &[TierStatus]) -> Self {
+        FreeRoom { free: tiers.iter().map(TierStatus::free_pages).collect() }
+    }
+
+    /// Free pages left in tier `t` (0 for a tier the machine does not have).
+    pub fn free(&self, t: TierId) -> u64 {
+        self.free.get(t.index()).copied().unwrap_or(0)
+    }
+
+    /// Takes a page of room in tier `t`, if it has any.
+    pub fn take(&mut self, t: TierId) -> bool {
+        match self.free.get_mut(t.index()) {
+            Some(f) if *f > 0 => {
+                *f -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives a page of room back to tier `t` (a page leaves it).
+    pub fn give(&mut self, t: TierId) {
+        if let Some(f) = self.free.get_mut(t.index()) {
+            *f = f.saturating_add(1);
+        }
+    }
+
+    /// The nearest tier below `from` with room, which the page then takes; `None` when every
+    /// lower tier is full. A page that was not placed counts as coming from the fast tier.
+    pub fn take_below(&mut self, from: TierId) -> Option<TierId> {
+        let start = if from.is_placed() { from.index() + 1 } else { 1 };
+        let t = (start..self.free.len()).find(|&t| self.free[t] > 0)?;
+        self.free[t] -= 1;
+        Some(TierId(t as u8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(used: u64, capacity: Option<u64>) -> TierStatus {
+        TierStatus { used_pages: used, capacity_pages: capacity, ..Default::default() }
+    }
+
+    #[test]
+    fn demotions_go_to_the_nearest_lower_tier_with_room() {
+        let tiers = [status(4, Some(4)), status(1, Some(2)), status(0, None)];
+        let mut room = FreeRoom::new(&tiers);
+        assert_eq!(room.take_below(TierId(0)), Some(TierId(1)));
+        assert_eq!(room.take_below(TierId(0)), Some(TierId(2)), "tier 1 is full now");
+        assert_eq!(room.take_below(TierId(1)), Some(TierId(2)));
+        assert_eq!(room.take_below(TierId(2)), None, "nothing is below the last tier");
+        assert!(!room.take(TierId(0)));
+        room.give(TierId(0));
+        assert!(room.take(TierId(0)));
+        assert_eq!(room.free(TierId(7)), 0);
+    }
+
+    #[test]
+    fn two_full_tiers_leave_no_room_below() {
+        let mut room = FreeRoom::new(&[status(1, Some(1)), status(1, Some(1))]);
+        assert_eq!(room.take_below(TierId::FAST), None);
+    }
+}

@@ -49,6 +49,11 @@ pub struct Requirements {
     /// moves need not be listed: a 2 MiB `page_size` requires them.
     #[serde(default)]
     pub mechanisms: Vec<crate::Mechanism>,
+    /// The most tiers the policy can manage, `None` for any number. A policy written for a fast
+    /// and a slow tier (every seed's machine had two) says 2, and a machine with more refuses it
+    /// at start ([`crate::drive`]) instead of letting it treat the middle tiers as slow.
+    #[serde(default)]
+    pub max_tiers: Option<usize>,
 }
 
 impl Requirements {
@@ -71,6 +76,7 @@ impl Default for Requirements {
             initial: InitialPlacement::FirstTouch,
             tick_ns: None,
             mechanisms: Vec::new(),
+            max_tiers: None,
         }
     }
 }

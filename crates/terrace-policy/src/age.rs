@@ -1,15 +1,16 @@
 //! `age`: the idle-age policy of Intel's memtierd (github.com/intel/memtierd), on page-table
 //! bits. A page referenced in the last interval is hot and goes to the fast tier; a page idle for
 //! `demote_after` intervals goes to the slow tier. When the fast tier is full, the
-//! longest-idle fast pages make room for hot ones.
+//! longest-idle fast pages make room for hot ones. On more than two tiers a hot page comes up to
+//! the fast tier from wherever it is, and an idle one goes down to the nearest tier with room.
 //!
 //! It is the simple hot/cold policy the live machine is tested with, and a baseline for the
 //! seeds: it knows recency only, not frequency or reads versus writes.
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy, Requirements, TierId,
-    TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+    FreeRoom, MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy, Requirements,
+    TierId, TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 pub const NAME: &str = "age";
@@ -135,14 +136,17 @@ impl Policy for Age {
             ),
             ..Plan::none()
         };
-        let mut free = obs.tiers.first().map_or(0, |t| t.free_pages());
+        // Demotions come first in the plan, so only the room below as it is now takes them.
+        let mut room = FreeRoom::new(obs.tiers);
+        let mut free = room.free(TierId::FAST);
         let mut victims = idle_fast.iter().peekable();
         // Demote what has been idle long enough.
         while let Some(&&(idle, page)) = victims.peek() {
             if idle < self.demote_after {
                 break;
             }
-            plan.moves.push(Move { page, to: TierId::SLOW });
+            let Some(to) = room.take_below(TierId::FAST) else { break };
+            plan.moves.push(Move { page, to });
             free = free.saturating_add(1);
             victims.next();
         }
@@ -150,9 +154,9 @@ impl Policy for Age {
         let mut promotions = Vec::new();
         for page in hot_slow {
             if free == 0 {
-                match victims.next() {
-                    Some(&(_, v)) => plan.moves.push(Move { page: v, to: TierId::SLOW }),
-                    None => break,
+                match (victims.next(), room.take_below(TierId::FAST)) {
+                    (Some(&(_, v)), Some(to)) => plan.moves.push(Move { page: v, to }),
+                    _ => break,
                 }
             } else {
                 free -= 1;

@@ -302,6 +302,8 @@ impl Policy for Ambix {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
             tick_ns: Some(self.period_ns),
+            // Ambix pairs DRAM with DCPMM (thesis §4.1): a fast and a slow tier.
+            max_tiers: Some(2),
             ..Requirements::default()
         }
     }

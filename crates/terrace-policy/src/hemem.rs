@@ -175,6 +175,8 @@ impl Base {
             } else {
                 vec![]
             },
+            // HeMem's and HPWP's hot and cold lists pair DRAM with NVM: a fast and a slow tier.
+            max_tiers: Some(2),
             ..Requirements::default()
         }
     }

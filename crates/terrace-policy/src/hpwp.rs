@@ -292,7 +292,8 @@ mod tests {
 
     /// HPWP changes HeMem's classes, not its machinery (HPWP thesis §5.2-5.3): PEBS sampling of
     /// one access in 19,997, 2 MiB pages, a pass every 10 ms, pages write-protected while they
-    /// are copied. Stated here from the seeds, not read back from hemem's code.
+    /// are copied, DRAM and NVM as its two tiers. Stated here from the seeds, not read back from
+    /// hemem's code.
     #[test]
     fn asks_for_what_hemem_asks_for() {
         let m = machine(1.0);
@@ -301,6 +302,7 @@ mod tests {
             page_size: terrace_model::PageSize::Huge2M,
             tick_ns: Some(10_000_000),
             mechanisms: vec![terrace_model::Mechanism::WriteProtectedCopies],
+            max_tiers: Some(2),
             ..Requirements::default()
         };
         assert_eq!(Hpwp::default().requirements(&m), expected);

@@ -30,8 +30,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    AccessKind, Applied, MachineInfo, MemoryMode, Move, MoveOptions, Observations, PageIdx, PageSize, Plan,
-    Policy, Requirements, TierId, TrackerKind, TrackerRequest,
+    AccessKind, Applied, FreeRoom, MachineInfo, MemoryMode, Move, MoveOptions, Observations, PageIdx,
+    PageSize, Plan, Policy, Requirements, TierId, TrackerKind, TrackerRequest,
 };
 
 pub const NAME: &str = "kernel-tiering";
@@ -237,15 +237,17 @@ impl Policy for KernelTiering {
         self.last_tick_ns = now;
         self.last_demotions = 0;
         self.last_use.resize(obs.placement.len(), 0);
-        // Hint faults: every faulting page was just used; a slow page faulting soon enough after
-        // its scan is a promotion candidate (once, however many times it faulted).
+        // Hint faults: every faulting page was just used; a page below the top tier faulting soon
+        // enough after its scan is a promotion candidate (once, however many times it faulted):
+        // the kernel promotes from any lower tier to the top one (`numa_promotion_tiered_enabled`).
         self.candidates.clear();
         for f in obs.hint_faults {
             let Some(last) = self.last_use.get_mut(f.page as usize) else { continue };
             let again = *last == now;
             *last = now;
             if !again
-                && obs.placement[f.page as usize] == TierId::SLOW
+                && obs.placement[f.page as usize].is_placed()
+                && obs.placement[f.page as usize] != TierId::FAST
                 && f.latency_ns < self.threshold_ns(f.kind)
             {
                 self.candidates.push(f.page);
@@ -297,8 +299,14 @@ impl Policy for KernelTiering {
                 }
                 let victims = &mut self.lru[..k];
                 victims.sort_unstable();
-                plan.moves.extend(victims.iter().map(|&(_, page)| Move { page, to: TierId::SLOW }));
-                demoted = k as u64;
+                // Each to the nearest lower tier with room: the demotion target, falling back to
+                // the tiers below it (mm/migrate.c `alloc_demote_folio`, since Linux 6.1).
+                let mut room = FreeRoom::new(obs.tiers);
+                for &(_, page) in victims.iter() {
+                    let Some(to) = room.take_below(TierId::FAST) else { break };
+                    plan.moves.push(Move { page, to });
+                    demoted += 1;
+                }
                 self.last_demotions = demoted;
             }
             // Promotions only into room above the high watermark.

@@ -65,6 +65,8 @@ impl Policy for PingPong {
         Requirements {
             tick_ns: Some(self.tick_ns),
             mechanisms: if self.protected { vec![Mechanism::WriteProtectedCopies] } else { vec![] },
+            // It moves pages between the fast and the slow tier.
+            max_tiers: Some(2),
             ..Requirements::default()
         }
     }

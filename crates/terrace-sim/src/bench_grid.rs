@@ -106,12 +106,11 @@ pub fn migration_grid(profile: &Profile, bytes: u64, cells: &[GridCell]) -> Vec<
             let page = cell.page_size.bytes();
             let pages = bytes / page;
             let (work, units) = match cell.op {
-                GridOp::Demote => (MoveWork { pages, pairs: 0, bytes: [[0, pages * page], [0, 0]] }, pages),
-                GridOp::Promote => (MoveWork { pages, pairs: 0, bytes: [[0, 0], [pages * page, 0]] }, pages),
+                GridOp::Demote => (MoveWork::one_way(0, 1, pages, page), pages),
+                GridOp::Promote => (MoveWork::one_way(1, 0, pages, page), pages),
                 GridOp::Exchange => {
                     let pairs = pages / 2;
-                    let half = pairs * page;
-                    (MoveWork { pages: 0, pairs, bytes: [[0, half], [half, 0]] }, pairs)
+                    (MoveWork::exchange(0, 1, pairs, page), pairs)
                 }
             };
             let batch = effective_batch(cell.batch_pages, units, cell.threads);

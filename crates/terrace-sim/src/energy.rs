@@ -5,7 +5,7 @@ use crate::profile::Profile;
 use crate::report::TierTotals;
 
 /// Energy of a run, in joules.
-pub fn run_energy_j(profile: &Profile, tiers: &[TierTotals; 2], runtime_ns: f64) -> f64 {
+pub fn run_energy_j(profile: &Profile, tiers: &[TierTotals], runtime_ns: f64) -> f64 {
     let mut j = profile.static_power_w * runtime_ns * 1e-9;
     for (t, p) in tiers.iter().zip(&profile.tiers) {
         // Per-access figures are per 64-byte access; copies are counted in lines.

@@ -40,7 +40,7 @@ pub enum SimError {
     #[error("workload '{name}' cannot be simulated: {why}; use a smaller --size-scale")]
     InvalidWorkload { name: String, why: String },
     #[error(
-        "the footprint ({}) does not fit in the fast tier ({}) plus the slow tier ({}); raise --fast-capacity or --slow-capacity",
+        "the footprint ({}) does not fit in the fast tier ({}) plus the slower tiers ({}); raise --fast-capacity or --slow-capacity",
         human_bytes(*footprint), human_bytes(*fast), human_bytes(*slow)
     )]
     DoesNotFit { footprint: u64, fast: u64, slow: u64 },

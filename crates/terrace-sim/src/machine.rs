@@ -8,11 +8,12 @@
 use crate::memory_mode::{CacheOutcome, DirectMappedCache};
 use crate::migration::{self, MoveWork};
 use crate::placement::Placement;
-use crate::profile::Profile;
+use crate::profile::{Profile, MAX_TIERS};
 use crate::report::{RunReport, TierTotals};
 use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
 use crate::trackers::{
-    future::FutureWindow, hint_faults::HintFaults, page_bits::PageBits, sampling::Sampler,
+    future::FutureWindow, hint_faults::HintFaults, page_bits::PageBits, sampling::Sampler, SliceTracker,
+    Touch,
 };
 use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,15 +34,15 @@ const BATCH_ACCESSES: usize = 1 << 16;
 struct CopyWindow {
     until_ns: f64,
     /// Bytes still to copy, per tier: read from it, written to it.
-    read_left: [f64; 2],
-    write_left: [f64; 2],
+    read_left: [f64; MAX_TIERS],
+    write_left: [f64; MAX_TIERS],
 }
 
 pub struct SimMachine {
     info: MachineInfo,
-    /// Fast and slow tier capacity as configured, bytes.
-    capacity_bytes: [u64; 2],
-    /// The user did not size the slow tier: it then holds whatever the fast tier cannot, in
+    /// Each tier's capacity as configured, bytes, fastest first.
+    capacity_bytes: Vec<u64>,
+    /// The user did not size the last tier: it then holds whatever the others cannot, in
     /// pages of the policy's size (a footprint of 1.5 huge pages needs 2 somewhere).
     slow_is_default: bool,
     profile: Profile,
@@ -58,6 +59,8 @@ pub struct SimMachine {
     sampler: Option<Sampler>,
     future: Option<FutureWindow>,
     hints: Option<HintFaults>,
+    /// The slice's accesses as the trackers see them, when any is enabled.
+    touches: Vec<Touch>,
     /// Cost of one hint fault to the faulting thread, ns (docs/model.md §6).
     hint_fault_ns: f64,
     /// Open access streams per thread: merge accesses within one media unit, detect sequential reads.
@@ -72,13 +75,13 @@ pub struct SimMachine {
     copy: CopyWindow,
     /// Program time owed to shootdowns and tracking, paid by the next slice.
     stall_owed_ns: f64,
-    since_observe: [TierStatus; 2],
+    since_observe: Vec<TierStatus>,
     /// What the last observation handed out: tier status, bits and samples of the interval it closed.
-    observed_tiers: [TierStatus; 2],
+    observed_tiers: Vec<TierStatus>,
     observed_bits: Vec<u8>,
     observed_samples: Vec<terrace_model::Sample>,
     observed_hint_faults: Vec<terrace_model::HintFault>,
-    totals: [TierTotals; 2],
+    totals: Vec<TierTotals>,
     accesses: u64,
     pages_migrated: u64,
     failed_moves: u64,
@@ -93,8 +96,9 @@ pub struct SimMachine {
 }
 
 impl SimMachine {
-    /// A machine for `source` with the given tier capacities in bytes (`None` = the profile's
-    /// slow:fast ratio for the slow tier). Fails if the footprint cannot fit.
+    /// A machine for `source` with the fast tier's capacity and the last tier's in bytes (`None`
+    /// = the profile's slow:fast ratio, and at least the footprint); a middle tier is its
+    /// profile's `capacity_to_fast` times the fast tier. Fails if the footprint cannot fit.
     pub fn new(
         profile: Profile,
         source: Box<dyn AccessSource>,
@@ -112,14 +116,22 @@ impl SimMachine {
         let slow_bytes = slow_bytes.unwrap_or_else(|| {
             ((fast_bytes as f64 * profile.slow_to_fast_capacity) as u64).max(w.footprint_bytes)
         });
-        if fast_bytes.saturating_add(slow_bytes) < w.footprint_bytes {
+        let n = profile.tiers.len();
+        let mut capacity_bytes = vec![fast_bytes];
+        capacity_bytes.extend(
+            profile.tiers[1..n - 1]
+                .iter()
+                .map(|t| (fast_bytes as f64 * t.capacity_to_fast.unwrap_or(1.0)) as u64),
+        );
+        capacity_bytes.push(slow_bytes);
+        let slower: u64 = capacity_bytes[1..].iter().fold(0, |a, &b| a.saturating_add(b));
+        if fast_bytes.saturating_add(slower) < w.footprint_bytes {
             return Err(SimError::DoesNotFit {
                 footprint: w.footprint_bytes,
                 fast: fast_bytes,
-                slow: slow_bytes,
+                slow: slower,
             });
         }
-        let capacity_bytes = [fast_bytes, slow_bytes];
         let timing = Timing::new(&profile, w.threads);
         let tiers = profile
             .tiers
@@ -158,13 +170,14 @@ impl SimMachine {
             pos: 0,
             source_done: false,
             page_shift: 12,
-            placement: Placement::new(0, [None, None], Default::default()),
+            placement: Placement::new(0, vec![None; n], Default::default()),
             mode: MemoryMode::Flat,
             cache: None,
             bits: None,
             sampler: None,
             future: None,
             hints: None,
+            touches: Vec::with_capacity(SLICE_ACCESSES),
             hint_fault_ns: 0.0,
             streams: Box::new([StreamTable::default(); 256]),
             writeback_streams: Box::new([StreamTable::default(); 256]),
@@ -174,12 +187,12 @@ impl SimMachine {
             accesses_since_observe: 0,
             copy: CopyWindow::default(),
             stall_owed_ns: 0.0,
-            since_observe: Default::default(),
-            observed_tiers: Default::default(),
+            since_observe: vec![TierStatus::default(); n],
+            observed_tiers: vec![TierStatus::default(); n],
             observed_bits: Vec::new(),
             observed_samples: Vec::new(),
             observed_hint_faults: Vec::new(),
-            totals: Default::default(),
+            totals: vec![TierTotals::default(); n],
             accesses: 0,
             pages_migrated: 0,
             failed_moves: 0,
@@ -206,7 +219,7 @@ impl SimMachine {
 
     /// The run's report so far.
     pub fn report(&self) -> RunReport {
-        let mut tiers = self.totals;
+        let mut tiers = self.totals.clone();
         for (t, tot) in tiers.iter_mut().enumerate() {
             tot.peak_pages = self.placement.peak[t];
             tot.capacity_pages = self.placement.capacity[t];
@@ -256,21 +269,19 @@ impl SimMachine {
         self.buf.len() - self.pos
     }
 
-    /// Replays one slice in flat mode; `BITS`, `SAMPLE` and `HINT` select the trackers at compile
-    /// time so that a policy without trackers pays nothing for them.
-    fn replay_flat<const BITS: bool, const SAMPLE: bool, const HINT: bool>(
-        &mut self,
-        end: usize,
-        loads: &mut [TierLoad; 2],
-    ) -> u64 {
+    /// Replays one slice in flat mode: places and counts each access against its tier, and,
+    /// when a tracker is enabled (`record`), lists the pages touched for the trackers.
+    fn replay_flat(&mut self, end: usize, loads: &mut [TierLoad; MAX_TIERS], record: bool) -> u64 {
         let shift = self.page_shift;
-        let gran_shift = [self.timing.tiers[0].granularity_shift, self.timing.tiers[1].granularity_shift];
+        let mut gran_shift = [0u32; MAX_TIERS];
+        for (g, t) in gran_shift.iter_mut().zip(&self.timing.tiers) {
+            *g = t.granularity_shift;
+        }
         // Borrow each field once, so the loop body touches plain references.
         let placement = &mut self.placement;
         let streams = &mut *self.streams;
-        let mut bits = self.bits.as_mut();
-        let mut sampler = self.sampler.as_mut();
-        let mut hints = self.hints.as_mut();
+        let touches = &mut self.touches;
+        touches.clear();
         let mut instructions = 0u64;
         let mut broken = None;
         for &a in &self.buf[self.pos..end] {
@@ -287,24 +298,12 @@ impl SimMachine {
                 broken = Some(a);
                 break;
             };
-            let t = tier.index() & 1;
+            let t = tier.index();
             let write = a.kind == AccessKind::Write;
             instructions += a.instructions as u64;
             account_access(&mut loads[t], &mut streams[a.thread as usize], a, write, gran_shift[t]);
-            if BITS {
-                if let Some(b) = bits.as_mut() {
-                    b.touch(page, write);
-                }
-            }
-            if SAMPLE {
-                if let Some(s) = sampler.as_mut() {
-                    s.count(page, write);
-                }
-            }
-            if HINT {
-                if let Some(h) = hints.as_mut() {
-                    h.touch(page, write);
-                }
+            if record {
+                touches.push(Touch { page: page as u32, write });
             }
         }
         if let Some(a) = broken {
@@ -313,18 +312,38 @@ impl SimMachine {
         instructions
     }
 
+    /// Hands the slice just replayed to every enabled tracker.
+    fn feed_trackers(&mut self) {
+        let trackers: [Option<&mut dyn SliceTracker>; 3] = [
+            self.bits.as_mut().map(|b| b as &mut dyn SliceTracker),
+            self.sampler.as_mut().map(|s| s as &mut dyn SliceTracker),
+            self.hints.as_mut().map(|h| h as &mut dyn SliceTracker),
+        ];
+        for t in trackers.into_iter().flatten() {
+            t.slice(&self.touches);
+        }
+    }
+
     /// Replays one slice with the fast tier as a cache of the slow tier (Memory Mode).
-    fn replay_cached(&mut self, end: usize, loads: &mut [TierLoad; 2]) -> u64 {
+    /// On more than two tiers, the cache fronts every slower tier: each page has its home in one
+    /// of them (placed by first touch, nearest first), and a miss or a write-back goes there.
+    fn replay_cached(&mut self, end: usize, loads: &mut [TierLoad; MAX_TIERS]) -> u64 {
         let cache = self.cache.as_mut().expect("memory mode has a cache");
-        let slow_gran = self.timing.tiers[1].granularity_shift;
         let mut instructions = 0u64;
         let footprint = self.source.info().footprint_bytes;
+        let shift = self.page_shift;
         for i in self.pos..end {
             let a = self.buf[i];
             if a.addr >= footprint {
                 self.error = Some(SimError::OutOfFootprint { addr: a.addr, footprint });
                 return instructions;
             }
+            let Some(home) = home_tier(&mut self.placement, (a.addr >> shift) as usize) else {
+                self.error = Some(SimError::MachineFull);
+                return instructions;
+            };
+            let slow = home.index();
+            let slow_gran = self.timing.tiers[slow].granularity_shift;
             instructions += a.instructions as u64;
             let write = a.kind == AccessKind::Write;
             let last = &mut self.streams[a.thread as usize];
@@ -341,18 +360,26 @@ impl SimMachine {
                         // Read for ownership: the line's bytes, counted as a write miss.
                         let mut rfo = TierLoad::default();
                         account_access(&mut rfo, last, a, false, slow_gran);
-                        loads[1].read_bytes += rfo.read_bytes;
-                        loads[1].writes += 1;
+                        loads[slow].read_bytes += rfo.read_bytes;
+                        loads[slow].writes += 1;
                     } else {
-                        account_access(&mut loads[1], last, a, false, slow_gran);
+                        account_access(&mut loads[slow], last, a, false, slow_gran);
                     }
                     loads[0].write_bytes += LINE_BYTES;
                     if let Some(victim) = writeback {
                         loads[0].read_bytes += LINE_BYTES;
                         let mut wb = TierLoad::default();
                         let line = Access { addr: victim, size: LINE_BYTES as u16, ..a };
-                        account_access(&mut wb, wb_streams, line, true, slow_gran);
-                        loads[1].write_bytes += wb.write_bytes;
+                        // The victim's page was touched when its line came in: it has a home.
+                        let to = self.placement.tiers[(victim >> shift) as usize].index();
+                        account_access(
+                            &mut wb,
+                            wb_streams,
+                            line,
+                            true,
+                            self.timing.tiers[to].granularity_shift,
+                        );
+                        loads[to].write_bytes += wb.write_bytes;
                     }
                 }
             }
@@ -376,22 +403,22 @@ impl SimMachine {
             return false;
         }
         let end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
-        let mut loads = [TierLoad::default(); 2];
+        let mut loads = [TierLoad::default(); MAX_TIERS];
         if let Some(h) = self.hints.as_mut() {
             h.now_ns = self.now_ns as u64;
         }
-        let instructions =
-            match (self.mode, self.bits.is_some(), self.sampler.is_some(), self.hints.is_some()) {
-                (MemoryMode::FastTierAsCache, ..) => self.replay_cached(end, &mut loads),
-                (_, false, false, false) => self.replay_flat::<false, false, false>(end, &mut loads),
-                (_, true, false, false) => self.replay_flat::<true, false, false>(end, &mut loads),
-                (_, false, true, false) => self.replay_flat::<false, true, false>(end, &mut loads),
-                (_, true, true, false) => self.replay_flat::<true, true, false>(end, &mut loads),
-                (_, false, false, true) => self.replay_flat::<false, false, true>(end, &mut loads),
-                (_, true, false, true) => self.replay_flat::<true, false, true>(end, &mut loads),
-                (_, false, true, true) => self.replay_flat::<false, true, true>(end, &mut loads),
-                (_, true, true, true) => self.replay_flat::<true, true, true>(end, &mut loads),
-            };
+        let instructions = if self.mode == MemoryMode::FastTierAsCache {
+            self.replay_cached(end, &mut loads)
+        } else {
+            let record = self.bits.is_some() || self.sampler.is_some() || self.hints.is_some();
+            let instructions = self.replay_flat(end, &mut loads, record);
+            if record {
+                self.feed_trackers();
+            }
+            instructions
+        };
+        let tiers = self.info.tiers.len();
+        let loads = &mut loads[..tiers];
         if self.hints.is_some() {
             self.charge_hint_faults();
         }
@@ -419,10 +446,10 @@ impl SimMachine {
                 load.copy_write_bytes_per_ns = self.copy.write_left[t] / window;
             }
         }
-        let mut dt = timing::slice_ns(&self.timing, &loads, instructions);
+        let mut dt = timing::slice_ns(&self.timing, loads, instructions);
         if window > 0.0 {
             let done = (dt / window).min(1.0);
-            for t in 0..2 {
+            for t in 0..tiers {
                 self.copy.read_left[t] *= 1.0 - done;
                 self.copy.write_left[t] *= 1.0 - done;
             }
@@ -469,8 +496,8 @@ impl SimMachine {
         self.tlb_shootdowns += flushes;
     }
 
-    fn tier_status(&self) -> [TierStatus; 2] {
-        let mut s = self.since_observe;
+    fn tier_status(&self) -> Vec<TierStatus> {
+        let mut s = self.since_observe.clone();
         for (t, st) in s.iter_mut().enumerate() {
             st.read_bytes = st.read_bytes.or(Some(0));
             st.write_bytes = st.write_bytes.or(Some(0));
@@ -514,6 +541,16 @@ impl SimMachine {
             work.bytes[down.to.index()][up.to.index()] += page_bytes;
         }
         work
+    }
+}
+
+/// Memory Mode: the tier a page lives in behind the cache, placed on its first touch.
+#[inline(always)]
+fn home_tier(placement: &mut Placement, page: usize) -> Option<TierId> {
+    match placement.tiers.get(page) {
+        Some(&t) if t.is_placed() => Some(t),
+        Some(_) => placement.first_touch(page as u32),
+        None => None,
     }
 }
 
@@ -603,10 +640,11 @@ impl Machine for SimMachine {
         self.page_shift = req.page_size.shift();
         self.info.pages = req.page_size.pages_for(footprint);
         let page = req.page_size.bytes();
-        let mut capacity = [Some(self.capacity_bytes[0] / page), Some(self.capacity_bytes[1] / page)];
+        let mut capacity: Vec<Option<u64>> = self.capacity_bytes.iter().map(|&b| Some(b / page)).collect();
         if self.slow_is_default {
-            capacity[1] =
-                capacity[1].map(|c| c.max(self.info.pages.saturating_sub(capacity[0].unwrap_or(0))));
+            let last = capacity.len() - 1;
+            let others: u64 = capacity[..last].iter().map(|c| c.unwrap_or(0)).sum();
+            capacity[last] = capacity[last].map(|c| c.max(self.info.pages.saturating_sub(others)));
         }
         self.mode = req.memory_mode;
         match req.memory_mode {
@@ -623,7 +661,7 @@ impl Machine for SimMachine {
             }
         }
         if self.mode != MemoryMode::UnboundedFast
-            && capacity[0].unwrap_or(0) + capacity[1].unwrap_or(0) < self.info.pages
+            && capacity.iter().map(|c| c.unwrap_or(0)).sum::<u64>() < self.info.pages
         {
             return Err(MachineError::Other(format!(
                 "the footprint ({} pages of {}) does not fit in the tiers at that page size; give more capacity",
@@ -634,6 +672,7 @@ impl Machine for SimMachine {
             tier.capacity_pages = capacity[t];
         }
         self.placement = Placement::new(self.info.pages, capacity, req.initial.clone());
+        self.touches.clear();
         for tr in &req.trackers {
             match tr.kind {
                 TrackerKind::PageBits => self.bits = Some(PageBits::new(self.info.pages)),
@@ -659,7 +698,7 @@ impl Machine for SimMachine {
 
     fn observe(&mut self) -> Observations<'_> {
         let tiers = self.tier_status();
-        self.since_observe = Default::default();
+        self.since_observe.fill(TierStatus::default());
         let mut tracker_ns = 0.0;
         if self.bits.is_some() {
             // A scan reads and clears every mapped page's bits, then flushes the TLB once.
@@ -742,8 +781,9 @@ impl Machine for SimMachine {
         // The mover works after whatever it was already doing; its copies share bandwidth meanwhile.
         let start = self.copy.until_ns.max(self.now_ns);
         self.copy.until_ns = start + c.mover_ns;
-        for from in 0..2 {
-            for to in 0..2 {
+        let tiers = self.info.tiers.len();
+        for from in 0..tiers {
+            for to in 0..tiers {
                 let b = work.bytes[from][to];
                 self.copy.read_left[from] += b as f64;
                 self.copy.write_left[to] += b as f64;

@@ -1,7 +1,7 @@
 //! Cost of carrying a plan out: the mechanisms of Linux move_pages and of Nimble (§3.1), charged
 //! from the profile's migration row (docs/model.md §Migration).
 
-use crate::profile::{interpolate, MigrationProfile, TierProfile};
+use crate::profile::{interpolate, MigrationProfile, TierProfile, MAX_TIERS};
 use terrace_model::{MoveOptions, PageSize, TlbFlush};
 
 /// The work a plan turned into, after validation.
@@ -12,10 +12,23 @@ pub struct MoveWork {
     /// Pairs swapped (two pages each).
     pub pairs: u64,
     /// Bytes copied from tier `from` to tier `to`, indexed `[from][to]`.
-    pub bytes: [[u64; 2]; 2],
+    pub bytes: [[u64; MAX_TIERS]; MAX_TIERS],
 }
 
 impl MoveWork {
+    /// `pages` pages of `page_bytes` moved one way, from tier `from` to tier `to`.
+    pub fn one_way(from: usize, to: usize, pages: u64, page_bytes: u64) -> Self {
+        let mut w = MoveWork { pages, ..Default::default() };
+        w.bytes[from][to] = pages * page_bytes;
+        w
+    }
+    /// `pairs` pages of tier `a` swapped with as many of tier `b`.
+    pub fn exchange(a: usize, b: usize, pairs: u64, page_bytes: u64) -> Self {
+        let mut w = MoveWork { pairs, ..Default::default() };
+        w.bytes[a][b] = pairs * page_bytes;
+        w.bytes[b][a] = pairs * page_bytes;
+        w
+    }
     pub fn total_pages(&self) -> u64 {
         self.pages + 2 * self.pairs
     }
@@ -88,9 +101,8 @@ pub fn cost(
     };
     let (mut copy_ns, mut hardware_ns) = (0.0, 0.0);
     let threads = opts.copy_threads.max(1) as f64;
-    for from in 0..2 {
-        for to in 0..2 {
-            let b = work.bytes[from][to];
+    for (from, row) in work.bytes.iter().enumerate().take(tiers.len()) {
+        for (to, &b) in row.iter().enumerate().take(tiers.len()) {
             if b > 0 {
                 copy_ns += b as f64 / copy_bytes_per_ns(m, opts, huge, &tiers[from], &tiers[to]);
                 let tiers_bw = interpolate(&tiers[from].read_bandwidth_gb_s, threads)
@@ -126,7 +138,7 @@ mod tests {
 
     /// A promotion: slow to fast.
     fn one_way(pages: u64, page: PageSize) -> MoveWork {
-        MoveWork { pages, pairs: 0, bytes: [[0, 0], [pages * page.bytes(), 0]] }
+        MoveWork::one_way(1, 0, pages, page.bytes())
     }
 
     #[test]

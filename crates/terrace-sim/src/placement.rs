@@ -6,21 +6,23 @@ use terrace_model::{InitialPlacement, PageIdx, TierId};
 #[derive(Clone, Debug)]
 pub struct Placement {
     pub tiers: Vec<TierId>,
-    pub used: [u64; 2],
+    pub used: Vec<u64>,
     /// Highest occupancy ever seen, per tier (checked against capacity by tests).
-    pub peak: [u64; 2],
-    pub capacity: [Option<u64>; 2],
+    pub peak: Vec<u64>,
+    pub capacity: Vec<Option<u64>>,
     rule: InitialPlacement,
     /// Position in the interleave cycle.
     interleave_turn: u64,
 }
 
 impl Placement {
-    pub fn new(pages: u64, capacity: [Option<u64>; 2], rule: InitialPlacement) -> Self {
+    /// `capacity` has one entry per tier, fastest first (`None`: unbounded).
+    pub fn new(pages: u64, capacity: Vec<Option<u64>>, rule: InitialPlacement) -> Self {
+        let n = capacity.len();
         Placement {
             tiers: vec![TierId::UNPLACED; pages as usize],
-            used: [0; 2],
-            peak: [0; 2],
+            used: vec![0; n],
+            peak: vec![0; n],
             capacity,
             rule,
             interleave_turn: 0,
@@ -32,7 +34,8 @@ impl Placement {
     }
 
     fn first_with_room_from(&self, t: usize) -> Option<usize> {
-        (t..2).chain(0..t).find(|&i| self.has_room(i))
+        let n = self.capacity.len();
+        (t..n).chain(0..t).find(|&i| self.has_room(i))
     }
 
     /// Places a page on first touch by the rule. `None` when every tier is full (the machine
@@ -42,13 +45,14 @@ impl Placement {
         let wanted = match &self.rule {
             // Linux node-local allocation: the local (fast) node while it has room, then the next.
             InitialPlacement::FirstTouch => 0,
-            InitialPlacement::Tier(t) => t.index().min(1),
+            InitialPlacement::Tier(t) => t.index().min(self.capacity.len() - 1),
             InitialPlacement::Interleave { weights } => {
-                let total: u64 = weights.iter().take(2).map(|&w| w as u64).sum::<u64>().max(1);
+                let n = self.capacity.len();
+                let total: u64 = weights.iter().take(n).map(|&w| w as u64).sum::<u64>().max(1);
                 let mut turn = self.interleave_turn % total;
                 self.interleave_turn += 1;
                 let mut pick = 0;
-                for (i, &w) in weights.iter().take(2).enumerate() {
+                for (i, &w) in weights.iter().take(n).enumerate() {
                     if turn < w as u64 {
                         pick = i;
                         break;
@@ -85,16 +89,17 @@ impl Placement {
 
     /// Every placed page counted once, and occupancy within capacity.
     pub fn is_consistent(&self) -> bool {
-        let mut count = [0u64; 2];
+        let n = self.capacity.len();
+        let mut count = vec![0u64; n];
         for t in &self.tiers {
             if t.is_placed() {
-                if t.index() > 1 {
+                if t.index() >= n {
                     return false;
                 }
                 count[t.index()] += 1;
             }
         }
-        count == self.used && (0..2).all(|t| self.capacity[t].is_none_or(|c| self.used[t] <= c))
+        count == self.used && (0..n).all(|t| self.capacity[t].is_none_or(|c| self.used[t] <= c))
     }
 }
 
@@ -104,7 +109,7 @@ mod tests {
 
     #[test]
     fn first_touch_fills_the_fast_tier_then_spills() {
-        let mut p = Placement::new(10, [Some(3), None], InitialPlacement::FirstTouch);
+        let mut p = Placement::new(10, vec![Some(3), None], InitialPlacement::FirstTouch);
         let got: Vec<_> = (0..5).map(|i| p.first_touch(i).unwrap().0).collect();
         assert_eq!(got, [0, 0, 0, 1, 1]);
         assert!(p.is_consistent());
@@ -112,16 +117,36 @@ mod tests {
 
     #[test]
     fn weighted_interleave_follows_its_weights() {
-        let mut p = Placement::new(12, [None, None], InitialPlacement::Interleave { weights: vec![2, 1] });
+        let mut p =
+            Placement::new(12, vec![None, None], InitialPlacement::Interleave { weights: vec![2, 1] });
         let got: Vec<_> = (0..6).map(|i| p.first_touch(i).unwrap().0).collect();
         assert_eq!(got, [0, 0, 1, 0, 0, 1]);
     }
 
     #[test]
     fn a_full_machine_places_nothing() {
-        let mut p = Placement::new(4, [Some(1), Some(1)], InitialPlacement::Tier(TierId::SLOW));
+        let mut p = Placement::new(4, vec![Some(1), Some(1)], InitialPlacement::Tier(TierId::SLOW));
         assert_eq!(p.first_touch(0), Some(TierId::SLOW));
         assert_eq!(p.first_touch(1), Some(TierId::FAST));
         assert_eq!(p.first_touch(2), None);
+    }
+
+    #[test]
+    fn three_tiers_fill_in_order_and_interleave_over_all_of_them() {
+        let mut p = Placement::new(10, vec![Some(2), Some(3), None], InitialPlacement::FirstTouch);
+        let got: Vec<_> = (0..7).map(|i| p.first_touch(i).unwrap().0).collect();
+        assert_eq!(got, [0, 0, 1, 1, 1, 2, 2]);
+        assert!(p.is_consistent());
+        let mut p = Placement::new(
+            8,
+            vec![None, None, None],
+            InitialPlacement::Interleave { weights: vec![1, 2, 1] },
+        );
+        let got: Vec<_> = (0..8).map(|i| p.first_touch(i).unwrap().0).collect();
+        assert_eq!(got, [0, 1, 1, 2, 0, 1, 1, 2]);
+        // Everything in the last tier: `Tier` names it.
+        let mut p = Placement::new(2, vec![None, None, Some(1)], InitialPlacement::Tier(TierId(2)));
+        assert_eq!(p.first_touch(0), Some(TierId(2)));
+        assert_eq!(p.first_touch(1), Some(TierId(0)), "a full tier passes the page on, wrapping");
     }
 }

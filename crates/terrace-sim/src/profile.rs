@@ -32,6 +32,10 @@ pub struct TierProfile {
     /// M accesses" read as mJ per M accesses, the only reading that gives a plausible power).
     pub read_energy_nj: f64,
     pub write_energy_nj: f64,
+    /// For a tier between the first and the last: its size as a multiple of the fast tier's
+    /// (the last tier's is `slow_to_fast_capacity`, and it holds at least the footprint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_to_fast: Option<f64>,
     /// Where each number comes from: field name -> its docs/hardware.md section, or the arithmetic.
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
@@ -82,9 +86,9 @@ pub struct Profile {
     pub cpu_ghz: f64,
     /// Static power of the memory system, W.
     pub static_power_w: f64,
-    /// Slow-tier capacity as a multiple of the fast tier's when the user gives none.
+    /// The last (slowest) tier's capacity as a multiple of the fast tier's when the user gives none.
     pub slow_to_fast_capacity: f64,
-    /// Fastest first; exactly two tiers for now.
+    /// Fastest first; from 2 to [`MAX_TIERS`] tiers.
     pub tiers: Vec<TierProfile>,
     pub migration: MigrationProfile,
     pub tracking: TrackingProfile,
@@ -114,7 +118,11 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("optane-2019", include_str!("../../../profiles/optane-2019.toml")),
     ("cxl", include_str!("../../../profiles/cxl.toml")),
     ("remote-socket", include_str!("../../../profiles/remote-socket.toml")),
+    ("three-tier", include_str!("../../../profiles/three-tier.toml")),
 ];
+
+/// The most tiers a profile may have: the replay keeps per-tier counters in arrays of this size.
+pub const MAX_TIERS: usize = 4;
 
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "optane-2019";
@@ -153,6 +161,13 @@ pub const RANGES: &[ValidRange] = &[
         1000.0,
         "",
         "the slow tier's size over the fast tier's; cited machines: 1 (two sockets) to 8 (Optane)",
+    ),
+    range(
+        "tiers.capacity_to_fast",
+        0.001,
+        1000.0,
+        "",
+        "a middle tier's size over the fast tier's, as slow_to_fast_capacity is the last tier's",
     ),
     range(
         "tiers.read_latency_random_ns",
@@ -368,8 +383,11 @@ impl Profile {
     /// Every number within its [`RANGES`] row, the curves and the loaded-latency points in order,
     /// and tier 0 the fast tier.
     fn validate(&self) -> Result<(), String> {
-        if self.tiers.len() != 2 {
-            return Err(format!("it has {} tiers; the simulator models exactly 2", self.tiers.len()));
+        if !(2..=MAX_TIERS).contains(&self.tiers.len()) {
+            return Err(format!(
+                "it has {} tiers; the simulator models 2 to {MAX_TIERS} (fastest first)",
+                self.tiers.len()
+            ));
         }
         in_range("cpu_ghz", "cpu_ghz", self.cpu_ghz)?;
         in_range("slow_to_fast_capacity", "slow_to_fast_capacity", self.slow_to_fast_capacity)?;
@@ -385,6 +403,23 @@ impl Profile {
                 ("tiers.media_granularity_bytes", f64::from(t.media_granularity_bytes)),
             ] {
                 in_range(&format!("{at}{}", &field["tiers.".len()..]), field, v)?;
+            }
+            let middle = i > 0 && i + 1 < self.tiers.len();
+            match (t.capacity_to_fast, middle) {
+                (Some(c), true) => in_range(&format!("{at}capacity_to_fast"), "tiers.capacity_to_fast", c)?,
+                (None, true) => {
+                    return Err(format!(
+                        "{at}is between the fast and the last tier and needs capacity_to_fast (its size \
+                         over the fast tier's, e.g. 2.0)"
+                    ))
+                }
+                (Some(_), false) => {
+                    return Err(format!(
+                        "{at}has capacity_to_fast, which only a middle tier takes (the last tier's size is \
+                         slow_to_fast_capacity, the fast tier's is --fast-capacity); remove it"
+                    ))
+                }
+                (None, false) => {}
             }
             if !t.media_granularity_bytes.is_power_of_two() {
                 return Err(format!(
@@ -450,30 +485,32 @@ impl Profile {
         self.check_energy()
     }
 
-    /// Tier 0 is the fast tier: policies promote to it. A profile written the other way round
-    /// would run, with every policy's decisions backwards.
+    /// Tiers are fastest first: policies promote to tier 0 and demote to the next. A profile
+    /// written the other way round would run, with every policy's decisions backwards.
     fn check_tier_order(&self) -> Result<(), String> {
-        let (fast, slow) = (&self.tiers[0], &self.tiers[1]);
         let peak = |t: &TierProfile| t.read_bandwidth_gb_s.iter().map(|&(_, g)| g).fold(0.0, f64::max);
-        let (fast_name, slow_name) = (fast.name.escape_debug(), slow.name.escape_debug());
-        let swap = format!(
-            "tier 0 must be the fast tier: swap the two [[tiers]] tables so that {slow_name} comes first"
-        );
-        if fast.read_latency_random_ns > slow.read_latency_random_ns {
-            return Err(format!(
-                "tier 0 ({fast_name}) is slower than tier 1 ({slow_name}): its random read latency is {} ns \
-                 against {} ns; {swap}",
-                show_number(fast.read_latency_random_ns),
-                show_number(slow.read_latency_random_ns)
-            ));
-        }
-        if peak(fast) < peak(slow) {
-            return Err(format!(
-                "tier 0 ({fast_name}) is slower than tier 1 ({slow_name}): its peak read bandwidth is {} GB/s \
-                 against {} GB/s; {swap}",
-                show_number(peak(fast)),
-                show_number(peak(slow))
-            ));
+        for (i, pair) in self.tiers.windows(2).enumerate() {
+            let (fast, slow) = (&pair[0], &pair[1]);
+            let (fast_name, slow_name) = (fast.name.escape_debug(), slow.name.escape_debug());
+            let (a, b) = (i, i + 1);
+            let swap =
+                format!("tiers go fastest first: swap the [[tiers]] tables of {fast_name} and {slow_name}");
+            if fast.read_latency_random_ns > slow.read_latency_random_ns {
+                return Err(format!(
+                    "tier {a} ({fast_name}) is slower than tier {b} ({slow_name}): its random read latency is \
+                     {} ns against {} ns; {swap}",
+                    show_number(fast.read_latency_random_ns),
+                    show_number(slow.read_latency_random_ns)
+                ));
+            }
+            if peak(fast) < peak(slow) {
+                return Err(format!(
+                    "tier {a} ({fast_name}) is slower than tier {b} ({slow_name}): its peak read bandwidth is \
+                     {} GB/s against {} GB/s; {swap}",
+                    show_number(peak(fast)),
+                    show_number(peak(slow))
+                ));
+            }
         }
         Ok(())
     }

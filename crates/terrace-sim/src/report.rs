@@ -32,7 +32,8 @@ pub struct RunReport {
     pub fast_capacity_bytes: u64,
     pub accesses: u64,
     pub runtime_ns: f64,
-    pub tiers: [TierTotals; 2],
+    /// Per tier, fastest first.
+    pub tiers: Vec<TierTotals>,
     pub pages_migrated: u64,
     pub bytes_migrated: u64,
     pub failed_moves: u64,
@@ -56,18 +57,19 @@ impl RunReport {
     }
     /// Share of reads served by the fast tier.
     pub fn fast_read_hit_rate(&self) -> f64 {
-        Self::share(self.tiers[0].reads, self.tiers[0].reads + self.tiers[1].reads)
+        Self::share(self.tiers[0].reads, self.tiers.iter().map(|t| t.reads).sum())
     }
     /// Share of writes served by the fast tier.
     pub fn fast_write_hit_rate(&self) -> f64 {
-        Self::share(self.tiers[0].writes, self.tiers[0].writes + self.tiers[1].writes)
+        Self::share(self.tiers[0].writes, self.tiers.iter().map(|t| t.writes).sum())
     }
     /// The fast tier's size as a share of the footprint (above 1 when every page fits).
     pub fn fast_share_of_footprint(&self) -> f64 {
         self.fast_capacity_bytes as f64 / self.footprint_bytes.max(1) as f64
     }
-    /// Bytes written to the slow tier's media, by the program and by migration (wear).
+    /// Bytes written to the slower tiers' media (every tier but the fast one), by the program and
+    /// by migration (wear).
     pub fn slow_bytes_written(&self) -> u64 {
-        self.tiers[1].write_bytes + self.tiers[1].copy_write_bytes
+        self.tiers[1..].iter().map(|t| t.write_bytes + t.copy_write_bytes).sum()
     }
 }

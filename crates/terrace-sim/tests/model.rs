@@ -334,7 +334,7 @@ fn an_exchange_swaps_the_two_pages_tiers_and_nothing_else() {
     let mut m = touched_machine(4, PAGES, 8);
     let before = m.placement().tiers.clone();
     assert_eq!(before[..8], [F, F, F, F, S, S, S, S]);
-    let used = m.placement().used;
+    let used = m.placement().used.clone();
     let plan = Plan { exchanges: vec![Exchange { a: 1, b: 6 }, Exchange { a: 5, b: 2 }], ..Plan::none() };
     let applied = m.apply(&plan);
     assert_eq!((applied.pairs_exchanged, applied.pages_moved, applied.failed_total()), (2, 4, 0));

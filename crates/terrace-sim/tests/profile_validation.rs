@@ -43,6 +43,16 @@ fn set(v: &mut Value, field: &str, i: usize, x: f64) {
     }
 }
 
+/// optane-2019 with a copy of its Optane tier in the middle, twice the fast tier's size.
+fn three_tiers() -> Value {
+    let mut v = base();
+    let mut middle = tier(&mut v, 1).clone();
+    middle.insert("name".into(), "middle".into());
+    middle.insert("capacity_to_fast".into(), 2.0.into());
+    v["tiers"].as_array_mut().unwrap().insert(1, Value::Table(middle));
+    v
+}
+
 fn text(v: &Value) -> String {
     toml::to_string(v).unwrap()
 }
@@ -87,7 +97,8 @@ fn every_number_outside_its_range_is_refused_naming_it() {
             bad.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY]);
         }
         for x in bad {
-            let mut v = base();
+            // A middle tier's size needs a middle tier: tier 1 of three.
+            let mut v = if r.field == "tiers.capacity_to_fast" { three_tiers() } else { base() };
             set(&mut v, r.field, 1, x);
             let e = invalid(&text(&v));
             let key = r.field.rsplit_once('.').map_or(r.field, |(_, k)| k);
@@ -147,8 +158,8 @@ fn tier_0_must_be_the_fast_tier() {
     assert_eq!(
         invalid(&text(&v)),
         "profile 'p.toml' is invalid: tier 0 (Optane) is slower than tier 1 (DRAM): its random read \
-         latency is 305 ns against 101.5 ns; tier 0 must be the fast tier: swap the two [[tiers]] tables \
-         so that DRAM comes first"
+         latency is 305 ns against 101.5 ns; tiers go fastest first: swap the [[tiers]] tables of Optane \
+         and DRAM"
     );
     // Latency in order, bandwidth not.
     let mut v = base();
@@ -245,7 +256,8 @@ fn unreadable_profile_files_are_refused_in_one_line_naming_them() {
 fn a_profile_at_the_slow_end_of_every_range_still_finishes() {
     let mut v = base();
     // One thread per bandwidth point is already the slow end; the row would reset the curve.
-    for r in RANGES.iter().filter(|r| !r.field.ends_with(" threads")) {
+    // A middle tier's size: there is no middle tier here (`three_tiers` runs below).
+    for r in RANGES.iter().filter(|r| !r.field.ends_with(" threads") && r.field != "tiers.capacity_to_fast") {
         let slow_end = r.unit == "ns" || r.unit == "µs" || r.field == "slow_to_fast_capacity";
         let x = if slow_end { r.max } else { r.min };
         for i in 0..2 {
@@ -281,4 +293,34 @@ fn the_documented_ranges_are_the_checked_ones() {
             format!("| `{}` | {} to {}{unit} | {} |", r.field, show_number(r.min), show_number(r.max), r.why);
         assert!(section.contains(&row), "docs/model.md lacks the row\n{row}");
     }
+}
+
+#[test]
+fn tiers_go_from_two_to_four_and_only_a_middle_one_gives_its_size() {
+    Profile::parse("p.toml", &text(&three_tiers())).unwrap();
+    let mut v = three_tiers();
+    tier(&mut v, 1).remove("capacity_to_fast");
+    let e = invalid(&text(&v));
+    assert!(
+        e.contains("tier 1 (middle) is between the fast and the last tier and needs capacity_to_fast"),
+        "{e}"
+    );
+    let mut v = base();
+    tier(&mut v, 1).insert("capacity_to_fast".into(), 2.0.into());
+    let e = invalid(&text(&v));
+    assert!(e.contains("tier 1 (Optane) has capacity_to_fast, which only a middle tier takes"), "{e}");
+    let mut v = base();
+    v["tiers"].as_array_mut().unwrap().truncate(1);
+    assert!(invalid(&text(&v)).contains("it has 1 tiers; the simulator models 2 to 4"));
+    let mut v = three_tiers();
+    for _ in 0..2 {
+        let copy = tier(&mut v, 1).clone();
+        v["tiers"].as_array_mut().unwrap().insert(1, Value::Table(copy));
+    }
+    assert!(invalid(&text(&v)).contains("it has 5 tiers"));
+    // Order holds between every pair: a middle tier slower than the last is refused.
+    let mut v = three_tiers();
+    tier(&mut v, 1).insert("read_latency_random_ns".into(), 900.0.into());
+    let e = invalid(&text(&v));
+    assert!(e.contains("tier 1 (middle) is slower than tier 2 (Optane)") && e.contains("swap"), "{e}");
 }

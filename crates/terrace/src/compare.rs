@@ -75,7 +75,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         args.workloads.clone()
     };
     let profile = args.machine.profile()?;
-    let policies = policies(&args)?;
+    let policies = policies(&args, &profile)?;
     let mut total = 0u64;
     for w in &workloads {
         total = total
@@ -159,13 +159,28 @@ pub fn compare(args: CompareArgs) -> Result<()> {
 /// asked for), then each sweep's, first-touch first if it is not among them, each checked, and
 /// each policy once (two specs that build the same policy, as `ambix-noswitch` and
 /// `ambix:switch=false` do, run once).
-fn policies(args: &CompareArgs) -> Result<Vec<String>> {
+///
+/// On a profile of more tiers than a policy of the default comparison manages (the seeds' are
+/// written for two), the default leaves it out and says so; a policy named is run, and refused
+/// with its reason.
+fn policies(args: &CompareArgs, profile: &terrace_sim::Profile) -> Result<Vec<String>> {
     let mut specs: Vec<String> = args.policies.iter().flat_map(|p| terrace_policy::split_list(p)).collect();
     if specs.is_empty() && !args.policies.is_empty() {
         bail!("--policies names no policy; give NAME,NAME,... (`terrace list policies`)");
     }
     if specs.is_empty() && args.sweep.is_empty() {
-        specs = terrace_policy::registry::DEFAULT_COMPARISON.iter().map(|s| s.to_string()).collect();
+        let tiers = profile.tiers.len();
+        let (runs, fewer): (Vec<&str>, Vec<&str>) =
+            terrace_policy::registry::DEFAULT_COMPARISON.iter().partition(|name| manages(name, profile));
+        if !fewer.is_empty() {
+            eprintln!(
+                "terrace: note: {} manage two tiers and {} has {tiers}, so the default comparison leaves \
+                 them out (name one with --policies to see why it is refused)",
+                fewer.join(", "),
+                profile.name
+            );
+        }
+        specs = runs.iter().map(|s| s.to_string()).collect();
     }
     for s in &args.sweep {
         specs.extend(terrace_policy::sweep(s)?);
@@ -184,6 +199,11 @@ fn policies(args: &CompareArgs) -> Result<Vec<String>> {
         kept.insert(0, "first-touch".into());
     }
     Ok(kept)
+}
+
+/// Whether the policy `spec` manages as many tiers as `profile` has (its `max_tiers`).
+fn manages(spec: &str, profile: &terrace_sim::Profile) -> bool {
+    terrace_policy::registry::max_tiers(spec).ok().flatten().is_none_or(|m| m >= profile.tiers.len())
 }
 
 fn describe_capacity(m: &MachineArgs) -> String {

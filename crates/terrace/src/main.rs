@@ -93,7 +93,12 @@ fn list(what: ListWhat, params: bool) -> Result<()> {
         ListWhat::Policies if params => list_params(),
         ListWhat::Policies => {
             for p in terrace_policy::list() {
-                println!("{:<20} {}", p.name, p.summary);
+                // The seeds' policies are written for a fast and a slow tier; the rest manage any number.
+                let tiers = match terrace_policy::registry::max_tiers(p.name) {
+                    Ok(Some(n)) => format!(" [{n} tiers]"),
+                    _ => String::new(),
+                };
+                println!("{:<20} {}{tiers}", p.name, p.summary);
             }
         }
         ListWhat::Profiles => {

@@ -52,6 +52,19 @@ pub fn print_report(r: &RunReport) {
         percent(r.fast_write_hit_rate())
     );
     println!("slow-tier written   {}", human_bytes(r.slow_bytes_written()));
+    if r.tiers.len() > 2 {
+        // Beyond two tiers, where the accesses went and how full each tier got.
+        let all: u64 = r.tiers.iter().map(|t| t.reads + t.writes).sum::<u64>().max(1);
+        for (i, t) in r.tiers.iter().enumerate() {
+            let capacity =
+                t.capacity_pages.map_or("unbounded".to_string(), |c| human_bytes(c * r.page_bytes));
+            println!(
+                "tier {i}              {} of the accesses, peak {} of {capacity}",
+                percent((t.reads + t.writes) as f64 / all as f64),
+                human_bytes(t.peak_pages * r.page_bytes),
+            );
+        }
+    }
     println!(
         "migrated            {} ({} pages of {}, {} failed)",
         human_bytes(r.bytes_migrated),

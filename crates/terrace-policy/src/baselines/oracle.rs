@@ -5,7 +5,9 @@
 //! Algorithm (docs/policies.md, "oracle"): each page's gain from the fast tier over the horizon
 //! (100 ticks of 100 ms) is `reads x (slow read latency - fast read latency) / threads + writes x
 //! 64 B x (1/slow write bandwidth - 1/fast write bandwidth)`, from the tiers' firmware
-//! attributes. The target fast set is the top-capacity pages by gain. Slow pages of the target
+//! attributes, where "slow" is the tier the page is in (for a fast page, the nearest tier below,
+//! where a demotion sends it: on two tiers, the slow tier). The target fast set is the
+//! top-capacity pages by gain. Slow pages of the target
 //! set are promoted in falling gain order, each against the fast page of least gain outside the
 //! set (or into free room), while the gain difference exceeds what the moves cost the program
 //! (the stall the machine reports per page moved, plus the bandwidth the copy takes) and while the mover can finish them within
@@ -16,8 +18,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    Applied, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
-    TrackerRequest,
+    Applied, FreeRoom, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements,
+    TierId, TrackerRequest,
 };
 
 pub const NAME: &str = "oracle";
@@ -55,8 +57,10 @@ pub struct Oracle {
     tick_ns: u64,
     horizon_ticks: u32,
     probe_moves: usize,
-    read_gain_ns: f64,
-    write_gain_ns: f64,
+    /// Per tier: what one read and one write of a page there costs more than in the fast tier
+    /// (0 for the fast tier itself).
+    read_gain_ns: Vec<f64>,
+    write_gain_ns: Vec<f64>,
     /// Learned per page moved: (program stall, mover time), ns; `None` until the machine has
     /// reported a move.
     move_cost_ns: Option<(f64, f64)>,
@@ -80,8 +84,8 @@ impl Oracle {
             tick_ns: p.duration_ns("interval"),
             horizon_ticks: p.count("horizon") as u32,
             probe_moves: p.count("probe") as usize,
-            read_gain_ns: 0.0,
-            write_gain_ns: 0.0,
+            read_gain_ns: Vec::new(),
+            write_gain_ns: Vec::new(),
             move_cost_ns: None,
             fast_capacity: None,
             copy_ns: 0.0,
@@ -89,8 +93,12 @@ impl Oracle {
         }
     }
 
-    fn page_gain(&self, reads: u32, writes: u32) -> f64 {
-        reads as f64 * self.read_gain_ns + writes as f64 * self.write_gain_ns
+    /// A page's gain from the fast tier: against the tier it is in, or, for a fast page, the
+    /// tier below, where a demotion would send it (the nearest one: on two tiers, the slow tier).
+    fn page_gain(&self, tier: TierId, reads: u32, writes: u32) -> f64 {
+        let t = tier.index().max(1).min(self.read_gain_ns.len().saturating_sub(1));
+        let (r, w) = (self.read_gain_ns.get(t), self.write_gain_ns.get(t));
+        reads as f64 * r.copied().unwrap_or(0.0) + writes as f64 * w.copied().unwrap_or(0.0)
     }
 }
 
@@ -110,11 +118,19 @@ impl Policy for Oracle {
     fn start(&mut self, m: &MachineInfo) {
         let (fast, slow) = (&m.tiers[0], &m.tiers[m.tiers.len() - 1]);
         let threads = m.threads.max(1) as f64;
-        self.read_gain_ns =
-            (slow.read_latency_ns.unwrap_or(1.0) - fast.read_latency_ns.unwrap_or(1.0)).max(0.0) / threads;
         let per_write = |bw: Option<f64>| bw.map_or(0.0, |b| 64.0 / b);
-        self.write_gain_ns =
-            (per_write(slow.write_bandwidth_gb_s) - per_write(fast.write_bandwidth_gb_s)).max(0.0);
+        self.read_gain_ns = m
+            .tiers
+            .iter()
+            .map(|t| {
+                (t.read_latency_ns.unwrap_or(1.0) - fast.read_latency_ns.unwrap_or(1.0)).max(0.0) / threads
+            })
+            .collect();
+        self.write_gain_ns = m
+            .tiers
+            .iter()
+            .map(|t| (per_write(t.write_bandwidth_gb_s) - per_write(fast.write_bandwidth_gb_s)).max(0.0))
+            .collect();
         self.fast_capacity = fast.capacity_pages;
         let page = m.page_size.bytes() as f64;
         let per_byte = |bw: Option<f64>| bw.map_or(0.0, |b| 1.0 / b);
@@ -137,7 +153,7 @@ impl Policy for Oracle {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| obs.placement[*i].is_placed())
-                .map(|(i, c)| (self.page_gain(c.reads, c.writes), i as PageIdx)),
+                .map(|(i, c)| (self.page_gain(obs.placement[i], c.reads, c.writes), i as PageIdx)),
         );
         self.ranked = ranked;
         self.ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -146,7 +162,8 @@ impl Policy for Oracle {
         // Promote in falling gain; demote the least-gain fast pages outside the target set.
         let promote = inside.iter().filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
         let mut victims = outside.iter().rev().filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST);
-        let mut free = obs.tiers[0].free_pages();
+        let mut room = FreeRoom::new(obs.tiers);
+        let mut free = room.free(TierId::FAST);
         let mut plan =
             Plan { options: MoveOptions::default(), reason: "future accesses".into(), ..Plan::none() };
         let mut demotions = Vec::new();
@@ -171,7 +188,8 @@ impl Policy for Oracle {
                 if gain - victim_gain <= 2.0 * cost {
                     break;
                 }
-                demotions.push(Move { page: victim, to: TierId::SLOW });
+                let Some(to) = room.take_below(TierId::FAST) else { break };
+                demotions.push(Move { page: victim, to });
             }
             plan.moves.push(Move { page, to: TierId::FAST });
         }
