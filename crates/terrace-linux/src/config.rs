@@ -9,6 +9,7 @@
 //!
 //! [trackers]
 //! referenced = "auto"             # auto | idle-page | damon | soft-dirty: the referenced bit's source
+//! sampling = "auto"               # auto | perf | faults: the access sampler
 //! fault_sample = 256              # pages (or 2 MiB ranges) the fault sampler protects per epoch
 //!
 //! [daemon]                        # optional; when present, every key but metrics is required
@@ -130,6 +131,9 @@ pub struct TrackerConfig {
     /// Where the page-table bits' *referenced* bit comes from.
     #[serde(default)]
     pub referenced: ReferencedSource,
+    /// Which sampler serves a policy that samples accesses.
+    #[serde(default)]
+    pub sampling: SamplingSource,
     /// How many pages (2 MiB ranges for a 2 MiB policy) the fault sampler write-protects per
     /// epoch (one policy tick): each costs the program at most one fault per epoch.
     #[serde(default = "default_fault_sample")]
@@ -138,7 +142,11 @@ pub struct TrackerConfig {
 
 impl Default for TrackerConfig {
     fn default() -> Self {
-        TrackerConfig { referenced: ReferencedSource::default(), fault_sample: default_fault_sample() }
+        TrackerConfig {
+            referenced: ReferencedSource::default(),
+            sampling: SamplingSource::default(),
+            fault_sample: default_fault_sample(),
+        }
     }
 }
 
@@ -159,6 +167,20 @@ pub enum ReferencedSource {
     Damon,
     /// Soft-dirty only: written pages count as referenced, read-only pages look idle.
     SoftDirty,
+}
+
+/// Which sampler a policy that samples accesses gets (docs/live.md, "Access sampling").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplingSource {
+    /// The perf sampler where the CPU samples loads and stores (PEBS, IBS), else the fault sampler.
+    #[default]
+    Auto,
+    /// The perf sampler only: a host without PEBS or IBS refuses the policy.
+    Perf,
+    /// The fault sampler (writes) with DAMON's regions (reads), even where the CPU has PEBS or
+    /// IBS: only for a program Terrace starts.
+    Faults,
 }
 
 /// The `[daemon]` section. When it is present, `socket`, `dry_run` and `policy` are required, as
@@ -341,6 +363,24 @@ mod tests {
         assert_eq!(Config::default().trackers.fault_sample, 256);
         let c = Config::parse("t", "[trackers]\nreferenced = \"idle-page\"\n").unwrap();
         assert_eq!(c.trackers.referenced, ReferencedSource::IdlePage);
+        let e = error("[trackers]\nreferenced = \"pebs\"\n");
+        assert!(e.contains("line 2") && e.contains("unknown variant `pebs`"), "{e}");
+        assert_eq!(Config::default().trackers.sampling, SamplingSource::Auto);
+        for (value, source) in [
+            ("auto", SamplingSource::Auto),
+            ("perf", SamplingSource::Perf),
+            ("faults", SamplingSource::Faults),
+        ] {
+            let c = Config::parse("t", &format!("[trackers]\nsampling = \"{value}\"\n")).unwrap();
+            assert_eq!(c.trackers.sampling, source);
+        }
+        let e = error("[trackers]\nsampling = \"pebs\"\n");
+        assert!(
+            e.contains("line 2, column 12: unknown variant `pebs`, expected one of `auto`, `perf`, `faults`"),
+            "{e}"
+        );
+        let e = error("[trackers]\nsampling = 1\n");
+        assert!(e.contains("line 2, column 12: wanted string or table (in `sampling = 1`)"), "{e}");
         let e = error("[tiers]\nfast_limit_mib = 0\n");
         assert!(e.contains("fast_limit_mib"), "{e}");
         assert_eq!(
@@ -371,6 +411,7 @@ mod tests {
             ("[tiers]\nfast_node = [0]\n", "fast_node"),
             ("[tiers]\nfast_limit_mb = 5\n", "fast_limit_mb"),
             ("[trackers]\nfault_samples = 5\n", "fault_samples"),
+            ("[trackers]\nsampler = \"perf\"\n", "sampler"),
             (&format!("{DAEMON}dryrun = true\n"), "dryrun"),
             ("[daemon]\nsocket = \"/x\"\n[daemon]\n", "daemon"),
             ("colour = 1\n", "colour"),

@@ -11,7 +11,7 @@
 //! The daemon knows policies only by name: whoever starts it passes a [`PolicyBuilder`] (the
 //! `terrace` command passes the policy registry), so the live machine stays free of policies.
 
-use crate::config::{Config, ReferencedSource};
+use crate::config::{Config, TrackerConfig};
 use crate::control::{self, LineRead, ProcessEntry, Reply, Request};
 use crate::machine::{live_requirements, Attach, LiveMachine, LiveStats, Target};
 use crate::metrics::{self, ProcessMetrics};
@@ -492,7 +492,7 @@ impl Shared {
         // differ from its defaults (`hpwp:hot_threshold=8`, from the spec or the config).
         let name = policy.name().to_string();
         let tiers = live_tiers(&self.config).map_err(|e| error_chain(&e))?;
-        live_requirements(policy.as_ref(), &tiers, Attach::Running)
+        live_requirements(policy.as_ref(), &tiers, Attach::Running, self.config.trackers.sampling)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
         let identity = identity(&self.proc_root, pid).ok_or_else(|| format!("no process {pid}"))?;
 
@@ -500,7 +500,7 @@ impl Shared {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Mutex::new(LiveStats::default()));
         let dry_run = self.config.daemon.dry_run;
-        let referenced = self.config.trackers.referenced;
+        let trackers = self.config.trackers.clone();
         {
             let mut managed = lock(&self.managed);
             if let Some(m) = managed.get(&pid) {
@@ -526,7 +526,7 @@ impl Shared {
         let stop_on_timeout = Arc::clone(&stop);
         let spawned = std::thread::Builder::new().name(format!("terrace-pid-{pid}")).spawn(move || {
             let ending =
-                manage(pid, identity, tiers, dry_run, referenced, policy.as_mut(), stop, stats, ready_tx);
+                manage(pid, identity, tiers, dry_run, trackers, policy.as_mut(), stop, stats, ready_tx);
             me.finished(pid, id, &thread_name, ending);
         });
         let thread = match spawned {
@@ -661,7 +661,7 @@ fn manage(
     identity: u64,
     tiers: Vec<LiveTier>,
     dry_run: bool,
-    referenced: ReferencedSource,
+    trackers: TrackerConfig,
     policy: &mut dyn Policy,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<LiveStats>>,
@@ -676,7 +676,8 @@ fn manage(
                 return Ending::Refused;
             }
         };
-        inner.set_referenced_source(referenced);
+        inner.set_referenced_source(trackers.referenced);
+        inner.set_sampling_source(trackers.sampling);
         let mut m = Watched {
             inner,
             pid,

@@ -55,3 +55,37 @@ pub fn counters() -> Vec<u64> {
         })
         .collect()
 }
+
+/// A run carried out by the kernel's tiering: switched on for the run, with its counters at the
+/// last look.
+pub struct TieringRun {
+    _on: KernelTiering,
+    last: Vec<u64>,
+}
+
+impl TieringRun {
+    /// Switches the kernel's tiering on for the run and says so.
+    pub fn start() -> Result<Self, String> {
+        let on = KernelTiering::enable()?;
+        tracing::info!(
+            "the kernel's own tiering carries this policy out: numa_balancing = 2 and demotion on for \
+             the run (restored afterwards); its /proc/vmstat counters follow"
+        );
+        Ok(TieringRun { _on: on, last: counters() })
+    }
+
+    /// Logs the counters that changed since the last look.
+    pub fn report(&mut self) {
+        let now = counters();
+        if now != self.last {
+            let delta: Vec<String> = COUNTERS
+                .iter()
+                .zip(now.iter().zip(self.last.iter()))
+                .filter(|(_, (n, l))| n != l)
+                .map(|(name, (n, l))| format!("{name} +{}", n.saturating_sub(*l)))
+                .collect();
+            tracing::info!(target: "terrace::kernel", "kernel tiering: {}", delta.join(", "));
+            self.last = now;
+        }
+    }
+}

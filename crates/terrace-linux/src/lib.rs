@@ -2,9 +2,10 @@
 //!
 //! It reads the host's topology and tiers ([`topology`]), checks what the kernel offers and what
 //! is misconfigured ([`doctor`]), finds a process's pages and where they really are
-//! ([`process`]), tracks accesses with the kernel's interfaces ([`trackers`]), moves pages with
-//! move_pages(2) and checks where they landed ([`migrate`]), and implements
-//! `terrace_model::Machine` over all of it ([`machine`]), so every policy that runs on the
+//! ([`process`], [`placement_scan`], with [`huge_view`] for 2 MiB pages), tracks accesses with
+//! the kernel's interfaces ([`trackers`], each behind one trait and chosen by name), moves pages
+//! with move_pages(2) and checks where they landed ([`migrate`]), and implements
+//! `terrace_model::Machine` as a composition of all of it ([`machine`]), so every policy that runs on the
 //! simulated machine runs here unchanged; [`launch`] prepares a program it is to manage before
 //! the program starts. Linux only.
 pub mod bench_migrate;
@@ -12,12 +13,14 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod doctor;
+pub mod huge_view;
 pub mod kernel_tiering;
 pub mod launch;
 pub mod machine;
 pub mod metrics;
 pub mod migrate;
 pub mod numa_sys;
+pub mod placement_scan;
 pub mod process;
 pub mod remote_syscall;
 pub mod topology;

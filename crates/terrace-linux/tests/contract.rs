@@ -15,7 +15,8 @@ const PAGES: usize = 16;
 /// The child: 16 pages, the first half moved to the fast node and the second to the slow one,
 /// then it waits (until killed, or a minute if its parent died first) and never touches them again.
 #[test]
-fn contract_child() {
+#[ignore = "a child process that the test in this file starts (with --ignored); not a test of its own"]
+fn child_contract() {
     let Some(nodes) = std::env::var_os(CHILD) else { return };
     let nodes: Vec<i32> = nodes.to_str().unwrap().split(',').map(|n| n.parse().unwrap()).collect();
     let buf = vec![7u8; (PAGES + 1) * 4096];
@@ -36,12 +37,12 @@ fn the_live_machine_keeps_the_machine_contract() {
     let tiers = terrace_linux::daemon::live_tiers(&Config::default()).expect("a host with two memory tiers");
     let nodes = format!("{},{}", tiers[0].nodes[0], tiers[1].nodes[0]);
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "contract_child", "--nocapture", "--test-threads", "1"])
+        .args(["--ignored", "--exact", "child_contract", "--nocapture", "--test-threads", "1"])
         .env(CHILD, nodes)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    // libtest prints "test contract_child ... " before the test runs, so "ready" ends that line.
+    // libtest prints "test child_contract ... " before the test runs, so "ready" ends that line.
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     assert!(
         lines.any(|l| l.is_ok_and(|l| l.trim_end().ends_with("ready"))),

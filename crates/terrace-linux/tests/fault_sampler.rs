@@ -21,6 +21,7 @@ const HOT: usize = 8;
 /// The child: touches 64 pages, prints their address, writes the first 8 for two seconds, then
 /// checks every page holds what it wrote last and exits 0 (3 if not).
 #[test]
+#[ignore = "a child process that the test in this file starts (with --ignored); not a test of its own"]
 fn child_writer() {
     if std::env::var_os(CHILD).is_none() {
         return;
@@ -67,7 +68,7 @@ fn written_pages_come_back_as_write_samples_and_idle_ones_do_not() {
         panic!("no userfaultfd write-protect here ({}); this test runs in the guest (tests/vm)", u.detail);
     }
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_writer", "--nocapture", "--test-threads", "1"])
+    cmd.args(["--ignored", "--exact", "child_writer", "--nocapture", "--test-threads", "1"])
         .env(CHILD, "1")
         .stdout(Stdio::piped());
     let (mut child, stopped) = spawn_stopped(&mut cmd).unwrap_or_else(|e| {

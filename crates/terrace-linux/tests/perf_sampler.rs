@@ -15,6 +15,7 @@ const PAGES: usize = 48;
 /// The child: maps 48 untouched pages (no huge pages), prints their address, waits for a line on
 /// stdin, then first-touches them, half from a second thread, and exits.
 #[test]
+#[ignore = "a child process that the test in this file starts (with --ignored); not a test of its own"]
 fn child_toucher() {
     if std::env::var_os(CHILD).is_none() {
         return;
@@ -45,7 +46,7 @@ fn child_toucher() {
 #[ignore = "needs perf_event_open (software events): runs in the guest (tests/vm)"]
 fn every_first_touch_is_sampled_with_its_address_from_every_thread() {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_toucher", "--nocapture", "--test-threads", "1"])
+        .args(["--ignored", "--exact", "child_toucher", "--nocapture", "--test-threads", "1"])
         .env(CHILD, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -43,7 +43,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut policy = policies.build(&args.policy)?;
     let tiers = terrace_linux::daemon::live_tiers(&config)?;
     // Refuse before starting anything the policy cannot have.
-    let req = live_requirements(policy.as_ref(), &tiers, Attach::Start)
+    let req = live_requirements(policy.as_ref(), &tiers, Attach::Start, config.trackers.sampling)
         .with_context(|| format!("policy {} cannot run here", args.policy))?;
 
     let mut cmd = std::process::Command::new(&args.command[0]);
@@ -53,7 +53,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    let (child, uffd) = if needs_userfaultfd(&req) {
+    let (child, uffd) = if needs_userfaultfd(&req, config.trackers.sampling) {
         let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
             .with_context(|| format!("cannot start {}", args.command[0]))?;
         let uffd = stopped.create_userfaultfd();
@@ -72,6 +72,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
         .with_context(|| format!("cannot manage pid {pid}"))?;
     machine.set_referenced_source(config.trackers.referenced);
+    machine.set_sampling_source(config.trackers.sampling);
     if let Some(uffd) = uffd {
         machine.set_fault_source(
             terrace_linux::userfaultfd::Userfaultfd::from_fd(uffd),

@@ -4,14 +4,19 @@
 //!
 //! This is the live machine's *referenced* bit where the idle-page bitmap is missing: a page is
 //! referenced if its region was accessed in the last aggregation interval. It sees reads and
-//! writes alike (soft-dirty still supplies the dirty bit). A `stat` scheme that matches every
-//! region makes DAMON list its regions under `tried_regions`.
+//! writes alike (soft-dirty still supplies the dirty bit). Where the fault sampler stands in for
+//! PEBS/IBS, it is also the source of read samples: each region's access count, scaled to the
+//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). A `stat`
+//! scheme that matches every region makes DAMON list its regions under `tried_regions`.
 
+use super::{LiveTracker, ScanView};
+use crate::process::ProcessError;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use terrace_model::{AccessKind, Sample, PAGE_REFERENCED};
 
 const ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
 
@@ -281,9 +286,187 @@ pub fn mark_accessed(
     });
 }
 
+/// DAMON's aggregation interval as the live machine sets it (DAMON's default): 100 ms.
+pub const AGGREGATION_US: u64 = 100_000;
+/// DAMON's sampling interval as the live machine sets it (DAMON's default): 5 ms.
+pub const SAMPLE_US: u64 = 5_000;
+
+/// Policy ticks in one DAMON aggregation, for scaling its counts to read samples (1 to 1000).
+pub fn ticks_per_aggregation(tick_ns: Option<u64>) -> u32 {
+    tick_ns.map_or(1, |t| (AGGREGATION_US * 1000 / t.max(1)).clamp(1, 1000) as u32)
+}
+
+/// Where the DAMON tracker gets its regions: a [`DamonReader`] on the live machine, anything
+/// else in tests.
+pub trait Regions: Send {
+    /// The latest aggregation, numbered (0: none read yet), or why it could not be read.
+    fn latest(&self) -> Result<(u64, Vec<Region>), String>;
+    /// The most accesses a region can show in one aggregation.
+    fn samples_per_aggregation(&self) -> u32;
+}
+
+impl Regions for DamonReader {
+    fn latest(&self) -> Result<(u64, Vec<Region>), String> {
+        DamonReader::latest(self)
+    }
+    fn samples_per_aggregation(&self) -> u32 {
+        DamonReader::samples_per_aggregation(self)
+    }
+}
+
+/// The DAMON tracker: one kdamond on the program, for the referenced bit, for read samples, or
+/// for both.
+pub struct Damon {
+    regions: Box<dyn Regions>,
+    referenced: bool,
+    /// Policy ticks per aggregation, when it supplies read samples.
+    reads: Option<u32>,
+    /// The aggregation last turned into read samples.
+    reads_seq: u64,
+}
+
+impl Damon {
+    /// Starts DAMON on `pid` with its default intervals: a sample every 5 ms, aggregated every
+    /// 100 ms; its regions are read in a background thread.
+    pub fn start(pid: i32) -> Result<DamonReader, DamonError> {
+        DamonReader::start(pid, SAMPLE_US, AGGREGATION_US)
+    }
+
+    /// The tracker over `regions`: marking referenced pages if `referenced`, and turning each
+    /// aggregation into read samples if `reads` gives the policy's ticks per aggregation.
+    pub fn new(regions: Box<dyn Regions>, referenced: bool, reads: Option<u32>) -> Self {
+        Damon { regions, referenced, reads, reads_seq: 0 }
+    }
+}
+
+impl LiveTracker for Damon {
+    fn name(&self) -> &'static str {
+        match (self.referenced, self.reads.is_some()) {
+            (true, true) => "DAMON (referenced, reads)",
+            (true, false) => "DAMON (referenced)",
+            (false, _) => "DAMON (reads)",
+        }
+    }
+
+    /// Referenced: the page's region was accessed in the last aggregation.
+    fn observe_bits(&mut self, scan: &ScanView<'_>, bits: &mut [u8]) -> Result<(), ProcessError> {
+        if self.referenced {
+            match self.regions.latest() {
+                Ok((_, regions)) => mark_accessed(&regions, scan.index().runs(), bits, PAGE_REFERENCED),
+                Err(e) => tracing::warn!("DAMON regions of pid {}: {e}", scan.pid),
+            }
+        }
+        Ok(())
+    }
+
+    /// Once per aggregation, each region's access count as reads of every page in it.
+    fn observe_samples(&mut self, scan: &ScanView<'_>, samples: &mut Vec<Sample>) {
+        let Some(ticks) = self.reads else { return };
+        let regions = match self.regions.latest() {
+            Ok((seq, r)) if seq != self.reads_seq => {
+                self.reads_seq = seq;
+                r
+            }
+            Ok(_) => return, // no new aggregation since the last tick
+            Err(e) => {
+                tracing::warn!("DAMON regions of pid {}: {e}", scan.pid);
+                return;
+            }
+        };
+        let mut reads = vec![0u32; scan.policy_pages()];
+        for_each_accessed(&regions, scan.index().runs(), |i, n| {
+            if let Some(r) = scan.policy_page_of(i).and_then(|p| reads.get_mut(p as usize)) {
+                *r = (*r).max(n);
+            }
+        });
+        let per_aggregation = self.regions.samples_per_aggregation().max(1);
+        for (page, &n) in reads.iter().enumerate() {
+            let s = Sample { page: page as u32, kind: AccessKind::Read };
+            samples.extend(std::iter::repeat_n(s, read_samples(n, per_aggregation, ticks) as usize));
+        }
+    }
+
+    /// DAMON names its target by pid and looks the pid's address space up at every sample, so it
+    /// follows an exec by itself; its regions adapt to the new layout at its next update (1 s).
+    fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Read samples for a page whose DAMON region saw an access in `accessed` of `per_aggregation`
+/// samples: put on the fault sampler's scale, which catches at most one write per page per tick,
+/// so a page read all the time earns as many read samples as one written all the time earns
+/// write samples (`ticks` per aggregation), and a page touched once in the aggregation (a single
+/// pass) earns at most one.
+fn read_samples(accessed: u32, per_aggregation: u32, ticks: u32) -> u32 {
+    let scaled = (accessed as u64 * ticks as u64 + per_aggregation as u64 / 2) / per_aggregation as u64;
+    (scaled as u32).clamp(u32::from(accessed > 0), ticks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regions handed out as DAMON's aggregation number `seq`.
+    struct Fixed(u64, Vec<Region>);
+    impl Regions for Fixed {
+        fn latest(&self) -> Result<(u64, Vec<Region>), String> {
+            Ok((self.0, self.1.clone()))
+        }
+        fn samples_per_aggregation(&self) -> u32 {
+            20
+        }
+    }
+
+    #[test]
+    fn one_kdamond_marks_referenced_pages_and_gives_reads_once_per_aggregation() {
+        // A buffer of this process, seen as the live machine's scan sees it.
+        let buf = vec![1u8; 16 << 12];
+        let page = (buf.as_ptr() as u64 + 4095) & !4095;
+        let memory = crate::process::ProcessMemory::attach(std::process::id() as i32).unwrap();
+        let mut entries = Vec::new();
+        memory.read_pagemap(&mut entries).unwrap();
+        let scan =
+            ScanView { pid: memory.pid(), memory: &memory, entries: &entries, present: &[], huge: None };
+        let index = scan.policy_page(page).expect("the buffer is managed memory");
+        // Its first two pages were accessed in every sample of the aggregation.
+        let hot = Region { start: page, end: page + 2 * 4096, nr_accesses: 20, age: 0 };
+        let mut damon = Damon::new(Box::new(Fixed(1, vec![hot])), true, Some(10));
+        assert_eq!(damon.name(), "DAMON (referenced, reads)");
+        let mut bits = vec![0u8; entries.len()];
+        damon.observe_bits(&scan, &mut bits).unwrap();
+        let marked: Vec<u32> = (0..bits.len() as u32).filter(|&i| bits[i as usize] != 0).collect();
+        assert_eq!(marked, vec![index, scan.policy_page(page + 4096).unwrap()]);
+        assert_eq!(bits[index as usize], PAGE_REFERENCED);
+        // Always accessed, 10 ticks per aggregation: ten reads each, and none until the next one.
+        let mut samples = Vec::new();
+        damon.observe_samples(&scan, &mut samples);
+        assert_eq!(samples.len(), 20);
+        assert_eq!(samples.iter().filter(|s| s.page == index && s.kind == AccessKind::Read).count(), 10);
+        samples.clear();
+        damon.observe_samples(&scan, &mut samples);
+        assert!(samples.is_empty(), "the same aggregation gave reads twice");
+        // Referenced only: no reads.
+        let mut referenced = Damon::new(Box::new(Fixed(2, vec![hot])), true, None);
+        referenced.observe_samples(&scan, &mut samples);
+        assert!(samples.is_empty());
+        std::hint::black_box(&buf);
+    }
+
+    #[test]
+    fn damon_counts_become_reads_on_the_write_samplers_scale() {
+        // 20 DAMON samples per aggregation, 10 policy ticks in it (hemem's 10 ms).
+        assert_eq!(read_samples(0, 20, 10), 0);
+        assert_eq!(read_samples(1, 20, 10), 1, "an access seen at all is at least one read");
+        assert_eq!(read_samples(10, 20, 10), 5);
+        assert_eq!(read_samples(20, 20, 10), 10, "always accessed: one read per tick");
+        // One tick per aggregation (a 1 s policy): at most one read.
+        assert_eq!(read_samples(20, 20, 1), 1);
+        assert_eq!(ticks_per_aggregation(Some(10_000_000)), 10);
+        assert_eq!(ticks_per_aggregation(Some(1_000_000_000)), 1);
+        assert_eq!(ticks_per_aggregation(None), 1);
+        assert_eq!(ticks_per_aggregation(Some(1)), 1000);
+    }
 
     #[test]
     fn accessed_regions_mark_exactly_their_indexed_pages() {

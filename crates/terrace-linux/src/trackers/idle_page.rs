@@ -7,10 +7,13 @@
 //! later, a bit still 1 means the frame was not accessed since. Frames come from the pagemap
 //! (bits 0-54, which read as 0 without CAP_SYS_ADMIN).
 
+use super::{LiveTracker, ScanView};
+use crate::process::{ProcessError, ProcessMemory, PM_PRESENT};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use terrace_model::PAGE_REFERENCED;
 
 pub const BITMAP: &str = "/sys/kernel/mm/page_idle/bitmap";
 
@@ -76,6 +79,63 @@ impl<F: FileExt> IdleBitmap<F> {
             .iter()
             .map(|&f| f != 0 && idle_words.get(&(f / 64)).is_some_and(|w| w & (1 << (f % 64)) == 0))
             .collect())
+    }
+}
+
+/// The referenced bit from the bitmap: each scan reads whether each present page's frame was
+/// accessed since the last scan marked it idle, then marks them all idle again.
+pub struct IdlePage {
+    bitmap: IdleBitmap,
+}
+
+impl IdlePage {
+    /// Opens the bitmap for the program whose memory is `mem`, or says why it cannot be used
+    /// here (the hint of a refusal when the config insists on it).
+    pub fn open(mem: &ProcessMemory) -> Result<Self, String> {
+        if !available() {
+            return Err(format!(
+                "{BITMAP} is missing (kernel without CONFIG_IDLE_PAGE_TRACKING); set [trackers] referenced = \"auto\""
+            ));
+        }
+        let bitmap = IdleBitmap::open().map_err(|e| format!("cannot open {BITMAP}: {e} (it needs root)"))?;
+        let mut entries = Vec::new();
+        if mem.read_pagemap(&mut entries).is_ok()
+            && entries.iter().any(|&e| e & PM_PRESENT != 0)
+            && entries.iter().all(|&e| e & PM_PRESENT == 0 || e & PFN_MASK == 0)
+        {
+            return Err("pagemap shows no frame numbers (they need CAP_SYS_ADMIN)".into());
+        }
+        Ok(IdlePage { bitmap })
+    }
+}
+
+impl LiveTracker for IdlePage {
+    fn name(&self) -> &'static str {
+        "idle-page bitmap"
+    }
+
+    /// Referenced: accessed since the last scan marked the page's frame idle.
+    fn observe_bits(&mut self, scan: &ScanView<'_>, bits: &mut [u8]) -> Result<(), ProcessError> {
+        let frames: Vec<u64> =
+            scan.entries.iter().map(|&e| if e & PM_PRESENT != 0 { e & PFN_MASK } else { 0 }).collect();
+        let marked = self.bitmap.accessed(&frames).and_then(|accessed| {
+            for (b, a) in bits.iter_mut().zip(accessed) {
+                if a {
+                    *b |= PAGE_REFERENCED;
+                }
+            }
+            self.bitmap.mark_idle(&frames)
+        });
+        if let Err(e) = marked {
+            tracing::warn!("idle-page bitmap for pid {}: {e}", scan.pid);
+        }
+        Ok(())
+    }
+
+    /// The bitmap is indexed by physical frame, and each scan reads the frames from the pagemap
+    /// afresh, so it follows the new program by itself.
+    fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
+        Ok(())
     }
 }
 

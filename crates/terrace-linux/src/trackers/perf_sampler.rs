@@ -10,10 +10,11 @@
 //! event with a data address; the tests drive it with the software page-fault event, which
 //! every kernel has.
 
+use super::{LiveTracker, ScanView};
 use perf_event::events::{Dynamic, Raw, Software};
 use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 use std::io;
-use terrace_model::AccessKind;
+use terrace_model::{AccessKind, Sample};
 
 /// Ring buffer per event, bytes (a power of two): 256 KiB holds about 8,000 samples of 32
 /// bytes, some 80 ms of samples at HeMem's period on a core issuing 2 G accesses a second.
@@ -137,6 +138,28 @@ impl PerfSampler {
                 }
             }
         }
+    }
+}
+
+impl LiveTracker for PerfSampler {
+    fn name(&self) -> &'static str {
+        "perf sampler"
+    }
+
+    /// Each sample's data address, as the policy page it hit.
+    fn observe_samples(&mut self, scan: &ScanView<'_>, samples: &mut Vec<Sample>) {
+        self.drain(|addr, kind| {
+            if let Some(page) = scan.policy_page(addr) {
+                samples.push(Sample { page, kind });
+            }
+        });
+    }
+
+    /// The events belong to the program's threads, not to its address space: the thread that
+    /// calls exec keeps them (and threads the new program creates inherit them), so samples of
+    /// the new program arrive by themselves.
+    fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
+        Ok(())
     }
 }
 

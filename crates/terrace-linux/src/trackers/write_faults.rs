@@ -9,6 +9,9 @@
 //! a write to such a page waits until its copy is done. If Terrace dies, the kernel closes the
 //! descriptor, which lifts every protection and wakes every waiter.
 
+use super::{LiveTracker, ScanView};
+use crate::machine::LiveStats;
+use crate::migrate::CopyGuard;
 use crate::userfaultfd::{Userfaultfd, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP};
 use rand_core::{Rng as _, SeedableRng};
 use std::collections::HashSet;
@@ -16,6 +19,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use terrace_model::{AccessKind, Sample};
 
 /// What the handler and the sampler share.
 #[derive(Default)]
@@ -221,6 +225,75 @@ impl Drop for WriteFaultSampler {
         if let Some(h) = self.handler.take() {
             let _ = h.join();
         }
+    }
+}
+
+/// The fault sampler as the live machine runs it: for access sampling where there is no perf
+/// sampler (its writes; DAMON's regions give the reads), and to write-protect copies.
+pub struct FaultTracker {
+    sampler: WriteFaultSampler,
+    /// Units protected per tick.
+    per_tick: usize,
+    /// Whether it samples (else it only guards copies).
+    sampling: bool,
+}
+
+impl FaultTracker {
+    /// Starts the sampler on a userfaultfd of the program ([`WriteFaultSampler::start`]):
+    /// protecting `per_tick` units of `unit` bytes a tick if `sampling`, else only guarding copies.
+    pub fn start(uffd: Userfaultfd, unit: u64, per_tick: usize, sampling: bool) -> io::Result<Self> {
+        Ok(FaultTracker {
+            sampler: WriteFaultSampler::start(uffd, unit)?,
+            per_tick: per_tick.max(1),
+            sampling,
+        })
+    }
+}
+
+impl LiveTracker for FaultTracker {
+    fn name(&self) -> &'static str {
+        if self.sampling {
+            "fault sampler"
+        } else {
+            "fault sampler (copies only)"
+        }
+    }
+
+    /// Registers new ranges; then one write per sampled unit written since the last tick, and
+    /// re-arms on a fresh random sample of present units.
+    fn observe_samples(&mut self, scan: &ScanView<'_>, samples: &mut Vec<Sample>) {
+        self.sampler.register(scan.memory.mapped_ranges());
+        if !self.sampling {
+            return;
+        }
+        for base in self.sampler.take_written() {
+            if let Some(page) = scan.policy_page(base) {
+                samples.push(Sample { page, kind: AccessKind::Write });
+            }
+        }
+        self.sampler.rearm(&scan.present_units(), self.per_tick);
+    }
+
+    /// A userfaultfd belongs to the address space it was created in: the kernel dropped every
+    /// range registered with it when the program executed another. Following the new program
+    /// takes a new descriptor created inside it, as `terrace run` creates the first one
+    /// ([`crate::remote_syscall`]); this one cannot do that.
+    fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
+        Err("its userfaultfd belongs to the replaced address space, and a new one can only be created \
+             inside the new program"
+            .into())
+    }
+
+    fn copy_guard(&self) -> Option<&dyn CopyGuard> {
+        Some(&self.sampler)
+    }
+
+    fn report(&self, stats: &mut LiveStats) {
+        let counts = self.sampler.counts();
+        if self.sampling {
+            stats.write_faults = counts.faults;
+        }
+        stats.writes_held_for_copy = counts.held_for_copy;
     }
 }
 
