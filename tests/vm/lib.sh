@@ -98,3 +98,36 @@ manage() {
 	grep 'moved' /tmp/log | head -n 3
 	[ $_rc -eq 0 ] || fail "$_label: terrace run exited $_rc"
 }
+
+# host_program NAME: the path of a program of the host that tests/vm/run copied in for a case
+# whose `# host-programs:` line names it; fails the case if it is not there.
+host_program() {
+	[ -x "/host/bin/$1" ] || fail "no host program $1 in /host/bin (name it on the case's '# host-programs:' line)"
+	echo "/host/bin/$1"
+}
+# pages_per_node PID: "node0=N node1=M", the pages the process has on each node (from
+# /proc/PID/numa_maps; empty once it has exited).
+pages_per_node() {
+	awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^N[0-9]+=/) { split(substr($i, 2), a, "="); n[a[1]] += a[2] } }
+		END { for (k in n) printf "node%s=%d\n", k, n[k] }' "/proc/$1/numa_maps" 2>/dev/null | sort | tr '\n' ' '
+}
+# on_node NODE CMD...: runs CMD with its memory preferred on NODE (numactl --preferred, which
+# needs `numactl` on the case's '# host-programs:' line).
+on_node() {
+	_node=$1
+	shift
+	"$(host_program numactl)" --preferred="$_node" "$@"
+}
+# child_of PID: the first child process of PID (busybox has no pgrep -P), from /proc/*/stat,
+# whose fields after the command's name in parentheses are: state, parent pid, ...
+child_of() {
+	for _s in /proc/[0-9]*/stat; do
+		_pp=$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "$_s" 2>/dev/null) || continue
+		if [ "$_pp" = "$1" ]; then
+			_c=${_s#/proc/}
+			echo "${_c%/stat}"
+			return 0
+		fi
+	done
+	return 1
+}
