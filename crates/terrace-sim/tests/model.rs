@@ -6,40 +6,20 @@ use terrace_model::{
     Access, Exchange, Machine, Move, MoveOptions, Observations, PageSize, Plan, Policy, Requirements, TierId,
 };
 use terrace_sim::{simulate, Capacity, Profile, SimMachine, SimOptions};
-use terrace_workloads::{AccessSource, WorkloadInfo};
+use terrace_workloads::{AccessSource, MemorySource, WorkloadInfo};
 
-/// A stream held in memory.
-struct VecSource {
-    info: WorkloadInfo,
-    accesses: Vec<Access>,
-    pos: usize,
-}
-
-impl VecSource {
-    fn new(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<Self> {
-        let info = WorkloadInfo {
-            name: "test".into(),
-            description: String::new(),
-            footprint_bytes,
-            threads,
-            scale: 1.0,
-            suggested_fast_bytes: footprint_bytes,
-            accesses: accesses.len() as u64,
-        };
-        Box::new(VecSource { info, accesses, pos: 0 })
-    }
-}
-
-impl AccessSource for VecSource {
-    fn info(&self) -> &WorkloadInfo {
-        &self.info
-    }
-    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-        let n = max.min(self.accesses.len() - self.pos);
-        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
-        self.pos += n;
-        n
-    }
+/// A stream held in memory, of a footprint and thread count.
+fn in_memory(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<MemorySource> {
+    let info = WorkloadInfo {
+        name: "test".into(),
+        description: String::new(),
+        footprint_bytes,
+        threads,
+        scale: 1.0,
+        suggested_fast_bytes: footprint_bytes,
+        accesses: accesses.len() as u64,
+    };
+    Box::new(MemorySource::new(info, accesses))
 }
 
 fn profile() -> Profile {
@@ -70,7 +50,7 @@ fn one_thread_random_reads_take_loaded_latency_over_mlp_in_each_tier() {
         ("all-fast", 0, 101.5, (87.9, 0.74), 121.4, 52.3, 7.38, 64.0, true),
         ("all-slow", 1, 305.0, (163.8, 0.41), 260.0, 11.5, 2.88, 256.0, false),
     ] {
-        let r = run(VecSource::new(n * 8192, 1, random_reads(n)), policy, Capacity::Bytes(n * 8192));
+        let r = run(in_memory(n * 8192, 1, random_reads(n)), policy, Capacity::Bytes(n * 8192));
         let (light_ns, light_gb) = light;
         let s = (max_ns - light_ns) / (max_gb - light_gb);
         let mlp = bw1 * lat / 64.0;
@@ -102,7 +82,7 @@ fn a_write_only_stream_runs_at_the_slow_tiers_write_bandwidth() {
         }
     }
     let footprint = per_thread * threads as u64;
-    let r = run(VecSource::new(footprint, threads, v), "all-slow", Capacity::Bytes(4096));
+    let r = run(in_memory(footprint, threads, v), "all-slow", Capacity::Bytes(4096));
     assert_eq!(r.tiers[1].write_bytes, footprint);
     let want = footprint as f64 / 7.50;
     assert!((r.runtime_ns - want).abs() / want < 1e-3, "{} vs {want}", r.runtime_ns);
@@ -112,8 +92,8 @@ fn a_write_only_stream_runs_at_the_slow_tiers_write_bandwidth() {
 fn optane_charges_a_whole_xpline_for_a_small_random_write() {
     let n = 10_000u64;
     let v: Vec<Access> = (0..n).map(|i| Access::write(i * 4096, 8, 0, 0)).collect();
-    let slow = run(VecSource::new(n * 4096, 1, v.clone()), "all-slow", Capacity::Bytes(4096));
-    let fast = run(VecSource::new(n * 4096, 1, v), "all-fast", Capacity::Bytes(4096));
+    let slow = run(in_memory(n * 4096, 1, v.clone()), "all-slow", Capacity::Bytes(4096));
+    let fast = run(in_memory(n * 4096, 1, v), "all-fast", Capacity::Bytes(4096));
     assert_eq!(slow.tiers[1].write_bytes, n * 256);
     assert_eq!(fast.tiers[0].write_bytes, n * 64);
 }
@@ -126,11 +106,11 @@ fn memory_mode_write_backs_of_consecutive_lines_combine_in_the_xpline() {
     // evicted half once, not four times.
     let cache = 64u64 << 10;
     let v: Vec<Access> = (0..2 * cache / 64).map(|i| Access::write(i * 64, 64, 0, 0)).collect();
-    let r = run(VecSource::new(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
+    let r = run(in_memory(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
     assert_eq!(r.tiers[1].write_bytes, cache);
     // Victims a page apart each cost a whole XPLine: 16 lines fill the cache, 16 more evict them.
     let v: Vec<Access> = (0..2 * cache / 4096).map(|i| Access::write(i * 4096, 64, 0, 0)).collect();
-    let r = run(VecSource::new(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
+    let r = run(in_memory(2 * cache, 1, v), "memory-mode", Capacity::Bytes(cache));
     assert_eq!(r.tiers[1].write_bytes, cache / 4096 * 256);
 }
 
@@ -237,7 +217,7 @@ fn a_footprint_that_fits_nowhere_is_refused_with_advice() {
 fn an_access_outside_the_footprint_is_an_error_not_a_panic() {
     let v = vec![Access::read(0, 64, 0, 0), Access::read(1 << 30, 64, 0, 0)];
     let mut p = terrace_policy::build("first-touch").unwrap();
-    let e = simulate(VecSource::new(8192, 1, v), p.as_mut(), &profile(), &SimOptions::default()).unwrap_err();
+    let e = simulate(in_memory(8192, 1, v), p.as_mut(), &profile(), &SimOptions::default()).unwrap_err();
     assert!(e.to_string().contains("outside the workload's footprint"), "{e}");
 }
 
@@ -259,13 +239,9 @@ const PAGES: u64 = 64;
 
 fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine {
     let v: Vec<Access> = (0..touched).map(|p| Access::write(p * 4096, 64, 0, 0)).collect();
-    let mut m = SimMachine::new(
-        profile(),
-        VecSource::new(PAGES * 4096, 1, v),
-        fast_pages * 4096,
-        Some(slow_pages * 4096),
-    )
-    .unwrap();
+    let mut m =
+        SimMachine::new(profile(), in_memory(PAGES * 4096, 1, v), fast_pages * 4096, Some(slow_pages * 4096))
+            .unwrap();
     m.prepare(&Idle.requirements(m.info())).unwrap();
     m.advance(u64::MAX);
     m

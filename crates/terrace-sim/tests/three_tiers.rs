@@ -130,22 +130,6 @@ fn memory_mode_caches_every_slower_tier() {
 /// page lies (DRAM, then the remote socket, then CXL).
 #[test]
 fn a_page_in_the_middle_tier_reads_at_the_middle_tiers_latency() {
-    struct Reads {
-        info: terrace_workloads::WorkloadInfo,
-        accesses: Vec<Access>,
-        pos: usize,
-    }
-    impl AccessSource for Reads {
-        fn info(&self) -> &terrace_workloads::WorkloadInfo {
-            &self.info
-        }
-        fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-            let n = max.min(self.accesses.len() - self.pos);
-            buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
-            self.pos += n;
-            n
-        }
-    }
     // 3 pages; fast and middle tiers of one page each: page 0 in DRAM, 1 remote, 2 CXL. Each
     // page is then read many times at random lines, one thread.
     let time_of = |page: u64| {
@@ -166,7 +150,7 @@ fn a_page_in_the_middle_tier_reads_at_the_middle_tiers_latency() {
             accesses: accesses.len() as u64,
         };
         let mut p = terrace_policy::build("first-touch").unwrap();
-        let src = Box::new(Reads { info, accesses, pos: 0 });
+        let src = Box::new(terrace_workloads::MemorySource::new(info, accesses));
         let opts = SimOptions { fast_capacity: Capacity::Bytes(4096), ..Default::default() };
         simulate(src, p.as_mut(), &three(), &opts).unwrap()
     };

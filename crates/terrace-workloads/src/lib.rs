@@ -137,6 +137,33 @@ pub trait AccessSource: Send {
     }
 }
 
+/// A stream already in memory: hand-made streams in tests, and the simulator's benchmark with no
+/// generator or decoder behind it. Clones share the accesses.
+#[derive(Clone)]
+pub struct MemorySource {
+    info: WorkloadInfo,
+    accesses: std::sync::Arc<Vec<Access>>,
+    pos: usize,
+}
+
+impl MemorySource {
+    pub fn new(info: WorkloadInfo, accesses: impl Into<std::sync::Arc<Vec<Access>>>) -> Self {
+        MemorySource { info, accesses: accesses.into(), pos: 0 }
+    }
+}
+
+impl AccessSource for MemorySource {
+    fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+        let n = max.min(self.accesses.len() - self.pos);
+        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
+        self.pos += n;
+        n
+    }
+}
+
 /// Why a workload could not be built. Each message says what is wrong and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {

@@ -72,25 +72,6 @@ impl Policy for SamplingProbe {
     }
 }
 
-/// A stream already in memory: what the simulator costs with no generator or decoder behind it.
-struct MemorySource {
-    info: terrace_workloads::WorkloadInfo,
-    accesses: std::sync::Arc<Vec<Access>>,
-    pos: usize,
-}
-
-impl AccessSource for MemorySource {
-    fn info(&self) -> &terrace_workloads::WorkloadInfo {
-        &self.info
-    }
-    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-        let n = max.min(self.accesses.len() - self.pos);
-        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
-        self.pos += n;
-        n
-    }
-}
-
 /// Best of `runs` timings of `f`, in seconds, with its last result.
 fn best_of<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<(f64, T)> {
     let mut best = f64::INFINITY;
@@ -150,7 +131,7 @@ fn bench_sim(workload: &str, size_scale: f64) -> Result<()> {
     let mut all = Vec::with_capacity(n as usize);
     build()?.fill(&mut all, n as usize);
     let all = std::sync::Arc::new(all);
-    let in_memory = || MemorySource { info: info.clone(), accesses: all.clone(), pos: 0 };
+    let in_memory = || terrace_workloads::MemorySource::new(info.clone(), all.clone());
     let mut sim_rates = Vec::new();
     for label in ["first-touch", "sampling tracker"] {
         let (secs, r) = best_of(2, || {
