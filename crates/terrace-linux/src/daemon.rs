@@ -205,6 +205,13 @@ impl Daemon {
         }
         let socket = config.daemon.socket.clone();
         let listener = listen(&socket)?;
+        // A daemon killed with SIGKILL leaves its kdamond watching its last program until that
+        // program exits: stop it now, before anything is bound.
+        match crate::trackers::damon::stop_leftover() {
+            Ok(Some(what)) => tracing::warn!("DAMON: {what}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("DAMON: cannot stop a kdamond left behind: {e}"),
+        }
         let socket_ino = std::fs::metadata(&socket).map(|m| m.ino()).unwrap_or(0);
         let metrics = match &config.daemon.metrics {
             Some(addr) => match TcpListener::bind(addr.as_str()) {

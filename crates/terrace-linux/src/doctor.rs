@@ -471,7 +471,12 @@ mod live {
             Ok(()) => TrackerCheck {
                 kind: TrackerKind::UffdWp,
                 available: true,
-                detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP".into(),
+                detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP; `terrace run` \
+                         creates the program's descriptor at its first exec, so a wrapper that execs the \
+                         program (env, nice, numactl, sh -c 'exec ...') stops the fault sampler at that exec: \
+                         start the program directly, or put the wrapper outside (`numactl ... terrace run ... \
+                         -- PROGRAM`)"
+                    .into(),
                 enable: None,
             },
             Err(u) => TrackerCheck {

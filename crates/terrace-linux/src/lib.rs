@@ -26,3 +26,4 @@ pub mod remote_syscall;
 pub mod topology;
 pub mod trackers;
 pub mod userfaultfd;
+pub mod warn_limit;

@@ -19,6 +19,7 @@ use crate::topology::LiveTier;
 use crate::trackers::select::{self, Choice, HostKernel};
 use crate::trackers::TrackerSet;
 use crate::userfaultfd::Userfaultfd;
+use crate::warn_limit::WarnLimit;
 use std::collections::{HashMap, HashSet};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -43,7 +44,27 @@ pub struct LiveStats {
     /// Writes the fault sampler caught, and writes that waited for a protected copy.
     pub write_faults: u64,
     pub writes_held_for_copy: u64,
+    /// Execs of the program followed (a wrapper that execs it counts one).
+    pub execs_followed: u64,
+    /// Trackers that could not follow the program into an exec (the fault sampler).
+    pub trackers_lost: u64,
+    /// Times the program had no present page in its managed memory for
+    /// [`NOTHING_PRESENT_OBSERVATIONS`] observations and [`NOTHING_PRESENT_FOR`] (each such
+    /// stretch counts once).
+    pub nothing_present: u64,
+    /// Ranges a tracker could not register (the fault sampler's userfaultfd refused them).
+    pub ranges_not_registered: u64,
+    /// Move batches where more than half the pages did not move.
+    pub batches_mostly_failed: u64,
 }
+
+/// A warning says the program has no present page after this many observations in a row...
+pub const NOTHING_PRESENT_OBSERVATIONS: u32 = 10;
+/// ...spanning at least this long. Both, so neither hemem's 10 ms tick (10 observations are
+/// 100 ms, less than most programs take to start and touch their memory) nor age's 1 s tick
+/// (10 s) warns about a program that is only starting, and a program that never touches
+/// anonymous memory is reported within seconds either way.
+pub const NOTHING_PRESENT_FOR: Duration = Duration::from_secs(5);
 
 /// The process the machine manages: one it started (and can wait for) or one it was given.
 pub enum Target {
@@ -106,6 +127,10 @@ pub struct LiveMachine {
     /// When the last observation ended, until the policy's decision is timed.
     deciding_since: Option<Instant>,
     stats: LiveStats,
+    /// Observations in a row without a present page, since when, and whether that was said.
+    nothing_present: (u32, Option<Instant>, bool),
+    nothing_present_warning: WarnLimit,
+    failed_batch_warning: WarnLimit,
 }
 
 impl LiveMachine {
@@ -146,6 +171,9 @@ impl LiveMachine {
             scanned_at: None,
             deciding_since: None,
             stats: LiveStats { pages_per_tier: vec![0; n], ..Default::default() },
+            nothing_present: (0, None, false),
+            nothing_present_warning: WarnLimit::default(),
+            failed_batch_warning: WarnLimit::default(),
         })
     }
 
@@ -186,14 +214,77 @@ impl LiveMachine {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// A full scan: where every page is, then each tracker's bits.
+    /// A full scan: where every page is, then each tracker's bits. Follows an exec first.
     fn scan(&mut self) -> Result<(), ProcessError> {
+        if let Some(exe) = self.memory.follow_exec()? {
+            self.exec_followed(&exe);
+        }
         self.memory.read_placement()?;
         let (view, bits) = self.memory.view_and_bits();
         self.trackers.observe_bits(&view, bits)?;
         self.memory.finish();
         self.stats.pages_per_tier = self.memory.pages_per_tier();
         Ok(())
+    }
+
+    /// The program exec'd `exe` (same pid, new address space; pagemap is reopened already): the
+    /// page index keeps growing (pages of the old mappings read as absent, so the policy's
+    /// indexes stay valid), every tracker is told, and what cannot follow is counted.
+    fn exec_followed(&mut self, exe: &str) {
+        let pid = self.program.pid;
+        tracing::info!("the program (pid {pid}) exec'd {exe}: following it");
+        self.stats.execs_followed += 1;
+        self.stats.trackers_lost += self.trackers.address_space_replaced(pid);
+        if self.trackers.copy_guard().is_none()
+            && self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies)
+        {
+            // The guard's descriptor belonged to the old address space: copies go unprotected.
+            self.info.mechanisms = migrate::host_mechanisms(false);
+        }
+    }
+
+    /// Counts observations without a present page; warns (and counts) once the program has had
+    /// none for [`NOTHING_PRESENT_OBSERVATIONS`] observations and [`NOTHING_PRESENT_FOR`].
+    fn check_nothing_present(&mut self) {
+        if self.memory.present_pages() > 0 || self.program.gone {
+            self.nothing_present = (0, None, false);
+            return;
+        }
+        let (count, since, said) = &mut self.nothing_present;
+        *count += 1;
+        let since = *since.get_or_insert_with(Instant::now);
+        if *said || *count < NOTHING_PRESENT_OBSERVATIONS || since.elapsed() < NOTHING_PRESENT_FOR {
+            return;
+        }
+        *said = true;
+        self.stats.nothing_present += 1;
+        let (pid, n, secs) = (self.program.pid, *count, since.elapsed().as_secs_f64());
+        self.nothing_present_warning.warn(|| {
+            format!(
+                "pid {pid} has had no present page in the memory Terrace manages (its heap and private \
+                 anonymous mappings) for {n} observations ({secs:.1} s), so the policy has nothing to place: \
+                 the program has not touched such memory yet, or keeps its data in files or shared memory \
+                 (not managed), or runs another process (a wrapper that forks instead of exec'ing: run the \
+                 program itself under Terrace); see /proc/{pid}/maps"
+            )
+        });
+    }
+
+    /// Warns (rate-limited) about move batches where more than half the pages did not move.
+    fn check_batches(&mut self, out: &migrate::MoveOutcome) {
+        let Some(worst) = out.bad_batches.iter().max_by_key(|b| b.failed) else { return };
+        self.stats.batches_mostly_failed += out.bad_batches.len() as u64;
+        let (pid, bad, all, worst) = (self.program.pid, out.bad_batches.len(), out.batches, *worst);
+        let (why, n) = worst.dominant;
+        self.failed_batch_warning.warn(|| {
+            format!(
+                "pid {pid}: {bad} of {all} move batches failed for more than half their pages (worst: {}/{} \
+                 not moved, {n} of them {why:?}): {}",
+                worst.failed,
+                worst.pages,
+                migrate::meaning(why)
+            )
+        });
     }
 
     /// Adds the policy's time since the last observation to its decision time.
@@ -251,7 +342,8 @@ impl LiveMachine {
         }
         let guard = self.trackers.copy_guard().filter(|_| options.protected_copies);
         let out = migrate::execute_guarded(self.program.pid, &moves, options, reason, guard);
-        let failed = failed_pages(&out.failed, self.memory.huge());
+        self.check_batches(&out);
+        let failed = failed_pages(&moves, &out.failed, self.memory.huge());
         for why in failed.values() {
             applied.fail(*why);
         }
@@ -268,13 +360,38 @@ impl LiveMachine {
     }
 }
 
-/// Per policy page, why it did not move: a policy page moved if none of its present 4 KiB pages
-/// failed (a 2 MiB range's absent pages do not count).
-fn failed_pages(failed: &[(u32, MoveFailure)], huge: bool) -> HashMap<u32, MoveFailure> {
+/// Per policy page, why it did not move. A 4 KiB policy page fails with its move. A 2 MiB
+/// policy page is its present 4 KiB pages ([`PlacementScan::page_moves`] sends only those): it
+/// moved if some of them moved and none failed for a reason other than `NotPresent` (a page the
+/// program freed since the scan is not a failure of the range), and fails `NotPresent` only if
+/// none of them was there any more.
+fn failed_pages(
+    moves: &[migrate::PageMove],
+    failed: &[(u32, MoveFailure)],
+    huge: bool,
+) -> HashMap<u32, MoveFailure> {
     let mut by_page = HashMap::new();
-    for &(tag, why) in failed {
-        if why != MoveFailure::NotPresent || !huge {
+    if !huge {
+        for &(tag, why) in failed {
             by_page.entry(tag).or_insert(why);
+        }
+        return by_page;
+    }
+    let mut attempted: HashMap<u32, usize> = HashMap::new();
+    for m in moves {
+        *attempted.entry(m.tag).or_default() += 1;
+    }
+    let mut absent: HashMap<u32, usize> = HashMap::new();
+    for &(tag, why) in failed {
+        if why == MoveFailure::NotPresent {
+            *absent.entry(tag).or_default() += 1;
+        } else {
+            by_page.insert(tag, why);
+        }
+    }
+    for (tag, n) in absent {
+        if !by_page.contains_key(&tag) && attempted.get(&tag).is_none_or(|&a| n >= a) {
+            by_page.insert(tag, MoveFailure::NotPresent);
         }
     }
     by_page
@@ -384,6 +501,7 @@ impl Machine for LiveMachine {
             }
         }
         self.info.pages = self.memory.policy_pages() as u64;
+        self.check_nothing_present();
         if let Some(k) = self.kernel_tiering.as_mut() {
             k.report();
         }
@@ -516,4 +634,34 @@ pub fn check_requirements(
         return Err(MachineError::MissingMechanism { mechanism, hint: mechanisms.why_not(mechanism) });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::migrate::PageMove;
+
+    fn moves(tag: u32, n: usize) -> Vec<PageMove> {
+        (0..n).map(|i| PageMove { addr: (tag as u64) << 21 | (i as u64) << 12, node: 0, tag }).collect()
+    }
+
+    #[test]
+    fn a_partly_present_2m_page_that_moved_what_it_held_counts_as_moved() {
+        let mut all = moves(0, 44);
+        all.extend(moves(1, 3));
+        all.extend(moves(2, 5));
+        // Range 0: 40 moved, 4 freed since the scan; range 1: every page gone; range 2: one
+        // page could not be placed for want of room.
+        let mut failed: Vec<(u32, MoveFailure)> = (0..4).map(|_| (0, MoveFailure::NotPresent)).collect();
+        failed.extend((0..3).map(|_| (1, MoveFailure::NotPresent)));
+        failed.push((2, MoveFailure::NotPresent));
+        failed.push((2, MoveFailure::NoSpace));
+        let by_page = failed_pages(&all, &failed, true);
+        assert_eq!(by_page.get(&0), None, "moved what was present");
+        assert_eq!(by_page.get(&1), Some(&MoveFailure::NotPresent), "nothing of it was there");
+        assert_eq!(by_page.get(&2), Some(&MoveFailure::NoSpace), "a real failure counts");
+        // 4 KiB pages fail with their one move.
+        let by_page = failed_pages(&moves(7, 1), &[(7, MoveFailure::NotPresent)], false);
+        assert_eq!(by_page.get(&7), Some(&MoveFailure::NotPresent));
+    }
 }

@@ -91,6 +91,36 @@ pub fn render(processes: &[ProcessMetrics]) -> String {
         "Seconds spent moving the process's pages.",
         &mut per_pid(|s| float(s.migration_seconds)).into_iter(),
     );
+    family(
+        "terrace_execs_followed_total",
+        "counter",
+        "Times the process replaced its program (exec) and Terrace followed it.",
+        &mut per_pid(|s| s.execs_followed.to_string()).into_iter(),
+    );
+    family(
+        "terrace_trackers_lost_total",
+        "counter",
+        "Trackers that could not follow the process into an exec and stopped (the fault sampler).",
+        &mut per_pid(|s| s.trackers_lost.to_string()).into_iter(),
+    );
+    family(
+        "terrace_nothing_present_total",
+        "counter",
+        "Times the process had no present page in its managed memory for 10 observations and 5 s.",
+        &mut per_pid(|s| s.nothing_present.to_string()).into_iter(),
+    );
+    family(
+        "terrace_ranges_not_registered_total",
+        "counter",
+        "Memory ranges a tracker could not register (the fault sampler's userfaultfd refused them).",
+        &mut per_pid(|s| s.ranges_not_registered.to_string()).into_iter(),
+    );
+    family(
+        "terrace_batches_mostly_failed_total",
+        "counter",
+        "Move batches in which more than half the pages did not move.",
+        &mut per_pid(|s| s.batches_mostly_failed.to_string()).into_iter(),
+    );
     out
 }
 
@@ -188,6 +218,8 @@ mod tests {
                 tracking_seconds: 0.25,
                 migration_seconds: 1.5,
                 observations: 9,
+                execs_followed: 1,
+                batches_mostly_failed: 2,
                 ..LiveStats::default()
             },
         }]
@@ -209,6 +241,12 @@ mod tests {
             "terrace_moves_failed_total{pid=\"42\"} 3",
             "terrace_tracking_seconds_total{pid=\"42\"} 0.25",
             "terrace_migration_seconds_total{pid=\"42\"} 1.5",
+            "# TYPE terrace_execs_followed_total counter",
+            "terrace_execs_followed_total{pid=\"42\"} 1",
+            "terrace_trackers_lost_total{pid=\"42\"} 0",
+            "terrace_nothing_present_total{pid=\"42\"} 0",
+            "terrace_ranges_not_registered_total{pid=\"42\"} 0",
+            "terrace_batches_mostly_failed_total{pid=\"42\"} 2",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }

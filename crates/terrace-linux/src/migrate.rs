@@ -28,6 +28,59 @@ pub struct MoveOutcome {
     pub failed: Vec<(u32, MoveFailure)>,
     pub batches: u64,
     pub elapsed: Duration,
+    /// The batches where more than half the pages did not move, for the machine's warning.
+    pub bad_batches: Vec<BadBatch>,
+}
+
+/// A batch where more than half the pages did not move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadBatch {
+    pub pages: usize,
+    pub failed: usize,
+    /// The most common reason, and how many pages of the batch failed for it.
+    pub dominant: (MoveFailure, usize),
+}
+
+/// Why pages did not move, most common first.
+pub fn tally(failed: &[(u32, MoveFailure)]) -> Vec<(MoveFailure, usize)> {
+    let mut why: Vec<(MoveFailure, usize)> = Vec::new();
+    for (_, f) in failed {
+        match why.iter_mut().find(|(w, _)| w == f) {
+            Some((_, n)) => *n += 1,
+            None => why.push((*f, 1)),
+        }
+    }
+    why.sort_by_key(|w| std::cmp::Reverse(w.1));
+    why
+}
+
+/// What a failure means and what to do about it, for a warning.
+pub fn meaning(why: MoveFailure) -> &'static str {
+    match why {
+        MoveFailure::NotPresent => {
+            "the program freed or unmapped those pages since the scan, or never touched them; nothing to do \
+             unless it persists, which means the policy plans from memory the program no longer uses"
+        }
+        MoveFailure::NoSpace => {
+            "the target node is full: free memory there (`numastat -m`), or lower the program's share of the \
+             fast tier with `tiers.fast_limit_mib`"
+        }
+        MoveFailure::Busy => {
+            "the kernel could not take the pages (pinned for I/O, locked, or being migrated); they are retried \
+             at the next plan. If it persists, the program pins its memory (RDMA, vfio, io_uring buffers)"
+        }
+        MoveFailure::Permission => {
+            "Terrace may not move this process's pages: run it as root, or as the process's owner with \
+             CAP_SYS_NICE"
+        }
+        MoveFailure::Misplaced => {
+            "move_pages reported them moved but they are on another node: something else moves them back \
+             (the kernel's NUMA balancing: `echo 0 > /proc/sys/kernel/numa_balancing`, or a memory policy \
+             with MPOL_MF_MOVE)"
+        }
+        MoveFailure::Invalid => "the kernel refused the address or node; please report it with this log",
+        MoveFailure::RateLimited => "the plan's rate limit held them back; the policy asks again",
+    }
 }
 
 /// Maps a per-page move_pages status (negative errno) to why the page did not move.
@@ -161,6 +214,10 @@ pub fn execute_guarded(
                 }
                 log_batch(pid, chunk, &part, reason);
                 let mut r = results.lock().expect("results lock");
+                if part.failed.len() * 2 > chunk.len() {
+                    let dominant = tally(&part.failed)[0];
+                    r.bad_batches.push(BadBatch { pages: chunk.len(), failed: part.failed.len(), dominant });
+                }
                 r.moved += part.moved;
                 r.failed.extend(part.failed);
                 r.batches += 1;
@@ -176,13 +233,7 @@ fn log_batch(pid: i32, chunk: &[PageMove], out: &MoveOutcome, reason: &str) {
     let mut nodes: Vec<i32> = chunk.iter().map(|m| m.node).collect();
     nodes.sort_unstable();
     nodes.dedup();
-    let mut why: Vec<(MoveFailure, usize)> = Vec::new();
-    for (_, f) in &out.failed {
-        match why.iter_mut().find(|(w, _)| w == f) {
-            Some((_, n)) => *n += 1,
-            None => why.push((*f, 1)),
-        }
-    }
+    let why = tally(&out.failed);
     tracing::info!(
         target: "terrace::batch",
         "pid {pid}: moved {}/{} pages to node {:?} ({reason}){}",
@@ -263,6 +314,8 @@ mod tests {
         let out = execute(0, &moves, &MoveOptions::default(), "test");
         assert_eq!(out.moved, 0);
         assert_eq!(out.failed.len(), 4);
+        assert_eq!(out.bad_batches.len(), 1, "a batch that failed whole is reported");
+        assert_eq!(out.bad_batches[0].failed, 4);
         assert!(v.iter().all(|&b| b == 5));
     }
 

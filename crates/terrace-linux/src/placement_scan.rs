@@ -63,6 +63,17 @@ impl PlacementScan {
         self.tiers.len()
     }
 
+    /// Whether the program exec'd since the last scan ([`ProcessMemory::follow_exec`]): if so,
+    /// pagemap now reads the new address space, and this returns the program it runs now.
+    pub fn follow_exec(&mut self) -> Result<Option<String>, ProcessError> {
+        self.mem.follow_exec()
+    }
+
+    /// Present 4 KiB pages at the last scan.
+    pub fn present_pages(&self) -> usize {
+        self.present.len()
+    }
+
     /// Reads the mappings, the pagemap and the node of every present page (of the first present
     /// page of each 2 MiB range, for a 2 MiB policy, which sees each range at that page's node).
     pub fn read_placement(&mut self) -> Result<(), ProcessError> {
@@ -158,11 +169,22 @@ impl PlacementScan {
         }
     }
 
-    /// The 4 KiB addresses that make up the policy's page `page` (512 for a 2 MiB range).
+    /// The 4 KiB addresses that make up the policy's page `page`: the page itself, or the pages
+    /// of a 2 MiB range that were present at the last scan (a range the program touched only in
+    /// part moves what it holds; asking move_pages for its absent pages only fails them).
     pub fn addresses_of(&self, page: u32) -> Vec<u64> {
         match &self.huge {
             None => vec![self.mem.index().addr(page)],
-            Some(h) => h.addresses(page),
+            Some(h) => {
+                let present = |addr: &u64| {
+                    self.mem
+                        .index()
+                        .index_of(*addr)
+                        .and_then(|i| self.entries.get(i as usize))
+                        .is_some_and(|e| e & PM_PRESENT != 0)
+                };
+                h.addresses(page).into_iter().filter(present).collect()
+            }
         }
     }
 
@@ -223,5 +245,62 @@ impl PlacementScan {
         if let Some(s) = status.get_mut(tier.index()).filter(|_| tier.is_placed()) {
             s.used_pages += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::migrate;
+    use crate::process::PAGE_BYTES;
+    use terrace_model::{MoveOptions, Tier, TierKind};
+
+    fn tier(id: u8, node: u32) -> LiveTier {
+        let tier = Tier {
+            id: TierId(id),
+            name: format!("tier{id}"),
+            kind: TierKind::Dram,
+            capacity_pages: None,
+            read_latency_ns: None,
+            read_bandwidth_gb_s: None,
+            write_bandwidth_gb_s: None,
+        };
+        LiveTier { tier, nodes: vec![node] }
+    }
+
+    /// A 2 MiB range of this process of which only 44 base pages were ever touched: the move
+    /// asks for those 44, all of them move (here to the node they are on, the host having one),
+    /// and nothing fails.
+    #[test]
+    fn a_partly_present_2m_range_moves_what_it_holds() {
+        use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
+        const HUGE: usize = 2 << 20;
+        let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+        // SAFETY: a fresh private anonymous mapping of 4 MiB, unmapped at the end of the test.
+        let p = unsafe { mmap_anonymous(None, (2 * HUGE).try_into().unwrap(), rw, MapFlags::MAP_PRIVATE) }
+            .unwrap();
+        let base = (p.as_ptr() as usize).next_multiple_of(HUGE);
+        // SAFETY: the aligned 2 MiB lies inside the mapping; no huge page, so pages stay apart.
+        unsafe {
+            madvise(std::ptr::NonNull::new(base as *mut _).unwrap(), HUGE, MmapAdvise::MADV_NOHUGEPAGE)
+                .unwrap();
+            for k in 0..44 {
+                std::ptr::write_volatile((base + k * 8 * PAGE_BYTES as usize) as *mut u8, 1);
+            }
+        }
+        let me = std::process::id() as i32;
+        let mut scan = PlacementScan::new(ProcessMemory::attach(me).unwrap(), vec![tier(0, 0), tier(1, 0)]);
+        scan.use_huge_pages();
+        scan.read_placement().unwrap();
+        scan.finish();
+        let page = scan.huge.as_ref().unwrap().page_of(base as u64).expect("the range is a policy page");
+        let mut applied = Applied::default();
+        let (asked, moves) = scan.page_moves(&[(page, TierId(0))], &mut applied);
+        assert_eq!(asked.len(), 1);
+        assert_eq!(moves.len(), 44, "only the present pages are asked for");
+        let out = migrate::execute(me, &moves, &MoveOptions::default(), "test");
+        assert_eq!((out.moved, out.failed.len(), out.bad_batches.len()), (44, 0, 0), "{:?}", out.failed);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(p.as_ptr(), 2 * HUGE) };
     }
 }

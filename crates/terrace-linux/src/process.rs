@@ -171,6 +171,50 @@ impl ProcessMemory {
         self.mapped.iter().map(|&(vpn, pages)| (vpn << PAGE_SHIFT, (vpn + pages) << PAGE_SHIFT))
     }
 
+    /// Whether the process replaced its address space (it called exec: a wrapper such as `env`,
+    /// `nice`, `numactl` or `sh -c 'exec prog'` does) since pagemap was opened; if so, reopens
+    /// pagemap on the new one and returns the program it executes now (its `exe` link).
+    ///
+    /// How it knows: a pagemap descriptor is bound to the address space the process had when it
+    /// was opened. Once that is gone (after an exec the pid stays, the address space is new), the
+    /// kernel's `pagemap_read` finds it has no users and returns end of file for every read, even
+    /// at offset 0, where a live address space always has an entry. So a probe of the first
+    /// entry, one 8-byte pread per full scan, tells exactly whether the descriptor Terrace reads
+    /// still sees the program. A fingerprint of `/proc/PID/stat` (`start_code`, `end_code`,
+    /// `start_stack`) or of the `exe` link was not chosen: it is a parse per scan, it misses an
+    /// exec of the same binary (the same `exe`; the same addresses with ASLR off), and it says
+    /// nothing about the descriptor, which is what stops working. A process that is exiting has
+    /// no address space either: then the reopened pagemap reads end of file too, and this says
+    /// nothing was replaced (the machine finds the exit).
+    pub fn follow_exec(&mut self) -> Result<Option<String>, ProcessError> {
+        if self.address_space_alive()? {
+            return Ok(None);
+        }
+        let pid = self.pid;
+        // An exiting process may refuse the open (no address space to open): keep the old
+        // descriptor, which reads nothing, and leave the exit to whoever waits for the process,
+        // so `terrace run` still gets the program's exit status.
+        let Ok(reopened) = File::open(format!("/proc/{pid}/pagemap")) else { return Ok(None) };
+        let old = std::mem::replace(&mut self.pagemap, reopened);
+        if !self.address_space_alive()? {
+            self.pagemap = old; // exiting: keep reading nothing
+            return Ok(None);
+        }
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "a new program".into());
+        Ok(Some(exe))
+    }
+
+    /// Whether the pagemap descriptor still reads an address space (see [`Self::follow_exec`]).
+    fn address_space_alive(&self) -> Result<bool, ProcessError> {
+        let mut probe = [0u8; 8];
+        match self.pagemap.read_at(&mut probe, 0) {
+            Ok(n) => Ok(n > 0),
+            Err(e) => Err(ProcessError::from_io(self.pid, "pagemap", e)),
+        }
+    }
+
     /// Re-reads the mappings; new managed pages get indexes.
     pub fn refresh(&mut self) -> Result<(), ProcessError> {
         let pid = self.pid;
@@ -198,7 +242,9 @@ impl ProcessMemory {
             raw.resize(pages as usize * 8, 0);
             if let Err(e) = self.pagemap.read_exact_at(&mut raw, vpn * 8) {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
-                    continue; // the mapping shrank under us
+                    // The address space went away since the mappings were read (an exec or an
+                    // exit): its pages read as absent, and the next scan follows an exec.
+                    continue;
                 }
                 return Err(ProcessError::from_io(self.pid, "pagemap", e));
             }
@@ -270,6 +316,47 @@ mod tests {
         m.nodes_of(&[idx], &mut status).unwrap();
         assert!(status[0] >= 0);
         assert_eq!(v[1 << 20], 7);
+    }
+
+    /// A child that execs another program after Terrace attached (as a wrapper does) is followed:
+    /// the probe sees the old address space gone, pagemap is reopened, and the new program's
+    /// pages read as present again, with every index given before the exec kept.
+    #[test]
+    fn an_exec_after_attach_is_detected_and_followed() {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "read line; exec sleep 30"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut m = ProcessMemory::attach(pid).unwrap();
+        assert_eq!(m.follow_exec().unwrap(), None, "no exec yet");
+        let before = m.pages();
+        let old_first = (before > 0).then(|| m.index().addr(0));
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let exe = loop {
+            if let Some(exe) = m.follow_exec().unwrap() {
+                break exe;
+            }
+            assert!(std::time::Instant::now() < deadline, "the exec was never seen");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        // `sleep` itself, or /bin/busybox where it is an applet (the guest).
+        assert!(exe.contains("sleep") || exe.contains("busybox"), "{exe}");
+        assert_eq!(m.follow_exec().unwrap(), None, "followed once");
+        m.refresh().unwrap();
+        assert!(m.pages() >= before, "indexes only grow");
+        if let Some(a) = old_first {
+            assert_eq!(m.index().addr(0), a, "page 0 keeps its index");
+        }
+        let mut entries = Vec::new();
+        m.read_pagemap(&mut entries).unwrap();
+        assert!(entries.iter().any(|e| e & PM_PRESENT != 0), "the new program's pages are seen");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -53,24 +53,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    let (child, uffd) = if needs_userfaultfd(&req, config.trackers.sampling) {
+    let dry_run = args.dry_run || config.daemon.dry_run;
+    let (attached, pid, uffd, child) = if needs_userfaultfd(&req, config.trackers.sampling) {
         let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
             .with_context(|| format!("cannot start {}", args.command[0]))?;
         let uffd = stopped.create_userfaultfd();
+        // Open the program's memory while it is stopped, so that an exec it makes from here on (a
+        // wrapper's: `nice prog`) is seen and followed, however soon it comes.
+        let pid = child.id();
+        let attached = LiveMachine::attach(Target::Child(child), tiers, dry_run);
         // Let it run whatever happened: from here on the program never waits for Terrace.
         if let Err(e) = stopped.release() {
-            tracing::error!("could not let pid {} run on after preparing it: {e}", child.id());
+            tracing::error!("could not let pid {pid} run on after preparing it: {e}");
         }
         let uffd = uffd.map_err(|e| tracing::error!("cannot give the program a userfaultfd: {e}")).ok();
-        (child, uffd)
+        (Some(attached), pid, uffd, None)
     } else {
-        (cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?, None)
+        let child = cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?;
+        (None, child.id(), None, Some((child, tiers)))
     };
-    let pid = child.id();
     let started = std::time::Instant::now();
     tracing::info!("managing pid {pid} ({}) with policy {}", args.command[0], policy.name());
-    let mut machine = LiveMachine::attach(Target::Child(child), tiers, args.dry_run || config.daemon.dry_run)
-        .with_context(|| format!("cannot manage pid {pid}"))?;
+    // A program started untraced is attached as before, after this line.
+    let attached = match (attached, child) {
+        (Some(a), _) => a,
+        (None, Some((child, tiers))) => LiveMachine::attach(Target::Child(child), tiers, dry_run),
+        (None, None) => unreachable!("one branch starts the program"),
+    };
+    let mut machine = attached.with_context(|| format!("cannot manage pid {pid}"))?;
     machine.set_referenced_source(config.trackers.referenced);
     machine.set_sampling_source(config.trackers.sampling);
     if let Some(uffd) = uffd {
@@ -87,7 +97,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let s = machine.stats();
     tracing::info!(
         "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.3} s, decisions {:.3} s, \
-         migration {:.2} s over {:.1} s{}",
+         migration {:.2} s over {:.1} s{}{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
@@ -100,6 +110,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 "; {} sampled write faults, {} writes waited for a copy",
                 s.write_faults, s.writes_held_for_copy
             )
+        } else {
+            String::new()
+        },
+        if s.execs_followed > 0 {
+            format!("; followed {} exec(s), {} tracker(s) lost at one", s.execs_followed, s.trackers_lost)
         } else {
             String::new()
         }

@@ -19,6 +19,11 @@ use std::sync::{Arc, Mutex};
 use terrace_model::{AccessKind, Sample, PAGE_REFERENCED};
 
 const ADMIN: &str = "/sys/kernel/mm/damon/admin/kdamonds";
+/// Where Terrace records the kdamond it runs: "TERRACE_PID TARGET_PID". A kdamond keeps running
+/// after the Terrace that started it is killed (SIGKILL runs no destructor) until its target
+/// exits; the record tells such a leftover from another user's monitor, so the next Terrace can
+/// stop it ([`stop_leftover`]).
+const OWNER: &str = "/run/terrace/damon-owner";
 
 /// One monitored region: `[start, end)` was seen accessed in `nr_accesses` samples of the last
 /// aggregation interval.
@@ -70,6 +75,54 @@ fn read_u64(path: &Path) -> Result<u64, DamonError> {
     })
 }
 
+/// Stops a kdamond a Terrace that is gone left running, if the record says there is one and the
+/// kdamond still watches the process it names; returns what it stopped, for the log. Another
+/// user's monitors (no record, or a record whose Terrace still runs) are left alone.
+pub fn stop_leftover() -> Result<Option<String>, DamonError> {
+    stop_leftover_in(Path::new(ADMIN), Path::new(OWNER), &|pid| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            || nix::errno::Errno::last() == nix::errno::Errno::EPERM
+    })
+}
+
+fn stop_leftover_in(
+    admin: &Path,
+    owner: &Path,
+    alive: &dyn Fn(i32) -> bool,
+) -> Result<Option<String>, DamonError> {
+    let Ok(record) = fs::read_to_string(owner) else { return Ok(None) };
+    let mut fields = record.split_whitespace().map(|f| f.parse::<i32>());
+    let (Some(Ok(terrace)), Some(Ok(target))) = (fields.next(), fields.next()) else {
+        let _ = fs::remove_file(owner);
+        return Ok(None);
+    };
+    if terrace == std::process::id() as i32 || alive(terrace) {
+        return Ok(None);
+    }
+    let kd = admin.join("0");
+    let on = read(&kd.join("state")).is_ok_and(|s| s == "on");
+    let watches = read(&kd.join("contexts/0/targets/0/pid_target")).is_ok_and(|p| p == target.to_string());
+    let _ = fs::remove_file(owner);
+    if !(on && watches) {
+        return Ok(None);
+    }
+    write(&kd.join("state"), "off")?;
+    write(&admin.join("nr_kdamonds"), "0")?;
+    Ok(Some(format!("stopped the kdamond that Terrace pid {terrace} (gone) left running on pid {target}")))
+}
+
+/// Records that this Terrace runs the kdamond, watching `target` (best effort: without the
+/// record a leftover is only found once its target has exited).
+fn record_owner(owner: &Path, target: i32) {
+    let done = owner
+        .parent()
+        .map_or(Ok(()), fs::create_dir_all)
+        .and_then(|()| fs::write(owner, format!("{} {target}\n", std::process::id())));
+    if let Err(e) = done {
+        tracing::debug!("DAMON: cannot record the kdamond's owner in {}: {e}", owner.display());
+    }
+}
+
 /// Whether this kernel offers DAMON over virtual address spaces.
 pub fn available() -> bool {
     Path::new(ADMIN).is_dir()
@@ -88,6 +141,9 @@ impl DamonTracker {
         let admin = Path::new(ADMIN);
         if !admin.is_dir() {
             return Err(DamonError::Missing);
+        }
+        if let Some(what) = stop_leftover()? {
+            tracing::warn!("DAMON: {what}");
         }
         let n = read_u64(&admin.join("nr_kdamonds"))? as u32;
         if n != 0 {
@@ -131,6 +187,7 @@ impl DamonTracker {
             write(&scheme.join(format!("access_pattern/{what}/max")), &max.to_string())?;
         }
         write(&kd.join("state"), "on")?;
+        record_owner(Path::new(OWNER), pid);
         Ok(tracker)
     }
 
@@ -171,6 +228,7 @@ impl Drop for DamonTracker {
         if let Some(admin) = self.kdamond.parent() {
             let _ = fs::write(admin.join("nr_kdamonds"), "0");
         }
+        let _ = fs::remove_file(OWNER);
     }
 }
 
@@ -484,5 +542,45 @@ mod tests {
         let mut counts = Vec::new();
         for_each_accessed(&regions, runs.into_iter(), |i, n| counts.push((i, n)));
         assert_eq!(counts, vec![(2, 3), (3, 3), (13, 1), (14, 1)]);
+    }
+
+    /// A fake DAMON sysfs with one kdamond in `state`, watching `target`.
+    fn fake_admin(state: &str, target: i32) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let kd = dir.path().join("0");
+        fs::create_dir_all(kd.join("contexts/0/targets/0")).unwrap();
+        fs::write(kd.join("state"), format!("{state}\n")).unwrap();
+        fs::write(kd.join("contexts/0/targets/0/pid_target"), format!("{target}\n")).unwrap();
+        fs::write(dir.path().join("nr_kdamonds"), "1\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_kdamond_left_by_a_terrace_that_is_gone_is_stopped_and_no_other() {
+        let owner_dir = tempfile::tempdir().unwrap();
+        let owner = owner_dir.path().join("damon-owner");
+        let dead = |_: i32| false;
+        // Terrace 4242 is gone and its kdamond still watches 77: stopped.
+        let admin = fake_admin("on", 77);
+        fs::write(&owner, "4242 77\n").unwrap();
+        let what = stop_leftover_in(admin.path(), &owner, &dead).unwrap().unwrap();
+        assert!(what.contains("4242") && what.contains("77"), "{what}");
+        assert_eq!(fs::read_to_string(admin.path().join("0/state")).unwrap(), "off");
+        assert_eq!(fs::read_to_string(admin.path().join("nr_kdamonds")).unwrap(), "0");
+        assert!(!owner.exists(), "the record goes with the kdamond");
+        // The recording Terrace still runs: its kdamond is left alone.
+        let admin = fake_admin("on", 77);
+        fs::write(&owner, "4242 77\n").unwrap();
+        assert_eq!(stop_leftover_in(admin.path(), &owner, &|_| true).unwrap(), None);
+        assert_eq!(fs::read_to_string(admin.path().join("0/state")).unwrap(), "on\n");
+        // A kdamond watching another process is someone else's: left alone.
+        let admin = fake_admin("on", 78);
+        fs::write(&owner, "4242 77\n").unwrap();
+        assert_eq!(stop_leftover_in(admin.path(), &owner, &dead).unwrap(), None);
+        assert_eq!(fs::read_to_string(admin.path().join("0/state")).unwrap(), "on\n");
+        // No record: nothing is known to be Terrace's.
+        let admin = fake_admin("on", 77);
+        assert_eq!(stop_leftover_in(admin.path(), &owner_dir.path().join("none"), &dead).unwrap(), None);
+        assert_eq!(fs::read_to_string(admin.path().join("0/state")).unwrap(), "on\n");
     }
 }

@@ -187,15 +187,16 @@ impl TrackerSet {
     }
 
     /// Has every tracker follow the program into the address space an exec gave it, and logs
-    /// each one that cannot (it then sees nothing of the new program). Returns whether all did.
-    pub fn address_space_replaced(&mut self, pid: i32) -> bool {
-        let mut all = true;
+    /// each one that cannot (it then sees nothing of the new program). Returns how many could
+    /// not.
+    pub fn address_space_replaced(&mut self, pid: i32) -> u64 {
+        let mut lost = 0;
         for t in &mut self.trackers {
             if let Err(why) = t.address_space_replaced(pid) {
                 tracing::warn!("{} cannot follow pid {pid} into the program it executed: {why}", t.name());
-                all = false;
+                lost += 1;
             }
         }
-        all
+        lost
     }
 }

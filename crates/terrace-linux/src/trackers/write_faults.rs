@@ -13,6 +13,7 @@ use super::{LiveTracker, ScanView};
 use crate::machine::LiveStats;
 use crate::migrate::CopyGuard;
 use crate::userfaultfd::{Userfaultfd, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP};
+use crate::warn_limit::WarnLimit;
 use rand_core::{Rng as _, SeedableRng};
 use std::collections::HashSet;
 use std::io;
@@ -125,18 +126,21 @@ impl WriteFaultSampler {
     }
 
     /// Registers every range of `ranges` ([start, end) of anonymous private memory) not yet
-    /// registered. A range the kernel refuses (another userfaultfd has it; not anonymous) is
-    /// skipped and never sampled.
-    pub fn register(&self, ranges: impl IntoIterator<Item = (u64, u64)>) {
+    /// registered. A range the kernel refuses (another userfaultfd has it; not anonymous; the
+    /// descriptor belongs to an address space the program left by exec) is skipped and never
+    /// sampled; returns those, with the kernel's error, and tries them again at the next call.
+    pub fn register(&self, ranges: impl IntoIterator<Item = (u64, u64)>) -> Vec<((u64, u64), io::Error)> {
+        let mut refused = Vec::new();
         for (s, e) in ranges {
             if self.shared.registered.lock().expect("registered lock").contains(&(s, e)) {
                 continue;
             }
             match self.shared.uffd.register_wp(s, e - s) {
                 Ok(()) => self.shared.registered.lock().expect("registered lock").push((s, e)),
-                Err(err) => tracing::debug!("fault sampler: cannot register {s:#x}-{e:#x}: {err}"),
+                Err(err) => refused.push(((s, e), err)),
             }
         }
+        refused
     }
 
     /// Ends the epoch: protects a new random sample of at most `sample` units from `candidates`
@@ -236,6 +240,12 @@ pub struct FaultTracker {
     per_tick: usize,
     /// Whether it samples (else it only guards copies).
     sampling: bool,
+    /// Set when the program exec'd: the descriptor belongs to the address space it left, so
+    /// nothing is registered, sampled or guarded any more.
+    lost: bool,
+    /// Ranges the kernel refused to register, and the warning about them.
+    refused: u64,
+    refused_warning: WarnLimit,
 }
 
 impl FaultTracker {
@@ -246,6 +256,9 @@ impl FaultTracker {
             sampler: WriteFaultSampler::start(uffd, unit)?,
             per_tick: per_tick.max(1),
             sampling,
+            lost: false,
+            refused: 0,
+            refused_warning: WarnLimit::default(),
         })
     }
 }
@@ -262,7 +275,35 @@ impl LiveTracker for FaultTracker {
     /// Registers new ranges; then one write per sampled unit written since the last tick, and
     /// re-arms on a fresh random sample of present units.
     fn observe_samples(&mut self, scan: &ScanView<'_>, samples: &mut Vec<Sample>) {
-        self.sampler.register(scan.memory.mapped_ranges());
+        if self.lost {
+            return;
+        }
+        let refused = self.sampler.register(scan.memory.mapped_ranges());
+        if let Some(((s, e), err)) = refused.first() {
+            self.refused += refused.len() as u64;
+            let (n, pid) = (refused.len(), scan.pid);
+            let what = if self.sampling {
+                "writes there are not sampled"
+            } else {
+                "copies there are not write-protected"
+            };
+            let hint = match err.raw_os_error() {
+                Some(libc::EBUSY) => "the program registered it with a userfaultfd of its own, which Terrace leaves alone",
+                Some(libc::ENOMEM) => {
+                    "the sampler's userfaultfd no longer belongs to the program's address space (it exec'd): \
+                     start the program directly with `terrace run`"
+                }
+                Some(libc::EPERM) => {
+                    "the kernel allows write-protect faults only to root or with vm.unprivileged_userfaultfd = 1"
+                }
+                _ => "the mapping changed under the sampler (it is tried again next tick); if it persists, check `terrace doctor`",
+            };
+            self.refused_warning.warn(|| {
+                format!(
+                    "fault sampler: cannot register {n} range(s) of pid {pid} ({s:#x}-{e:#x}: {err}), so {what}: {hint}"
+                )
+            });
+        }
         if !self.sampling {
             return;
         }
@@ -276,19 +317,30 @@ impl LiveTracker for FaultTracker {
 
     /// A userfaultfd belongs to the address space it was created in: the kernel dropped every
     /// range registered with it when the program executed another. Following the new program
-    /// takes a new descriptor created inside it, as `terrace run` creates the first one
-    /// ([`crate::remote_syscall`]); this one cannot do that.
+    /// would take a new descriptor created inside it, as `terrace run` creates the first one at
+    /// the program's first exec ([`crate::remote_syscall`]); that would mean keeping the program
+    /// traced for its whole life to catch every exec, which Terrace does not do (docs/live.md,
+    /// "When the program execs"). So the sampler stops, says so once, and the machine counts it.
     fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
-        Err("its userfaultfd belongs to the replaced address space, and a new one can only be created \
-             inside the new program"
-            .into())
+        if self.lost {
+            return Ok(()); // said at the first exec
+        }
+        self.lost = true;
+        let what = if self.sampling { "sampling of writes" } else { "write-protection of copies" };
+        Err(format!(
+            "{what} stopped at the exec: the userfaultfd was created inside the program `terrace run` started \
+             (the wrapper), and cannot be created inside the program it executed. Start the program directly \
+             (`terrace run --policy P -- PROGRAM`), or put the wrapper outside Terrace \
+             (`numactl --membind=1 terrace run --policy P -- PROGRAM`)"
+        ))
     }
 
     fn copy_guard(&self) -> Option<&dyn CopyGuard> {
-        Some(&self.sampler)
+        (!self.lost).then_some(&self.sampler as &dyn CopyGuard)
     }
 
     fn report(&self, stats: &mut LiveStats) {
+        stats.ranges_not_registered = self.refused;
         let counts = self.sampler.counts();
         if self.sampling {
             stats.write_faults = counts.faults;
@@ -333,7 +385,7 @@ mod tests {
         let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
         mem.fill(1);
         let base = p as u64;
-        sampler.register([(base, base + len as u64)]);
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
         let pages: Vec<u64> = (0..16).map(|i| base + i * 4096).collect();
         sampler.rearm(&pages, 16);
         // Write pages 0, 3 and 5, page 3 twice: each write completes, each page is sampled once.
@@ -366,7 +418,7 @@ mod tests {
         let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
         mem.fill(0);
         let base = p as u64;
-        sampler.register([(base, base + len as u64)]);
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
         let bases = sampler.begin_copy([base + 4096 + 100]);
         assert_eq!(bases, vec![base + 4096]);
         let done = Arc::new(AtomicBool::new(false));
