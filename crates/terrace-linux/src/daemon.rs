@@ -84,6 +84,42 @@ pub fn tiers_of(topo: &Topology, config: &Config) -> Result<Vec<LiveTier>, Tiers
     Ok(tiers)
 }
 
+/// The tiers of a dry run: the host's own, or, on a host with a single memory node, that node as
+/// the fast tier and a stand-in slow tier on the same node, so that every policy tracks and
+/// decides as it would on two tiers (its plans are logged; a dry run never moves anything). The
+/// flag says the stand-in was made. Never used for a run that moves pages: on one node that
+/// keeps its refusal ([`TiersError::SingleTier`]).
+pub fn dry_run_tiers(config: &Config) -> Result<(Vec<LiveTier>, bool), TiersError> {
+    let topo = Topology::read(Path::new("/sys"), Path::new("/proc")).map_err(TiersError::Topology)?;
+    dry_run_tiers_of(&topo, config)
+}
+
+/// [`dry_run_tiers`] on a topology already read.
+pub fn dry_run_tiers_of(topo: &Topology, config: &Config) -> Result<(Vec<LiveTier>, bool), TiersError> {
+    match tiers_of(topo, config) {
+        Err(TiersError::SingleTier) => {}
+        other => return other.map(|t| (t, false)),
+    }
+    let class = topo.classify(&config.tiers);
+    let mut tiers = topo.model_tiers(&class);
+    tiers.truncate(1);
+    let Some(fast) = tiers.first().cloned() else {
+        return Err(TiersError::SingleTier);
+    };
+    if let Some(mib) = config.tiers.fast_limit_mib {
+        let pages = mib << (20 - 12);
+        let cap = &mut tiers[0].tier.capacity_pages;
+        *cap = Some(cap.map_or(pages, |c| c.min(pages)));
+    }
+    let mut slow = fast;
+    slow.tier.id = terrace_model::TierId(1);
+    slow.tier.name =
+        format!("slow (stand-in on node {}: single-node dry run)", crate::topology::format_list(&slow.nodes));
+    slow.tier.kind = terrace_model::TierKind::RemoteDram;
+    tiers.push(slow);
+    Ok((tiers, true))
+}
+
 /// Why the daemon could not start or serve.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -816,6 +852,26 @@ mod tests {
         assert!(matches!(e, TiersError::UnknownNodes(_)), "{e}");
         assert!(error_chain(&e).contains("slow_nodes names node 1, which this host does not have"), "{e}");
         assert!(matches!(tiers_of(&topo, &Config::default()), Err(TiersError::SingleTier)));
+    }
+
+    /// A dry run on one node gets the node as its fast tier and a stand-in slow tier on the same
+    /// node; a host of two tiers gets its own.
+    #[test]
+    fn a_dry_run_on_one_node_gets_a_stand_in_slow_tier() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/single-node");
+        let topo = Topology::read(&root.join("sys"), &root.join("proc")).unwrap();
+        let (tiers, stand_in) = dry_run_tiers_of(&topo, &Config::default()).unwrap();
+        assert!(stand_in);
+        assert_eq!(tiers.len(), 2);
+        assert_eq!(tiers[0].nodes, tiers[1].nodes);
+        assert_eq!(tiers[1].tier.id, terrace_model::TierId(1));
+        assert!(tiers[1].tier.name.contains("single-node dry run"), "{}", tiers[1].tier.name);
+        let config = Config::parse("t", "[tiers]\nfast_limit_mib = 64\n").unwrap();
+        let (tiers, _) = dry_run_tiers_of(&topo, &config).unwrap();
+        assert_eq!(tiers[0].tier.capacity_pages, Some(64 << 8));
+        // Nodes the host lacks are still refused.
+        let config = Config::parse("t", "[tiers]\nfast_nodes = [0]\nslow_nodes = [1]\n").unwrap();
+        assert!(matches!(dry_run_tiers_of(&topo, &config), Err(TiersError::UnknownNodes(_))));
     }
 
     /// The daemon refuses to start on such a config, on this host's own topology.

@@ -337,7 +337,7 @@ impl LiveMachine {
         }
         let (asked, moves) = self.memory.page_moves(wanted, applied);
         if self.dry_run {
-            log_dry_run(&self.memory, &asked, reason);
+            log_dry_run(self.memory.tiers(), wanted, &asked, reason);
             return done;
         }
         let guard = self.trackers.copy_guard().filter(|_| options.protected_copies);
@@ -398,12 +398,13 @@ fn failed_pages(
 }
 
 /// What a dry run would have moved, per tier.
-fn log_dry_run(memory: &PlacementScan, asked: &[(u32, i32)], reason: &str) {
-    let mut by_tier = vec![0u64; memory.tiers()];
-    for &(_, node) in asked {
-        let t = memory.tier_of_node(node);
-        if t.is_placed() {
-            by_tier[t.index()] += 1;
+fn log_dry_run(tiers: usize, wanted: &[(u32, TierId)], asked: &[(u32, i32)], reason: &str) {
+    // By the tier asked for, not the node it maps to: a single-node dry run's two tiers share one.
+    let asked: HashSet<u32> = asked.iter().map(|&(page, _)| page).collect();
+    let mut by_tier = vec![0u64; tiers];
+    for &(_, to) in wanted.iter().filter(|(page, _)| asked.contains(page)) {
+        if let Some(n) = by_tier.get_mut(to.index()) {
+            *n += 1;
         }
     }
     let what: Vec<String> = by_tier.iter().enumerate().map(|(t, n)| format!("{n} to tier{t}")).collect();

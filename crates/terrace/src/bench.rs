@@ -25,6 +25,9 @@ pub enum BenchCommand {
     /// Page-migration throughput (move_pages) per page size, thread count, batch size and
     /// exchange, beside the memcpy bandwidth measured in the same run; or the model's figures.
     Migrate(MigrateArgs),
+    /// What tracking costs real programs (GNU sort, sqlite3, python3): each run plain and under
+    /// `terrace run --dry-run` with each policy whose tracker this host can give (live machine).
+    Tracking(crate::bench_tracking::TrackingArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -107,6 +110,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Sim { workload, size_scale } => bench_sim(&workload, size_scale),
         BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
         BenchCommand::Migrate(args) => migrate_live(&args),
+        BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
     }
 }
 

@@ -2,6 +2,7 @@
 //! everything it runs lives in terrace-sim, terrace-policy and terrace-workloads.
 
 mod bench;
+mod bench_tracking;
 mod compare;
 mod daemon_cmd;
 mod doctor_cmd;

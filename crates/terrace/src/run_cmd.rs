@@ -41,10 +41,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let policies = crate::run_spec::config_policies(args.config.as_deref(), &config.policy)?;
     let mut policy = policies.build(&args.policy)?;
-    let tiers = terrace_linux::daemon::live_tiers(&config)?;
+    let dry_run = args.dry_run || config.daemon.dry_run;
+    // A dry run moves nothing, so it needs no second node: on a host of one it tracks and decides
+    // against a stand-in slow tier on the same node (how tracking's cost is measured anywhere).
+    let (tiers, stand_in) = if dry_run {
+        terrace_linux::daemon::dry_run_tiers(&config)?
+    } else {
+        (terrace_linux::daemon::live_tiers(&config)?, false)
+    };
     // Refuse before starting anything the policy cannot have.
     let req = live_requirements(policy.as_ref(), &tiers, Attach::Start, config.trackers.sampling)
         .with_context(|| format!("policy {} cannot run here", args.policy))?;
+    if stand_in {
+        tracing::info!(
+            "single-node dry run: this host has one memory node, so the slow tier is a stand-in on the \
+             same node; it measures tracking and logs what a plan would have done, and moves nothing"
+        );
+    }
 
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
@@ -53,7 +66,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
-    let dry_run = args.dry_run || config.daemon.dry_run;
     let (attached, pid, uffd, child) = if needs_userfaultfd(&req, config.trackers.sampling) {
         let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
             .with_context(|| format!("cannot start {}", args.command[0]))?;

@@ -417,3 +417,44 @@ fn a_bad_policy_table_in_the_config_is_refused_by_run_and_the_daemon() {
         assert!(e.contains(&want), "{args:?}: {e}");
     }
 }
+
+/// On a host of one memory node a dry run tracks and decides against a stand-in slow tier and
+/// says so once; a run that would move pages is still refused, and so is a policy whose tracker
+/// the host lacks, with its one line. (On a host of more nodes there is nothing to check here.)
+#[cfg(all(feature = "live", target_os = "linux"))]
+#[test]
+fn a_dry_run_on_one_node_tracks_and_a_real_run_is_refused() {
+    let nodes = std::fs::read_dir("/sys/devices/system/node")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.strip_prefix("node").is_some_and(|n| n.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    if nodes != 1 {
+        eprintln!("skipped: this host has {nodes} NUMA nodes, not one");
+        return;
+    }
+    const LINE: &str = "single-node dry run";
+    let out = terrace().args(["run", "--dry-run", "--policy", "first-touch", "--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.matches(LINE).count(), 1, "{err}");
+    let e = fails(&["run", "--policy", "first-touch", "--", "true"]);
+    assert!(e.contains("single memory tier"), "{e}");
+    // Whatever trackers this host has: each policy either runs (and says it is a single-node dry
+    // run) or is refused with one line naming what is missing.
+    for policy in ["age", "hemem"] {
+        let out = terrace().args(["run", "--dry-run", "--policy", policy, "--", "true"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            assert_eq!(err.matches(LINE).count(), 1, "{policy}: {err}");
+        } else {
+            let e = fails(&["run", "--dry-run", "--policy", policy, "--", "true"]);
+            assert!(e.contains(&format!("policy {policy} cannot run here")), "{e}");
+        }
+    }
+}

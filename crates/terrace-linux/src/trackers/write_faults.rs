@@ -73,7 +73,16 @@ impl Shared {
                 st.written.push(base);
             }
             // Under the lock, so a copy cannot protect this unit in between and be undone here.
-            self.protect(base, false);
+            if !self.protect(base, false) {
+                // The fault is outside every range we know: the program moved protected pages
+                // (mremap keeps their write-protect bit and the range's registration) before the
+                // next tick saw the new range. Lift the faulting page's protection directly, or
+                // the writer would wait for ever.
+                let page = f.addr & !4095;
+                if let Err(e) = self.uffd.write_protect(page, 4096, false) {
+                    tracing::warn!("fault sampler: cannot release a write at {page:#x}: {e}");
+                }
+            }
         }
     }
 }
