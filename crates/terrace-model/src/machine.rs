@@ -21,6 +21,34 @@ pub struct MachineInfo {
     pub mechanisms: Mechanisms,
 }
 
+impl MachineInfo {
+    /// A machine known only by its number of tiers: unnamed DRAM tiers (`tier0`, `tier1`, ...)
+    /// without capacity or firmware attributes, 4 KiB pages, one thread, scale 1, stock
+    /// mechanisms. What a policy is asked about before any real machine exists (which tiers it
+    /// manages, for `terrace list policies`), and the start of a test's machine.
+    pub fn placeholder(tiers: usize) -> Self {
+        MachineInfo {
+            name: "placeholder".into(),
+            tiers: (0..tiers)
+                .map(|i| Tier {
+                    id: crate::TierId(i as u8),
+                    name: format!("tier{i}"),
+                    kind: crate::TierKind::Dram,
+                    capacity_pages: None,
+                    read_latency_ns: None,
+                    read_bandwidth_gb_s: None,
+                    write_bandwidth_gb_s: None,
+                })
+                .collect(),
+            page_size: PageSize::Base4K,
+            pages: 0,
+            threads: 1,
+            scale: 1.0,
+            mechanisms: Mechanisms::default(),
+        }
+    }
+}
+
 /// Whether the managed program is still running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {

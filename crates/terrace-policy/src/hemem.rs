@@ -281,30 +281,13 @@ impl Policy for Hemem {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use terrace_model::{AccessKind, Move, PageIdx, Sample, Tier, TierId, TierKind, TierStatus};
+    use terrace_model::{AccessKind, Move, PageIdx, Sample, TierId, TierStatus};
 
     pub(crate) const F: TierId = TierId::FAST;
     pub(crate) const S: TierId = TierId::SLOW;
 
     pub(crate) fn machine(scale: f64) -> MachineInfo {
-        let tier = |id| Tier {
-            id: TierId(id),
-            name: String::new(),
-            kind: TierKind::Dram,
-            capacity_pages: None,
-            read_latency_ns: None,
-            read_bandwidth_gb_s: None,
-            write_bandwidth_gb_s: None,
-        };
-        MachineInfo {
-            name: String::new(),
-            tiers: vec![tier(0), tier(1)],
-            page_size: PAGE_SIZE,
-            pages: 0,
-            threads: 1,
-            scale,
-            mechanisms: Default::default(),
-        }
+        MachineInfo { page_size: PAGE_SIZE, scale, ..MachineInfo::placeholder(2) }
     }
 
     /// `n` samples of `page`.

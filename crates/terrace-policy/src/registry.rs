@@ -392,26 +392,7 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, PolicyError> {
 /// The most tiers the policy `spec` manages (its `Requirements::max_tiers`), `None` for any
 /// number; asked of a placeholder two-tier machine, since no policy's answer depends on it.
 pub fn max_tiers(spec: &str) -> Result<Option<usize>, PolicyError> {
-    use terrace_model::{MachineInfo, Mechanisms, Tier, TierId, TierKind};
-    let tier = |i: u8, kind| Tier {
-        id: TierId(i),
-        name: format!("tier{i}"),
-        kind,
-        capacity_pages: None,
-        read_latency_ns: None,
-        read_bandwidth_gb_s: None,
-        write_bandwidth_gb_s: None,
-    };
-    let info = MachineInfo {
-        name: "placeholder".into(),
-        tiers: vec![tier(0, TierKind::Dram), tier(1, TierKind::Cxl)],
-        page_size: Default::default(),
-        pages: 0,
-        threads: 1,
-        scale: 1.0,
-        mechanisms: Mechanisms::all(),
-    };
-    Ok(build(spec)?.requirements(&info).max_tiers)
+    Ok(build(spec)?.requirements(&terrace_model::MachineInfo::placeholder(2)).max_tiers)
 }
 
 /// The canonical name of the policy `spec` builds.

@@ -1,30 +1,11 @@
 //! The `age` policy's 2 MiB preset works on huge pages, and every plan of `age` carries its mover
 //! rate limit (memtierd's 100 MB/s by default, or the `rate_limit` parameter).
 
-use terrace_model::{
-    MachineInfo, Observations, PageSize, Policy, Tier, TierId, TierKind, TierStatus, PAGE_REFERENCED,
-};
+use terrace_model::{MachineInfo, Observations, PageSize, Policy, TierId, TierStatus, PAGE_REFERENCED};
 use terrace_policy::age::Age;
 
 fn machine() -> MachineInfo {
-    let tier = |id| Tier {
-        id: TierId(id),
-        name: String::new(),
-        kind: TierKind::Dram,
-        capacity_pages: None,
-        read_latency_ns: None,
-        read_bandwidth_gb_s: None,
-        write_bandwidth_gb_s: None,
-    };
-    MachineInfo {
-        name: String::new(),
-        tiers: vec![tier(0), tier(1)],
-        page_size: PageSize::Base4K,
-        pages: 0,
-        threads: 1,
-        scale: 1.0,
-        mechanisms: Default::default(),
-    }
+    MachineInfo::placeholder(2)
 }
 
 #[test]

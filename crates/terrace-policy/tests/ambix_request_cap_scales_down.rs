@@ -1,30 +1,10 @@
 //! Ambix's per-request cap (thesis §4.4: 2 GB per request) is given at seed scale: a run scaled
 //! down by `scale` moves at most `request_cap / scale` bytes per request.
 
-use terrace_model::{
-    MachineInfo, Observations, PageSize, Plan, Tier, TierId, TierKind, TierStatus, PAGE_DIRTY,
-    PAGE_REFERENCED,
-};
+use terrace_model::{MachineInfo, Observations, Plan, TierId, TierStatus, PAGE_DIRTY, PAGE_REFERENCED};
 
 fn machine(scale: f64) -> MachineInfo {
-    let tier = |id| Tier {
-        id: TierId(id),
-        name: String::new(),
-        kind: TierKind::Dram,
-        capacity_pages: None,
-        read_latency_ns: None,
-        read_bandwidth_gb_s: None,
-        write_bandwidth_gb_s: None,
-    };
-    MachineInfo {
-        name: String::new(),
-        tiers: vec![tier(0), tier(1)],
-        page_size: PageSize::Base4K,
-        pages: 0,
-        threads: 1,
-        scale,
-        mechanisms: Default::default(),
-    }
+    MachineInfo { scale, ..MachineInfo::placeholder(2) }
 }
 
 /// One control period of Ambix without Switch on an empty 1000-page DRAM and 200 referenced,

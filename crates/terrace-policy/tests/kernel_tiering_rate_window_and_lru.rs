@@ -5,8 +5,7 @@
 //! within the hot threshold times `write_factor`.
 
 use terrace_model::{
-    AccessKind, HintFault, MachineInfo, Observations, PageIdx, PageSize, Plan, Policy, Tier, TierId,
-    TierKind, TierStatus,
+    AccessKind, HintFault, MachineInfo, Observations, PageIdx, Plan, Policy, TierId, TierStatus,
 };
 
 const F: TierId = TierId::FAST;
@@ -15,24 +14,7 @@ const N: TierId = TierId::UNPLACED;
 const WINDOW_NS: u64 = 1_000_000_000;
 
 fn machine() -> MachineInfo {
-    let tier = |id| Tier {
-        id: TierId(id),
-        name: String::new(),
-        kind: TierKind::Dram,
-        capacity_pages: None,
-        read_latency_ns: None,
-        read_bandwidth_gb_s: None,
-        write_bandwidth_gb_s: None,
-    };
-    MachineInfo {
-        name: String::new(),
-        tiers: vec![tier(0), tier(1)],
-        page_size: PageSize::Base4K,
-        pages: 0,
-        threads: 1,
-        scale: 1.0,
-        mechanisms: Default::default(),
-    }
+    MachineInfo::placeholder(2)
 }
 
 fn started(spec: &str) -> Box<dyn Policy> {

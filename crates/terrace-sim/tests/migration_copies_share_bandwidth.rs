@@ -4,28 +4,10 @@
 
 use terrace_model::{Access, InitialPlacement, Machine, Move, Plan, Requirements, TierId};
 use terrace_sim::{Profile, SimMachine};
-use terrace_workloads::{AccessSource, WorkloadInfo};
+use terrace_workloads::{MemorySource, WorkloadInfo};
 
 const PAGE: u64 = 4096;
 const PAGES: u64 = 64;
-
-struct VecSource {
-    info: WorkloadInfo,
-    accesses: Vec<Access>,
-    pos: usize,
-}
-
-impl AccessSource for VecSource {
-    fn info(&self) -> &WorkloadInfo {
-        &self.info
-    }
-    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-        let n = max.min(self.accesses.len() - self.pos);
-        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
-        self.pos += n;
-        n
-    }
-}
 
 /// Every page starts in the slow tier; after touching all of them once the program reads
 /// random lines of pages 60-63 for `hot` accesses. At the first tick, `promote` pages (0, 1,
@@ -47,7 +29,7 @@ fn run(promote: u32, hot: u64) -> (terrace_sim::RunReport, u64) {
         suggested_fast_bytes: PAGES * PAGE,
         accesses: a.len() as u64,
     };
-    let source = Box::new(VecSource { info, accesses: a, pos: 0 });
+    let source = Box::new(MemorySource::new(info, a));
     let profile = Profile::load("optane-2019").unwrap();
     let mut m = SimMachine::new(profile, source, PAGES * PAGE, Some(PAGES * PAGE)).unwrap();
     let req = Requirements { initial: InitialPlacement::Tier(TierId::SLOW), ..Requirements::default() };

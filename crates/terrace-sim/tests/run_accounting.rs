@@ -9,18 +9,12 @@ use terrace_model::{
 };
 use terrace_model::{MachineInfo, MemoryMode};
 use terrace_sim::{simulate, Capacity, Profile, SimMachine, SimOptions};
-use terrace_workloads::{AccessSource, WorkloadInfo};
+use terrace_workloads::{MemorySource, WorkloadInfo};
 
 const PAGE: u64 = 4096;
 
 /// A stream held in memory.
-struct VecSource {
-    info: WorkloadInfo,
-    accesses: Vec<Access>,
-    pos: usize,
-}
-
-fn source(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<VecSource> {
+fn source(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<MemorySource> {
     let info = WorkloadInfo {
         name: "test".into(),
         description: String::new(),
@@ -30,19 +24,7 @@ fn source(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<VecS
         suggested_fast_bytes: footprint_bytes,
         accesses: accesses.len() as u64,
     };
-    Box::new(VecSource { info, accesses, pos: 0 })
-}
-
-impl AccessSource for VecSource {
-    fn info(&self) -> &WorkloadInfo {
-        &self.info
-    }
-    fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-        let n = max.min(self.accesses.len() - self.pos);
-        buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
-        self.pos += n;
-        n
-    }
+    Box::new(MemorySource::new(info, accesses))
 }
 
 /// Never moves anything.
