@@ -78,7 +78,8 @@ for f in /cases/*.sh; do
 	fi
 	grep '^VMNOTE' "$out"
 	echo "VMTEST $name $verdict $secs"
-	if [ "$verdict" != PASS ]; then
+	# A failed or skipped case's output always; a passing one's too with TERRACE_VM_SHOW_OUTPUT=1.
+	if [ "$verdict" != PASS ] || [ "@SHOW_OUTPUT@" = 1 ]; then
 		n=$(wc -l < "$out")
 		if [ "$n" -gt 200 ]; then
 			echo "  | ... ($((n - 200)) earlier lines not shown)"
