@@ -136,11 +136,25 @@ pub struct LiveMachine {
 impl LiveMachine {
     /// Attaches to `target` with the host's tiers (fastest first).
     pub fn attach(target: Target, tiers: Vec<LiveTier>, dry_run: bool) -> Result<Self, ProcessError> {
+        Self::attach_or_return(target, tiers, dry_run).map_err(|(e, _)| e)
+    }
+
+    /// As [`LiveMachine::attach`], but a target it cannot attach to comes back with the error: a
+    /// program Terrace started may have exited already (or run on unmanaged), and its exit status
+    /// is still to be waited for and passed on.
+    pub fn attach_or_return(
+        target: Target,
+        tiers: Vec<LiveTier>,
+        dry_run: bool,
+    ) -> Result<Self, (ProcessError, Target)> {
         let pid = match &target {
             Target::Child(c) => c.id() as i32,
             Target::Pid(p) => *p,
         };
-        let mem = ProcessMemory::attach(pid)?;
+        let mem = match ProcessMemory::attach(pid) {
+            Ok(m) => m,
+            Err(e) => return Err((e, target)),
+        };
         let threads = procfs::process::Process::new(pid)
             .and_then(|p| p.stat())
             .map(|s| s.num_threads.max(1) as u32)

@@ -73,7 +73,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         // Open the program's memory while it is stopped, so that an exec it makes from here on (a
         // wrapper's: `nice prog`) is seen and followed, however soon it comes.
         let pid = child.id();
-        let attached = LiveMachine::attach(Target::Child(child), tiers, dry_run);
+        let attached = LiveMachine::attach_or_return(Target::Child(child), tiers, dry_run);
         // Let it run whatever happened: from here on the program never waits for Terrace.
         if let Err(e) = stopped.release() {
             tracing::error!("could not let pid {pid} run on after preparing it: {e}");
@@ -89,10 +89,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // A program started untraced is attached as before, after this line.
     let attached = match (attached, child) {
         (Some(a), _) => a,
-        (None, Some((child, tiers))) => LiveMachine::attach(Target::Child(child), tiers, dry_run),
+        (None, Some((child, tiers))) => LiveMachine::attach_or_return(Target::Child(child), tiers, dry_run),
         (None, None) => unreachable!("one branch starts the program"),
     };
-    let mut machine = attached.with_context(|| format!("cannot manage pid {pid}"))?;
+    let mut machine = match attached {
+        Ok(m) => m,
+        // The program ran (and may have finished already, as `true` does): it runs on unmanaged
+        // and is waited for, and Terrace exits as it does.
+        Err((e, Target::Child(mut child))) => {
+            if matches!(e, terrace_linux::process::ProcessError::Gone(_)) {
+                tracing::info!("pid {pid} exited before Terrace could look at its memory; nothing to manage");
+            } else {
+                tracing::error!("cannot manage pid {pid}: {e}; the program runs on unmanaged");
+            }
+            let status = child.wait().with_context(|| format!("cannot wait for pid {pid}"))?;
+            std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
+        }
+        Err((e, Target::Pid(_))) => return Err(e).with_context(|| format!("cannot manage pid {pid}")),
+    };
     machine.set_referenced_source(config.trackers.referenced);
     machine.set_sampling_source(config.trackers.sampling);
     if let Some(uffd) = uffd {
