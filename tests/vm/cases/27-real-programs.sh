@@ -12,12 +12,13 @@ sqlite=$(host_program sqlite3)
 py=$(host_program python3)
 export PYTHONHOME=/usr
 
-# Inputs: 60,000 random lines to sort; a table of 30,000 rows to build and query; a Python
-# dictionary of 50,000 entries, sorted and hashed (about 2 minutes in all under TCG).
-awk 'BEGIN { srand(7); for (i = 0; i < 60000; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >/tmp/lines
+# Inputs: 100,000 random lines to sort; a table of 50,000 rows to build and query; a Python
+# dictionary of 100,000 entries, sorted and hashed: each run lasts a few seconds under TCG, long
+# enough for age's and ambix's 1 s ticks to act (about 3 minutes in all).
+awk 'BEGIN { srand(7); for (i = 0; i < 100000; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >/tmp/lines
 cat >/tmp/q.sql <<'SQL'
 CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 30000)
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000)
 INSERT INTO t SELECT x, printf('%08x', (x * 2654435761) % 4294967296) FROM c;
 CREATE INDEX tv ON t(v);
 SELECT count(*), sum(length(v)), min(v), max(v) FROM t;
@@ -25,7 +26,7 @@ SELECT v FROM t ORDER BY v LIMIT 3;
 SQL
 cat >/tmp/p.py <<'PY'
 import hashlib
-d = {i: str(i * 7919 % 1000003) for i in range(50000)}
+d = {i: str(i * 7919 % 1000003) for i in range(100000)}
 s = sorted(d.values())
 print(len(d), hashlib.sha256("".join(s).encode()).hexdigest())
 PY
