@@ -51,18 +51,10 @@ pub fn prepare(cmd: &mut Command, req: &Requirements, tiers: &[LiveTier]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terrace_model::{Tier, TierId, TierKind};
+    use terrace_model::TierId;
 
     fn tier(id: u8, nodes: Vec<u32>) -> LiveTier {
-        let tier = Tier {
-            id: TierId(id),
-            name: format!("tier{id}"),
-            kind: TierKind::Dram,
-            capacity_pages: None,
-            read_latency_ns: None,
-            read_bandwidth_gb_s: None,
-            write_bandwidth_gb_s: None,
-        };
+        let tier = terrace_model::MachineInfo::placeholder(id as usize + 1).tiers.pop().expect("a tier");
         LiveTier { tier, nodes }
     }
 

@@ -253,18 +253,10 @@ mod tests {
     use super::*;
     use crate::migrate;
     use crate::process::PAGE_BYTES;
-    use terrace_model::{MoveOptions, Tier, TierKind};
+    use terrace_model::MoveOptions;
 
     fn tier(id: u8, node: u32) -> LiveTier {
-        let tier = Tier {
-            id: TierId(id),
-            name: format!("tier{id}"),
-            kind: TierKind::Dram,
-            capacity_pages: None,
-            read_latency_ns: None,
-            read_bandwidth_gb_s: None,
-            write_bandwidth_gb_s: None,
-        };
+        let tier = terrace_model::MachineInfo::placeholder(id as usize + 1).tiers.pop().expect("a tier");
         LiveTier { tier, nodes: vec![node] }
     }
 
