@@ -13,19 +13,23 @@ use crate::config::{ReferencedSource, SamplingSource};
 use crate::huge_view::{self, SUBPAGES};
 use crate::kernel_tiering::TieringRun;
 use crate::migrate;
+use crate::page_space::{MemberId, PageSpace};
 use crate::placement_scan::PlacementScan;
 use crate::process::{ProcessError, ProcessMemory};
+use crate::process_group::Selection;
 use crate::topology::LiveTier;
 use crate::trackers::select::{self, Choice, HostKernel};
 use crate::trackers::TrackerSet;
 use crate::userfaultfd::Userfaultfd;
 use crate::warn_limit::WarnLimit;
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 use terrace_model::{
     Applied, CheckedPlan, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure, MoveOptions,
-    Observations, PageSize, Plan, Progress, RateBudget, Requirements, TierId,
+    Observations, PageSize, Plan, Progress, RateBudget, Requirements, Sample, TierId, TierStatus,
+    TrackerKind,
 };
 
 /// Running totals, for logs and the metrics endpoint.
@@ -56,6 +60,11 @@ pub struct LiveStats {
     pub ranges_not_registered: u64,
     /// Move batches where more than half the pages did not move.
     pub batches_mostly_failed: u64,
+    /// Processes managed at the last scan (the program and its descendants, or a cgroup's).
+    pub processes: u64,
+    /// Processes that joined after the first (children the program started, a cgroup's
+    /// newcomers).
+    pub processes_joined: u64,
 }
 
 /// A warning says the program has no present page after this many observations in a row...
@@ -66,15 +75,19 @@ pub const NOTHING_PRESENT_OBSERVATIONS: u32 = 10;
 /// anonymous memory is reported within seconds either way.
 pub const NOTHING_PRESENT_FOR: Duration = Duration::from_secs(5);
 
-/// The process the machine manages: one it started (and can wait for) or one it was given.
+/// What the machine manages: a program it started (and can wait for), a process it was given,
+/// or a cgroup's processes.
 pub enum Target {
     Child(Child),
     Pid(i32),
+    Cgroup(PathBuf),
 }
 
-/// The managed program, and whether it is still there.
+/// The managed program (the first process of the group, or its cgroup), and whether it is still
+/// there: the run ends when it is gone.
 struct Managed {
     target: Target,
+    /// The program's pid; 0 for a cgroup, which has no first process.
     pid: i32,
     exit: Option<ExitStatus>,
     gone: bool,
@@ -100,17 +113,70 @@ impl Managed {
                 nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), None).is_ok()
                     || nix::errno::Errno::last() == nix::errno::Errno::EPERM
             }
+            // A cgroup lives while its directory does, empty or not (workers come and go).
+            Target::Cgroup(dir) => dir.join("cgroup.procs").exists(),
         };
         self.gone = !alive;
         alive
+    }
+
+    /// The program in log lines.
+    fn who(&self) -> String {
+        match &self.target {
+            Target::Cgroup(dir) => format!("cgroup {}", dir.display()),
+            _ => format!("pid {}", self.pid),
+        }
+    }
+}
+
+/// One process of the group: its memory's placement scan and its own trackers (each kernel
+/// interface is per process: pagemap, clear_refs, perf events, a userfaultfd).
+struct Member {
+    id: MemberId,
+    pid: i32,
+    scan: PlacementScan,
+    trackers: TrackerSet,
+    /// Its trackers' own counters (the machine's totals add every member's).
+    counters: LiveStats,
+}
+
+impl Member {
+    /// A full scan of this process: follows an exec first (returning the program it runs now),
+    /// then where every page is, then each tracker's bits.
+    fn scan(&mut self) -> Result<Option<String>, ProcessError> {
+        let exec = self.scan.follow_exec()?;
+        self.scan.read_placement()?;
+        let (view, bits) = self.scan.view_and_bits();
+        self.trackers.observe_bits(&view, bits)?;
+        self.scan.finish();
+        Ok(exec)
     }
 }
 
 pub struct LiveMachine {
     info: MachineInfo,
     program: Managed,
-    memory: PlacementScan,
-    trackers: TrackerSet,
+    /// Which processes are managed together, found anew at every full scan.
+    selection: Selection,
+    proc_root: PathBuf,
+    /// The processes managed now, the program first (when it is one of them).
+    members: Vec<Member>,
+    next_member: MemberId,
+    /// The policy's page numbers across the members.
+    space: PageSpace,
+    /// Processes of the selection whose trackers could not start: not managed, not retried.
+    refused: HashSet<i32>,
+    /// The host's tiers, fastest first, for each member's scan.
+    tiers: Vec<LiveTier>,
+    /// What the policy asked for (set by `prepare`), to start a new member's trackers.
+    req: Option<Requirements>,
+    huge: bool,
+    page_bits: bool,
+    /// What the policy sees, assembled from the members at each observation.
+    placement: Vec<TierId>,
+    tier_status: Vec<TierStatus>,
+    bits: Vec<u8>,
+    samples: Vec<Sample>,
     /// The config's tracker choices, and the program's userfaultfd until `prepare` hands it to
     /// the fault sampler.
     choice: Choice,
@@ -127,6 +193,8 @@ pub struct LiveMachine {
     /// When the last observation ended, until the policy's decision is timed.
     deciding_since: Option<Instant>,
     stats: LiveStats,
+    /// Tracker counters of members that left, kept in the totals.
+    departed: LiveStats,
     /// Observations in a row without a present page, since when, and whether that was said.
     nothing_present: (u32, Option<Instant>, bool),
     nothing_present_warning: WarnLimit,
@@ -141,40 +209,61 @@ impl LiveMachine {
 
     /// As [`LiveMachine::attach`], but a target it cannot attach to comes back with the error: a
     /// program Terrace started may have exited already (or run on unmanaged), and its exit status
-    /// is still to be waited for and passed on.
+    /// is still to be waited for and passed on. A process is managed alone (its children too
+    /// after [`LiveMachine::manage_tree`]); a cgroup's processes are found at the first scan.
     pub fn attach_or_return(
         target: Target,
         tiers: Vec<LiveTier>,
         dry_run: bool,
     ) -> Result<Self, (ProcessError, Target)> {
-        let pid = match &target {
-            Target::Child(c) => c.id() as i32,
-            Target::Pid(p) => *p,
+        let (pid, selection) = match &target {
+            Target::Child(c) => (c.id() as i32, Selection::Process),
+            Target::Pid(p) => (*p, Selection::Process),
+            Target::Cgroup(dir) => (0, Selection::Cgroup(dir.clone())),
         };
-        let mem = match ProcessMemory::attach(pid) {
-            Ok(m) => m,
-            Err(e) => return Err((e, target)),
+        let first = match selection {
+            Selection::Cgroup(_) => None,
+            _ => match ProcessMemory::attach(pid) {
+                Ok(m) => Some(m),
+                Err(e) => return Err((e, target)),
+            },
         };
         let threads = procfs::process::Process::new(pid)
             .and_then(|p| p.stat())
             .map(|s| s.num_threads.max(1) as u32)
             .unwrap_or(1);
+        let name = match &target {
+            Target::Cgroup(dir) => format!("live cgroup {}", dir.display()),
+            _ => format!("live pid {pid}"),
+        };
         let info = MachineInfo {
-            name: format!("live pid {pid}"),
+            name,
             tiers: tiers.iter().map(|t| t.tier.clone()).collect(),
             page_size: PageSize::Base4K,
-            pages: mem.pages() as u64,
+            pages: first.as_ref().map_or(0, |m| m.pages() as u64),
             threads,
             scale: 1.0,
             // Write-protected copies come with the program's userfaultfd (set_fault_source).
             mechanisms: migrate::host_mechanisms(false),
         };
         let n = tiers.len();
-        Ok(LiveMachine {
+        let mut machine = LiveMachine {
             info,
             program: Managed { target, pid, exit: None, gone: false },
-            memory: PlacementScan::new(mem, tiers),
-            trackers: TrackerSet::default(),
+            selection,
+            proc_root: PathBuf::from("/proc"),
+            members: Vec::new(),
+            next_member: 0,
+            space: PageSpace::default(),
+            refused: HashSet::new(),
+            tiers,
+            req: None,
+            huge: false,
+            page_bits: false,
+            placement: Vec::new(),
+            tier_status: vec![TierStatus::default(); n],
+            bits: Vec::new(),
+            samples: Vec::new(),
             choice: Choice::default(),
             fault_fd: None,
             dry_run,
@@ -185,10 +274,23 @@ impl LiveMachine {
             scanned_at: None,
             deciding_since: None,
             stats: LiveStats { pages_per_tier: vec![0; n], ..Default::default() },
+            departed: LiveStats::default(),
             nothing_present: (0, None, false),
             nothing_present_warning: WarnLimit::default(),
             failed_batch_warning: WarnLimit::default(),
-        })
+        };
+        if let Some(mem) = first {
+            machine.add_member(pid, mem, TrackerSet::default());
+        }
+        Ok(machine)
+    }
+
+    /// Manages every process the program starts too (and theirs), as they come and go: `terrace
+    /// run`'s whole process tree. Set before driving.
+    pub fn manage_tree(&mut self) {
+        if self.selection == Selection::Process {
+            self.selection = Selection::Tree;
+        }
     }
 
     /// Where the referenced bit comes from (config `[trackers] referenced`); set before driving.
@@ -209,12 +311,24 @@ impl LiveMachine {
         self.info.mechanisms = migrate::host_mechanisms(true);
     }
 
+    /// The program's pid (0 for a cgroup).
     pub fn pid(&self) -> i32 {
         self.program.pid
     }
+    /// The processes managed now, the program first.
+    pub fn pids(&self) -> Vec<i32> {
+        self.members.iter().map(|m| m.pid).collect()
+    }
+    /// The process holding the policy's page `page` and its first address (of a 4 KiB page, or
+    /// a 2 MiB range).
+    pub fn page_location(&self, page: u32) -> Option<(i32, u64)> {
+        let (id, local) = self.space.local(page)?;
+        let m = self.members.iter().find(|m| m.id == id)?;
+        Some((m.pid, m.scan.page_address(local)?))
+    }
     /// The first address of the policy's page `page` (a 4 KiB page, or a 2 MiB range).
     pub fn page_address(&self, page: u32) -> Option<u64> {
-        self.memory.page_address(page)
+        self.page_location(page).map(|(_, addr)| addr)
     }
     pub fn stats(&self) -> &LiveStats {
         &self.stats
@@ -228,28 +342,126 @@ impl LiveMachine {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// A full scan: where every page is, then each tracker's bits. Follows an exec first.
-    fn scan(&mut self) -> Result<(), ProcessError> {
-        if let Some(exe) = self.memory.follow_exec()? {
-            self.exec_followed(&exe);
+    fn add_member(&mut self, pid: i32, mem: ProcessMemory, trackers: TrackerSet) -> usize {
+        let mut scan = PlacementScan::new(mem, self.tiers.clone());
+        if self.huge {
+            scan.use_huge_pages();
         }
-        self.memory.read_placement()?;
-        let (view, bits) = self.memory.view_and_bits();
-        self.trackers.observe_bits(&view, bits)?;
-        self.memory.finish();
-        self.stats.pages_per_tier = self.memory.pages_per_tier();
+        self.next_member += 1;
+        self.members.push(Member {
+            id: self.next_member,
+            pid,
+            scan,
+            trackers,
+            counters: LiveStats::default(),
+        });
+        self.members.len() - 1
+    }
+
+    /// Finds the selection's processes now: starts managing the new ones (their own scan and
+    /// trackers), and lets go of those that left (their page numbers go to the next newcomer).
+    fn refresh_members(&mut self) {
+        let found = self.selection.find(&self.proc_root, self.program.pid);
+        let known: HashSet<i32> = self.members.iter().map(|m| m.pid).collect();
+        self.refused.retain(|p| found.contains(p));
+        let Some(req) = self.req.clone() else { return };
+        for pid in found {
+            if known.contains(&pid) || self.refused.contains(&pid) || pid == std::process::id() as i32 {
+                continue;
+            }
+            let mem = match ProcessMemory::attach(pid) {
+                Ok(m) => m,
+                // Gone already, or a zombie: nothing to manage.
+                Err(ProcessError::Gone(_)) => continue,
+                Err(e) => {
+                    tracing::warn!("{}: cannot manage pid {pid}: {e}", self.program.who());
+                    self.refused.insert(pid);
+                    continue;
+                }
+            };
+            let program = select::Program { memory: &mem, fault_fd: None, huge: self.huge, descendant: true };
+            match select::build(&HostKernel, &req, &self.choice, program) {
+                Ok(trackers) => {
+                    let exe = std::fs::read_link(self.proc_root.join(pid.to_string()).join("exe"))
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|_| "?".into());
+                    tracing::info!(
+                        "{}: managing pid {pid} ({exe}) too, with {}",
+                        self.program.who(),
+                        trackers.names().join(", ")
+                    );
+                    self.add_member(pid, mem, trackers);
+                    self.stats.processes_joined += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: not managing pid {pid}: its trackers cannot start: {e}",
+                        self.program.who()
+                    );
+                    self.refused.insert(pid);
+                }
+            }
+        }
+    }
+
+    /// Lets go of member `i`: its page numbers read as unplaced and go to the next newcomer.
+    fn remove_member(&mut self, i: usize) {
+        let m = self.members.remove(i);
+        self.space.release(m.id);
+        self.departed.write_faults += m.counters.write_faults;
+        self.departed.writes_held_for_copy += m.counters.writes_held_for_copy;
+        self.departed.ranges_not_registered += m.counters.ranges_not_registered;
+        tracing::debug!("{}: pid {} left", self.program.who(), m.pid);
+    }
+
+    /// A full scan of every member, after finding the selection's processes. An error of the
+    /// program itself fails the scan (a program that is gone ends the run); any other member
+    /// that fails is let go.
+    fn scan(&mut self) -> Result<(), ProcessError> {
+        if self.selection != Selection::Process {
+            self.refresh_members();
+        }
+        let mut i = 0;
+        while i < self.members.len() {
+            let is_program = self.members[i].pid == self.program.pid;
+            match self.members[i].scan() {
+                Ok(exec) => {
+                    if let Some(exe) = exec {
+                        self.exec_followed(i, &exe);
+                    }
+                    i += 1;
+                }
+                Err(e) if is_program => return Err(e),
+                Err(e) => {
+                    if !matches!(e, ProcessError::Gone(_)) {
+                        tracing::warn!(
+                            "{}: scan of pid {} failed: {e}",
+                            self.program.who(),
+                            self.members[i].pid
+                        );
+                    }
+                    self.remove_member(i);
+                }
+            }
+        }
+        for m in &self.members {
+            self.space.grow(m.id, m.scan.policy_pages() as u32);
+        }
+        self.stats.processes = self.members.len() as u64;
         Ok(())
     }
 
-    /// The program exec'd `exe` (same pid, new address space; pagemap is reopened already): the
+    /// Member `i` exec'd `exe` (same pid, new address space; pagemap is reopened already): the
     /// page index keeps growing (pages of the old mappings read as absent, so the policy's
     /// indexes stay valid), every tracker is told, and what cannot follow is counted.
-    fn exec_followed(&mut self, exe: &str) {
-        let pid = self.program.pid;
-        tracing::info!("the program (pid {pid}) exec'd {exe}: following it");
+    fn exec_followed(&mut self, i: usize, exe: &str) {
+        let m = &mut self.members[i];
+        let pid = m.pid;
+        tracing::info!("pid {pid} exec'd {exe}: following it");
         self.stats.execs_followed += 1;
-        self.stats.trackers_lost += self.trackers.address_space_replaced(pid);
-        if self.trackers.copy_guard().is_none()
+        self.stats.trackers_lost += m.trackers.address_space_replaced(pid);
+        if pid == self.program.pid
+            && m.trackers.copy_guard().is_none()
             && self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies)
         {
             // The guard's descriptor belonged to the old address space: copies go unprotected.
@@ -257,10 +469,49 @@ impl LiveMachine {
         }
     }
 
+    /// What the policy sees, from every member: placement and bits by policy page (pages of no
+    /// member are unplaced), each tier's pages summed over the members.
+    fn assemble(&mut self) {
+        let n = self.space.len();
+        self.placement.clear();
+        self.placement.resize(n, TierId::UNPLACED);
+        self.bits.clear();
+        if self.page_bits {
+            self.bits.resize(n, 0);
+        }
+        for (t, st) in self.tier_status.iter_mut().enumerate() {
+            *st = TierStatus { capacity_pages: self.info.tiers[t].capacity_pages, ..TierStatus::default() };
+        }
+        let by_id: HashMap<MemberId, &Member> = self.members.iter().map(|m| (m.id, m)).collect();
+        for run in self.space.runs() {
+            let Some(m) = by_id.get(&run.member) else { continue };
+            let (placement, _, bits) = m.scan.policy_view();
+            let (from, to) = (run.local as usize, ((run.local + run.len) as usize).min(placement.len()));
+            if from >= to {
+                continue;
+            }
+            let at = run.global as usize;
+            self.placement[at..at + to - from].copy_from_slice(&placement[from..to]);
+            if self.page_bits && bits.len() >= to {
+                self.bits[at..at + to - from].copy_from_slice(&bits[from..to]);
+            }
+        }
+        for m in &self.members {
+            for (st, own) in self.tier_status.iter_mut().zip(m.scan.policy_view().1) {
+                st.used_pages += own.used_pages;
+            }
+        }
+    }
+
+    /// Present 4 KiB pages of every member at the last scan.
+    fn present_pages(&self) -> usize {
+        self.members.iter().map(|m| m.scan.present_pages()).sum()
+    }
+
     /// Counts observations without a present page; warns (and counts) once the program has had
     /// none for [`NOTHING_PRESENT_OBSERVATIONS`] observations and [`NOTHING_PRESENT_FOR`].
     fn check_nothing_present(&mut self) {
-        if self.memory.present_pages() > 0 || self.program.gone {
+        if self.present_pages() > 0 || self.program.gone {
             self.nothing_present = (0, None, false);
             return;
         }
@@ -272,23 +523,28 @@ impl LiveMachine {
         }
         *said = true;
         self.stats.nothing_present += 1;
-        let (pid, n, secs) = (self.program.pid, *count, since.elapsed().as_secs_f64());
+        let (who, n, secs) = (self.program.who(), *count, since.elapsed().as_secs_f64());
+        let maps = match self.program.pid {
+            0 => "/proc/PID/maps of its processes".to_string(),
+            pid => format!("/proc/{pid}/maps"),
+        };
         self.nothing_present_warning.warn(|| {
             format!(
-                "pid {pid} has had no present page in the memory Terrace manages (its heap and private \
+                "{who} has had no present page in the memory Terrace manages (its heap and private \
                  anonymous mappings) for {n} observations ({secs:.1} s), so the policy has nothing to place: \
                  the program has not touched such memory yet, or keeps its data in files or shared memory \
-                 (not managed), or runs another process (a wrapper that forks instead of exec'ing: run the \
-                 program itself under Terrace); see /proc/{pid}/maps"
+                 (not managed), or its processes are not there (a daemonizing program leaves the tree \
+                 terrace run manages: bind it with the daemon's --cgroup); see {maps}"
             )
         });
     }
 
-    /// Warns (rate-limited) about move batches where more than half the pages did not move.
-    fn check_batches(&mut self, out: &migrate::MoveOutcome) {
+    /// Warns (rate-limited) about move batches of `pid` where more than half the pages did not
+    /// move.
+    fn check_batches(&mut self, pid: i32, out: &migrate::MoveOutcome) {
         let Some(worst) = out.bad_batches.iter().max_by_key(|b| b.failed) else { return };
         self.stats.batches_mostly_failed += out.bad_batches.len() as u64;
-        let (pid, bad, all, worst) = (self.program.pid, out.bad_batches.len(), out.batches, *worst);
+        let (bad, all, worst) = (out.bad_batches.len(), out.batches, *worst);
         let (why, n) = worst.dominant;
         self.failed_batch_warning.warn(|| {
             format!(
@@ -299,6 +555,21 @@ impl LiveMachine {
                 migrate::meaning(why)
             )
         });
+    }
+
+    /// The machine's totals of every member's tracker counters, those that left included.
+    fn sum_counters(&mut self) {
+        let d = &self.departed;
+        let (mut faults, mut held, mut refused) =
+            (d.write_faults, d.writes_held_for_copy, d.ranges_not_registered);
+        for m in &self.members {
+            faults += m.counters.write_faults;
+            held += m.counters.writes_held_for_copy;
+            refused += m.counters.ranges_not_registered;
+        }
+        self.stats.write_faults = faults;
+        self.stats.writes_held_for_copy = held;
+        self.stats.ranges_not_registered = refused;
     }
 
     /// Adds the policy's time since the last observation to its decision time.
@@ -326,18 +597,17 @@ impl LiveMachine {
         let mut budget = RateBudget::new(&options, now.saturating_sub(self.last_apply).as_nanos() as f64);
         self.last_apply = now;
         let page_bytes = self.info.page_size.bytes();
-        let view = self.memory.policy_view().0;
-        let checked = plan.check(view, self.memory.tiers(), &mut budget, page_bytes, applied);
+        let checked = plan.check(&self.placement, self.tiers.len(), &mut budget, page_bytes, applied);
         // A batch counts policy pages: a 2 MiB page is 512 addresses in one call.
-        if self.memory.huge() {
+        if self.huge {
             options.batch_pages = options.batch_pages.saturating_mul(SUBPAGES as u32);
         }
         (options, checked)
     }
 
-    /// Moves policy pages to tiers (each a 4 KiB page, or 512 of them for a 2 MiB page) in one
-    /// migrator run; records failures in `applied`, updates the placement and the tiers'
-    /// occupancy, and returns the policy pages that moved. In a dry run it only logs.
+    /// Moves policy pages to tiers (each a 4 KiB page, or 512 of them for a 2 MiB page), one
+    /// migrator run per process; records failures in `applied`, updates the placement and the
+    /// tiers' occupancy, and returns the policy pages that moved. In a dry run it only logs.
     fn move_policy_pages(
         &mut self,
         wanted: &[(u32, TierId)],
@@ -349,30 +619,61 @@ impl LiveMachine {
         if wanted.is_empty() {
             return done;
         }
-        let (asked, moves) = self.memory.page_moves(wanted, applied);
+        // By member: its own pages and tiers, and the policy page of each of its pages.
+        let mut by_member: Vec<MemberMoves> = self.members.iter().map(|_| Default::default()).collect();
+        let position: HashMap<MemberId, usize> =
+            self.members.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+        for &(page, to) in wanted {
+            match self.space.local(page).and_then(|(id, local)| Some((*position.get(&id)?, local))) {
+                Some((i, local)) => {
+                    by_member[i].0.push((local, to));
+                    by_member[i].1.insert(local, page);
+                }
+                // No process holds it any more: there is nothing to move.
+                None if (page as usize) < self.space.len() => applied.fail(MoveFailure::NotPresent),
+                None => applied.fail(MoveFailure::Invalid),
+            }
+        }
+        let mut dry_asked = Vec::new();
+        for (i, (local_wanted, global_of)) in by_member.into_iter().enumerate() {
+            if local_wanted.is_empty() {
+                continue;
+            }
+            let m = &mut self.members[i];
+            let (asked, moves) = m.scan.page_moves(&local_wanted, applied);
+            if self.dry_run {
+                dry_asked.extend(asked.iter().map(|&(local, node)| (global_of[&local], node)));
+                continue;
+            }
+            let guard = m.trackers.copy_guard().filter(|_| options.protected_copies);
+            let out = migrate::execute_guarded(m.pid, &moves, options, reason, guard);
+            let failed = failed_pages(&moves, &out.failed, self.huge);
+            for why in failed.values() {
+                applied.fail(*why);
+            }
+            for &(local, node) in asked.iter().filter(|(local, _)| !failed.contains_key(local)) {
+                done.insert(global_of[&local]);
+                let tier = m.scan.tier_of_node(node);
+                m.scan.record_move(local, tier);
+            }
+            let landed: Vec<u64> =
+                moves.iter().filter(|m| !failed.contains_key(&m.tag)).map(|m| m.addr).collect();
+            m.trackers.after_moves(&m.scan.view(), &landed, m.scan.bits(), &mut m.counters);
+            self.stats.pages_moved += out.moved;
+            self.stats.moves_failed += failed.len() as u64;
+            let pid = m.pid;
+            self.check_batches(pid, &out);
+        }
         if self.dry_run {
-            log_dry_run(self.memory.tiers(), wanted, &asked, reason);
-            return done;
+            log_dry_run(self.tiers.len(), wanted, &dry_asked, reason);
         }
-        let guard = self.trackers.copy_guard().filter(|_| options.protected_copies);
-        let out = migrate::execute_guarded(self.program.pid, &moves, options, reason, guard);
-        self.check_batches(&out);
-        let failed = failed_pages(&moves, &out.failed, self.memory.huge());
-        for why in failed.values() {
-            applied.fail(*why);
-        }
-        for &(page, node) in asked.iter().filter(|(page, _)| !failed.contains_key(page)) {
-            done.insert(page);
-            self.memory.record_move(page, self.memory.tier_of_node(node));
-        }
-        let landed: Vec<u64> =
-            moves.iter().filter(|m| !failed.contains_key(&m.tag)).map(|m| m.addr).collect();
-        self.trackers.after_moves(&self.memory.view(), &landed, self.memory.bits(), &mut self.stats);
-        self.stats.pages_moved += out.moved;
-        self.stats.moves_failed += failed.len() as u64;
+        self.sum_counters();
         done
     }
 }
+
+/// One member's part of a move: its own pages and their tiers, and the policy page of each.
+type MemberMoves = (Vec<(u32, TierId)>, HashMap<u32, u32>);
 
 /// Per policy page, why it did not move. A 4 KiB policy page fails with its move. A 2 MiB
 /// policy page is its present 4 KiB pages ([`PlacementScan::page_moves`] sends only those): it
@@ -465,20 +766,31 @@ impl Machine for LiveMachine {
             self.kernel_tiering = Some(TieringRun::start().map_err(MachineError::Other)?);
         }
         if req.page_size == PageSize::Huge2M {
-            self.memory.use_huge_pages();
+            self.huge = true;
+            for m in &mut self.members {
+                m.scan.use_huge_pages();
+            }
             self.info.page_size = PageSize::Huge2M;
             for t in &mut self.info.tiers {
                 t.capacity_pages = huge_view::capacity(t.capacity_pages);
             }
         }
-        let program = select::Program {
-            memory: self.memory.memory(),
-            fault_fd: self.fault_fd.take(),
-            huge: self.memory.huge(),
-        };
-        self.trackers = select::build(&HostKernel, req, &self.choice, program)?;
+        self.page_bits = req.trackers.iter().any(|t| t.kind == TrackerKind::PageBits);
+        // The program's own trackers: a failure refuses the policy, as for a single process. Its
+        // descendants (or a cgroup's processes) get theirs as they are found.
+        if let Some(m) = self.members.first_mut() {
+            let program = select::Program {
+                memory: m.scan.memory(),
+                fault_fd: self.fault_fd.take(),
+                huge: self.huge,
+                descendant: false,
+            };
+            m.trackers = select::build(&HostKernel, req, &self.choice, program)?;
+        }
+        self.req = Some(req.clone());
         self.scan().map_err(|e| MachineError::Other(e.to_string()))?;
-        self.info.pages = self.memory.policy_pages() as u64;
+        self.assemble();
+        self.info.pages = self.space.len() as u64;
         Ok(())
     }
 
@@ -506,34 +818,47 @@ impl Machine for LiveMachine {
         // Page-table bits are per tick, so a policy on them gets a scan at every tick. Otherwise
         // placement changes only by Terrace's own moves (recorded as they land) and new memory, so
         // a fast-ticking policy (hemem's 10 ms) gets a full scan every 100 ms, not every tick.
-        let due = self.trackers.page_bits() || self.scanned_at.is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY);
+        let due = self.page_bits || self.scanned_at.is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY);
         if due {
             self.scanned_at = Some(Instant::now());
             match self.scan() {
                 Ok(()) => {}
                 Err(ProcessError::Gone(_)) => self.program.gone = true,
-                Err(e) => tracing::warn!("scan of process {} failed: {e}", self.program.pid),
+                Err(e) => tracing::warn!("scan of {} failed: {e}", self.program.who()),
             }
         }
-        self.info.pages = self.memory.policy_pages() as u64;
         self.check_nothing_present();
         if let Some(k) = self.kernel_tiering.as_mut() {
             k.report();
         }
-        self.trackers.observe_samples(&self.memory.view(), &mut self.stats);
+        // Each member's samples, renamed from its pages to the policy's.
+        self.samples.clear();
+        for m in &mut self.members {
+            m.trackers.observe_samples(&m.scan.view(), &mut m.counters);
+            if m.trackers.samples().is_empty() {
+                continue;
+            }
+            let runs = self.space.of_member(m.id);
+            self.samples.extend(
+                m.trackers.samples().iter().filter_map(|s| Some(Sample { page: runs.global(s.page)?, ..*s })),
+            );
+        }
+        self.sum_counters();
+        self.assemble();
+        self.info.pages = self.space.len() as u64;
+        self.stats.pages_per_tier = self.tier_status.iter().map(|s| s.used_pages).collect();
         self.stats.tracking_seconds += t0.elapsed().as_secs_f64();
         self.deciding_since = Some(Instant::now());
         self.stats.observations += 1;
         let previous = self.last_observe.as_nanos() as u64;
         self.last_observe = self.start.elapsed();
-        let (placement, tiers, bits) = self.memory.policy_view();
         Observations {
             now_ns: self.last_observe.as_nanos() as u64,
             previous_ns: previous,
-            placement,
-            tiers,
-            page_bits: self.trackers.page_bits().then_some(bits),
-            samples: self.trackers.samples(),
+            placement: &self.placement,
+            tiers: &self.tier_status,
+            page_bits: self.page_bits.then_some(&self.bits[..]),
+            samples: &self.samples,
             future: None,
             hint_faults: &[],
         }

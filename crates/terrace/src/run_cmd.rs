@@ -105,8 +105,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             let status = child.wait().with_context(|| format!("cannot wait for pid {pid}"))?;
             std::process::exit(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)));
         }
-        Err((e, Target::Pid(_))) => return Err(e).with_context(|| format!("cannot manage pid {pid}")),
+        Err((e, _)) => return Err(e).with_context(|| format!("cannot manage pid {pid}")),
     };
+    // The whole process tree the program starts (its children, theirs, and their execs).
+    machine.manage_tree();
     machine.set_referenced_source(config.trackers.referenced);
     machine.set_sampling_source(config.trackers.sampling);
     if let Some(uffd) = uffd {
@@ -123,7 +125,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let s = machine.stats();
     tracing::info!(
         "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.3} s, decisions {:.3} s, \
-         migration {:.2} s over {:.1} s{}{}",
+         migration {:.2} s over {:.1} s{}{}{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
@@ -141,6 +143,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         if s.execs_followed > 0 {
             format!("; followed {} exec(s), {} tracker(s) lost at one", s.execs_followed, s.trackers_lost)
+        } else {
+            String::new()
+        },
+        if s.processes_joined > 0 {
+            format!("; managed {} more process(es) it started", s.processes_joined)
         } else {
             String::new()
         }

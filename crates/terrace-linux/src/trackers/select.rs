@@ -112,6 +112,19 @@ pub struct Program<'a> {
     pub fault_fd: Option<Userfaultfd>,
     /// Whether the policy works on 2 MiB pages (the fault sampler then protects 2 MiB ranges).
     pub huge: bool,
+    /// A process that joined the group later (a child of the program, a cgroup's process): the
+    /// one kdamond, which Terrace needs to itself, watches the program only, so the referenced
+    /// bit falls back to the idle-page bitmap or soft-dirty and reads are not sampled; without a
+    /// userfaultfd its writes are not sampled either. Its choices are logged at debug level
+    /// (the machine says once that it joined and with which trackers).
+    pub descendant: bool,
+}
+
+/// Logs a tracker choice: at info for the program, at debug for a process that joined later.
+macro_rules! say {
+    ($quiet:expr, $($arg:tt)*) => {
+        if $quiet { tracing::debug!($($arg)*) } else { tracing::info!($($arg)*) }
+    };
 }
 
 /// Why a policy that samples accesses or protects its copies cannot manage a process that is
@@ -238,6 +251,9 @@ pub fn build(
     program: Program<'_>,
 ) -> Result<TrackerSet, MachineError> {
     let pid = program.memory.pid();
+    let quiet = program.descendant;
+    let without_damon = WithoutDamon(kernel);
+    let kernel: &dyn Kernel = if program.descendant { &without_damon } else { kernel };
     let mut set = TrackerSet::new(asks(req, TrackerKind::PageBits));
     // One kdamond serves the referenced bit and the fault sampler's reads; it comes last, after
     // the trackers whose bits (soft-dirty) and samples (the fault sampler's writes) come first.
@@ -245,17 +261,28 @@ pub fn build(
     let mut damon_referenced = false;
     if set.page_bits() {
         set.push(Box::new(SoftDirty::default()));
-        damon = referenced_bit(kernel, choice.referenced, program.memory, &mut set)?;
+        let referenced = match choice.referenced {
+            // DAMON watches the program only: a later process takes the next source.
+            ReferencedSource::Damon if program.descendant => ReferencedSource::Auto,
+            r => r,
+        };
+        damon = referenced_bit(kernel, referenced, program.memory, &mut set, quiet)?;
         damon_referenced = damon.is_some();
     }
     let sampling = req.trackers.iter().find(|t| t.kind == TrackerKind::Sampling).map(|t| t.period as u64);
     let mut faults_sample = false;
     if let Some(period) = sampling {
-        faults_sample = !perf(kernel, choice.sampling, pid, period, &mut set)?;
+        faults_sample = !perf(kernel, choice.sampling, pid, period, &mut set, quiet)?;
     }
     let mut damon_reads = false;
     if faults_sample || req.mechanisms.contains(&Mechanism::WriteProtectedCopies) {
         let Some(fd) = program.fault_fd else {
+            if program.descendant {
+                // Its writes are not sampled and its copies not protected; no kdamond was started
+                // for it, so there is nothing else to add.
+                tracing::debug!("pid {pid}: no userfaultfd, so its writes are not sampled");
+                return Ok(set);
+            }
             let tracker = if sampling.is_some() { "access sampling" } else { "write-protected copies" };
             return Err(MachineError::MissingTracker { tracker, hint: needs_run(choice.sampling) });
         };
@@ -286,7 +313,8 @@ pub fn build(
                     Err(e) => format!("no reads ({e})"),
                 }
             };
-            tracing::info!(
+            say!(
+                quiet,
                 "access sampling ({}): writes from the fault sampler, {} {} write-protected per tick; {reads}",
                 match choice.sampling {
                     SamplingSource::Faults => "the fault sampler, as [trackers] sampling = \"faults\" asks",
@@ -296,7 +324,7 @@ pub fn build(
                 if unit == PAGE_BYTES { "pages" } else { "2 MiB ranges" },
             );
         } else {
-            tracing::info!("copies are write-protected with userfaultfd: writes wait for the copy");
+            say!(quiet, "copies are write-protected with userfaultfd: writes wait for the copy");
         }
     }
     if let Some(regions) = damon {
@@ -313,13 +341,12 @@ fn referenced_bit(
     referenced: ReferencedSource,
     memory: &ProcessMemory,
     set: &mut TrackerSet,
+    quiet: bool,
 ) -> Result<Option<Box<dyn Regions>>, MachineError> {
     if matches!(referenced, ReferencedSource::IdlePage | ReferencedSource::Auto) {
         match kernel.open_idle_page(memory) {
             Ok(idle) => {
-                tracing::info!(
-                    "page-table bits: dirty from soft-dirty, referenced from the idle-page bitmap"
-                );
+                say!(quiet, "page-table bits: dirty from soft-dirty, referenced from the idle-page bitmap");
                 set.push(idle);
                 return Ok(None);
             }
@@ -344,14 +371,15 @@ fn referenced_bit(
     };
     let why = match want.then(|| kernel.start_damon(memory.pid())) {
         Some(Ok(regions)) => {
-            tracing::info!("page-table bits: dirty from soft-dirty, referenced from DAMON regions");
+            say!(quiet, "page-table bits: dirty from soft-dirty, referenced from DAMON regions");
             return Ok(Some(regions));
         }
         Some(Err(e)) => e,
         None if referenced == ReferencedSource::SoftDirty => "as configured".into(),
         None => "this kernel has no DAMON".into(),
     };
-    tracing::info!(
+    say!(
+        quiet,
         "page-table bits: dirty from soft-dirty; referenced also from soft-dirty ({why}; no idle-page \
          bitmap either), so read-only pages look idle"
     );
@@ -366,6 +394,7 @@ fn perf(
     pid: i32,
     period: u64,
     set: &mut TrackerSet,
+    quiet: bool,
 ) -> Result<bool, MachineError> {
     if sampling == SamplingSource::Faults {
         return Ok(false);
@@ -374,12 +403,12 @@ fn perf(
         if sampling == SamplingSource::Perf {
             return Err(no_perf(&why));
         }
-        tracing::info!("no perf sampling ({why}); using the fault sampler");
+        say!(quiet, "no perf sampling ({why}); using the fault sampler");
         return Ok(false);
     }
     match kernel.open_perf(pid, period) {
         Ok(p) => {
-            tracing::info!("access sampling: perf loads and stores with data addresses, one in {period}");
+            say!(quiet, "access sampling: perf loads and stores with data addresses, one in {period}");
             set.push(p);
             Ok(true)
         }
@@ -391,9 +420,45 @@ fn perf(
             ),
         }),
         Err(why) => {
-            tracing::info!("no perf sampling ({why}); using the fault sampler");
+            say!(quiet, "no perf sampling ({why}); using the fault sampler");
             Ok(false)
         }
+    }
+}
+
+/// The kernel as a process that joined later sees it: DAMON's one kdamond watches the program.
+struct WithoutDamon<'a>(&'a dyn Kernel);
+
+impl Kernel for WithoutDamon<'_> {
+    fn soft_dirty(&self) -> bool {
+        self.0.soft_dirty()
+    }
+    fn damon(&self) -> bool {
+        false
+    }
+    fn perf_events(&self) -> Result<(), String> {
+        self.0.perf_events()
+    }
+    fn userfaultfd_write_protect(&self) -> Result<(), Unavailable> {
+        self.0.userfaultfd_write_protect()
+    }
+    fn open_idle_page(&self, memory: &ProcessMemory) -> Result<Box<dyn LiveTracker>, String> {
+        self.0.open_idle_page(memory)
+    }
+    fn start_damon(&self, _pid: i32) -> Result<Box<dyn Regions>, String> {
+        Err("DAMON's kdamond watches the program only".into())
+    }
+    fn open_perf(&self, pid: i32, period: u64) -> Result<Box<dyn LiveTracker>, String> {
+        self.0.open_perf(pid, period)
+    }
+    fn start_fault_sampler(
+        &self,
+        uffd: Userfaultfd,
+        unit: u64,
+        per_tick: usize,
+        sampling: bool,
+    ) -> Result<Box<dyn LiveTracker>, String> {
+        self.0.start_fault_sampler(uffd, unit, per_tick, sampling)
     }
 }
 
@@ -546,9 +611,35 @@ mod tests {
         choice: Choice,
         fault_fd: Option<Userfaultfd>,
     ) -> Result<Vec<&'static str>, String> {
+        built_for(kernel, req, choice, fault_fd, false)
+    }
+
+    /// As [`built`], for the program (`descendant` false) or a process that joined later.
+    fn built_for(
+        kernel: &Fake,
+        req: &Requirements,
+        choice: Choice,
+        fault_fd: Option<Userfaultfd>,
+        descendant: bool,
+    ) -> Result<Vec<&'static str>, String> {
         let memory = ProcessMemory::attach(std::process::id() as i32).unwrap();
-        let program = Program { memory: &memory, fault_fd, huge: false };
+        let program = Program { memory: &memory, fault_fd, huge: false, descendant };
         build(kernel, req, &choice, program).map(|set| set.names()).map_err(|e| e.to_string())
+    }
+
+    /// A process that joined the program later gets no kdamond (the one there is watches the
+    /// program): its referenced bit falls back to soft-dirty even where the config names DAMON,
+    /// and without a userfaultfd it is managed without sampled writes rather than refused.
+    #[test]
+    fn a_later_process_gets_what_is_per_process_and_never_a_second_kdamond() {
+        let k = guest();
+        let damon = choice(ReferencedSource::Damon, SamplingSource::Auto);
+        for c in [auto(), damon] {
+            assert_eq!(built_for(&k, &page_bits(), c, None, true), Ok(vec!["soft-dirty"]));
+        }
+        assert_eq!(built_for(&k, &sampling(), auto(), None, true), Ok(vec![]));
+        assert_eq!(built_for(&k, &sampling(), auto(), fd(), true), Ok(vec!["fault sampler"]));
+        assert_eq!(k.kdamonds.get(), 0, "no kdamond for a later process");
     }
 
     fn auto() -> Choice {
