@@ -5,15 +5,21 @@
 //! <- {"ok":true,"pid":4242,"policy":"age","message":"managing pid 4242 ..."}
 //! -> {"op":"unbind","pid":4242}
 //! <- {"ok":true,"pid":4242,"message":"stopped managing pid 4242; its pages stay where they are"}
+//! -> {"op":"bind-cgroup","cgroup":"/sys/fs/cgroup/batch","policy":"age"}   policy optional
+//! <- {"ok":true,"cgroup":"/sys/fs/cgroup/batch","policy":"age","message":"managing cgroup ..."}
+//! -> {"op":"unbind-cgroup","cgroup":"/sys/fs/cgroup/batch"}
+//! <- {"ok":true,"cgroup":"/sys/fs/cgroup/batch","message":"stopped managing cgroup ..."}
 //! -> {"op":"list"}
-//! <- {"ok":true,"processes":[{"pid":4242,"uid":1000,"policy":"age",...}]}
+//! <- {"ok":true,"processes":[{"pid":4242,"processes":1,"uid":1000,"policy":"age",...},
+//!                            {"pid":0,"cgroup":"/sys/fs/cgroup/batch","processes":3,...}]}
 //! -> garbage
 //! <- {"ok":false,"error":"not JSON: expected value at line 1 column 1"}   (and the daemon hangs up)
 //! ```
 //!
 //! Who may do what is decided by the caller's uid as the kernel reports it (SO_PEERCRED), never
 //! by anything the caller says: root may manage any process, anyone else only processes whose
-//! real uid is theirs ([`may_manage`]).
+//! real uid is theirs ([`may_manage`]); a cgroup, only root or the owner of its directory (a
+//! delegated cgroup is its user's), and then only that user's processes in it.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, Read, Write};
@@ -36,6 +42,15 @@ pub enum Request {
     },
     /// Stop managing `pid`; its pages stay where they are.
     Unbind { pid: i32 },
+    /// Manage every process of the cgroup v2 directory `cgroup` and the cgroups below it, as
+    /// they come and go, as one group, with `policy` (default: the daemon's).
+    BindCgroup {
+        cgroup: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
+    },
+    /// Stop managing the cgroup `cgroup`; its processes' pages stay where they are.
+    UnbindCgroup { cgroup: PathBuf },
     /// The processes the daemon manages.
     List,
 }
@@ -50,7 +65,8 @@ impl Request {
             };
             one_line(&format!(
                 "{what}: {e}; expected one JSON object per line, e.g. {{\"op\":\"bind\",\"pid\":N}}, \
-                 {{\"op\":\"unbind\",\"pid\":N}} or {{\"op\":\"list\"}}"
+                 {{\"op\":\"unbind\",\"pid\":N}}, {{\"op\":\"bind-cgroup\",\"cgroup\":\"/sys/fs/cgroup/NAME\"}}, \
+                 {{\"op\":\"unbind-cgroup\",\"cgroup\":\"/sys/fs/cgroup/NAME\"}} or {{\"op\":\"list\"}}"
             ))
         })
     }
@@ -61,11 +77,18 @@ impl Request {
     }
 }
 
-/// One managed process, as `list` reports it.
+/// One binding, a process or a cgroup, as `list` reports it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProcessEntry {
+    /// The process bound; 0 for a cgroup.
     pub pid: i32,
-    /// The process's real uid when it was bound.
+    /// The cgroup bound, if a cgroup was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<PathBuf>,
+    /// Processes managed under the binding at the last scan (a cgroup's; 1 for a process).
+    #[serde(default)]
+    pub processes: u64,
+    /// The process's real uid when it was bound; of a cgroup, its directory's owner.
     pub uid: u32,
     pub policy: String,
     /// Seconds since it was bound.
@@ -89,6 +112,8 @@ pub struct Reply {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -134,6 +159,20 @@ pub fn authorize(caller_uid: u32, pid: i32, owner_uid: u32) -> Result<(), String
     } else {
         Err(format!(
             "permission denied: uid {caller_uid} may not manage pid {pid} (owned by uid {owner_uid})"
+        ))
+    }
+}
+
+/// The authorization rule for a cgroup: root, or the owner of its directory (`owner`: a
+/// delegated cgroup is chowned to its user), with the error the caller gets.
+pub fn authorize_cgroup(caller_uid: u32, cgroup: &Path, owner_uid: u32) -> Result<(), String> {
+    if may_manage(caller_uid, owner_uid) {
+        Ok(())
+    } else {
+        Err(format!(
+            "permission denied: uid {caller_uid} may not manage cgroup {} (its directory is owned by uid \
+             {owner_uid}; root may bind any cgroup, a user only one delegated to them)",
+            cgroup.display()
         ))
     }
 }
@@ -262,7 +301,25 @@ mod tests {
         assert_eq!(Request::parse(br#"{"pid":12,"op":"bind"}"#), Ok(Request::Bind { pid: 12, policy: None }));
         assert_eq!(Request::parse(br#" {"op":"unbind","pid":7} "#), Ok(Request::Unbind { pid: 7 }));
         assert_eq!(Request::parse(br#"{"op":"list"}"#), Ok(Request::List));
-        for r in [Request::List, Request::Unbind { pid: 3 }, Request::Bind { pid: 4, policy: None }] {
+        assert_eq!(
+            Request::parse(br#"{"op":"bind-cgroup","cgroup":"/sys/fs/cgroup/x","policy":"age"}"#),
+            Ok(Request::BindCgroup { cgroup: "/sys/fs/cgroup/x".into(), policy: Some("age".into()) })
+        );
+        assert_eq!(
+            Request::parse(br#"{"op":"bind-cgroup","cgroup":"/sys/fs/cgroup/x"}"#),
+            Ok(Request::BindCgroup { cgroup: "/sys/fs/cgroup/x".into(), policy: None })
+        );
+        assert_eq!(
+            Request::parse(br#"{"op":"unbind-cgroup","cgroup":"/sys/fs/cgroup/x"}"#),
+            Ok(Request::UnbindCgroup { cgroup: "/sys/fs/cgroup/x".into() })
+        );
+        for r in [
+            Request::List,
+            Request::Unbind { pid: 3 },
+            Request::Bind { pid: 4, policy: None },
+            Request::BindCgroup { cgroup: "/sys/fs/cgroup/a b".into(), policy: Some("age".into()) },
+            Request::UnbindCgroup { cgroup: "/sys/fs/cgroup/y".into() },
+        ] {
             assert_eq!(Request::parse(r.to_line().as_bytes()), Ok(r.clone()));
         }
     }
@@ -284,11 +341,18 @@ mod tests {
             (br#"{"op":"bind","pid":99999999999}"#, "bad request"),
             (br#"{"op":"bind","pid":1,"polcy":"age"}"#, "polcy"),
             (br#"{"op":"bind","pid":1,"policy":3}"#, "bad request"),
+            (br#"{"op":"bind-cgroup"}"#, "cgroup"),
+            (br#"{"op":"bind-cgroup","pid":1}"#, "pid"),
+            (br#"{"op":"bind-cgroup","cgroup":7}"#, "bad request"),
+            (br#"{"op":"unbind-cgroup"}"#, "cgroup"),
+            (br#"{"op":"unbind-cgroup","cgroup":"/x","policy":"age"}"#, "policy"),
+            (br#"{"op":"bind_cgroup","cgroup":"/x"}"#, "bind_cgroup"),
         ];
         for (line, want) in cases {
             let e = Request::parse(line).expect_err(&String::from_utf8_lossy(line));
             assert!(e.contains(want), "{:?}: {e}", String::from_utf8_lossy(line));
             assert!(!e.contains('\n'), "{e}");
+            assert!(e.contains(r#"{"op":"bind-cgroup","cgroup":"/sys/fs/cgroup/NAME"}"#), "{e}");
         }
     }
 
@@ -301,6 +365,38 @@ mod tests {
         let back: Reply = serde_json::from_str(&r.to_line()).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.text(), "done");
+        let r = Reply { cgroup: Some("/sys/fs/cgroup/x".into()), ..Reply::ok("done") };
+        assert_eq!(r.to_line(), r#"{"ok":true,"message":"done","cgroup":"/sys/fs/cgroup/x"}"#);
+    }
+
+    /// A cgroup binding says which cgroup and how many processes; a process binding has no
+    /// `cgroup`; a reply of a daemon that did not know `processes` still parses.
+    #[test]
+    fn list_entries_show_cgroups_and_their_process_count() {
+        let entry = ProcessEntry {
+            pid: 0,
+            cgroup: Some("/sys/fs/cgroup/x".into()),
+            processes: 3,
+            uid: 1000,
+            policy: "age".into(),
+            seconds: 1.5,
+            pages_per_tier: vec![1, 2],
+            pages_moved: 4,
+            moves_failed: 0,
+            dry_run: false,
+        };
+        let line = serde_json::to_string(&entry).unwrap();
+        assert!(
+            line.starts_with(r#"{"pid":0,"cgroup":"/sys/fs/cgroup/x","processes":3,"uid":1000,"#),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<ProcessEntry>(&line).unwrap(), entry);
+        let pid = ProcessEntry { pid: 42, cgroup: None, processes: 1, ..entry };
+        let line = serde_json::to_string(&pid).unwrap();
+        assert!(!line.contains("cgroup"), "{line}");
+        let old = r#"{"pid":42,"uid":0,"policy":"age","seconds":1.0,"pages_per_tier":[],"pages_moved":0,"moves_failed":0,"dry_run":false}"#;
+        let parsed: ProcessEntry = serde_json::from_str(old).unwrap();
+        assert_eq!((parsed.cgroup, parsed.processes), (None, 0));
     }
 
     #[test]
@@ -315,6 +411,14 @@ mod tests {
             "permission denied: uid 1000 may not manage pid 42 (owned by uid 0)"
         );
         assert!(authorize(1001, 42, 1001).is_ok());
+        let dir = Path::new("/sys/fs/cgroup/x");
+        assert!(authorize_cgroup(0, dir, 1000).is_ok());
+        assert!(authorize_cgroup(1000, dir, 1000).is_ok());
+        let e = authorize_cgroup(1000, dir, 0).unwrap_err();
+        assert!(
+            e.starts_with("permission denied: uid 1000 may not manage cgroup /sys/fs/cgroup/x (its directory is owned by uid 0"),
+            "{e}"
+        );
     }
 
     #[test]

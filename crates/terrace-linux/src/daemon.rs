@@ -1,10 +1,13 @@
 //! The daemon: manages several running processes, each handed over with a `bind` request on its
-//! Unix socket ([`crate::control`]), each driven by its own policy in its own thread, and reports
-//! on them at a Prometheus endpoint ([`crate::metrics`]).
+//! Unix socket ([`crate::control`]), or every process of a cgroup as they come and go (a
+//! `bind-cgroup` request: one group, one policy, one fast-tier share), each binding driven by its
+//! own policy in its own thread, and reports on them at a Prometheus endpoint
+//! ([`crate::metrics`]).
 //!
 //! It never takes down the programs it manages: it only ever moves their pages (move_pages moves
 //! each page whole or not at all), nothing in them depends on it, and a program that exits at any
-//! moment, even in the middle of a scan, just ends its thread. Unbinding stops the thread within
+//! moment, even in the middle of a scan, just ends its thread (or leaves its cgroup's group; a
+//! cgroup that is removed ends its thread). Unbinding stops the thread within
 //! [`STOP_STEP`] and leaves every page where it is. A malformed request gets an error reply and
 //! the connection is closed; the daemon itself answers on.
 //!
@@ -15,8 +18,10 @@ use crate::config::{Config, TrackerConfig};
 use crate::control::{self, LineRead, ProcessEntry, Reply, Request};
 use crate::machine::{live_requirements, Attach, LiveMachine, LiveStats, Target};
 use crate::metrics::{self, ProcessMetrics};
+use crate::process_group;
 use crate::topology::{ClassifiedBy, LiveTier, Topology, TopologyError};
 use std::collections::HashMap;
+use std::fmt;
 use std::io::{self, BufReader, Write};
 use std::net::TcpListener;
 use std::os::fd::AsFd;
@@ -184,15 +189,49 @@ pub fn install_signal_handlers() -> Result<&'static AtomicBool, nix::Error> {
 enum Ending {
     /// Unbound, or the daemon is stopping.
     Stopped,
-    /// The process exited.
+    /// The process exited (or the cgroup was removed).
     Exited,
     /// It never got going (the bind was refused).
     Refused,
 }
 
-/// One managed process, as the daemon keeps it.
+/// What was bound, the key of a binding: a process, or a cgroup (its directory, canonical).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Bound {
+    Pid(i32),
+    Cgroup(PathBuf),
+}
+
+impl Bound {
+    /// The process bound; 0 for a cgroup (as `list` and the metrics report it).
+    fn pid(&self) -> i32 {
+        match self {
+            Bound::Pid(p) => *p,
+            Bound::Cgroup(_) => 0,
+        }
+    }
+    fn cgroup(&self) -> Option<&Path> {
+        match self {
+            Bound::Pid(_) => None,
+            Bound::Cgroup(dir) => Some(dir),
+        }
+    }
+}
+
+/// `pid N` or `cgroup DIR`, for log lines and replies.
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bound::Pid(p) => write!(f, "pid {p}"),
+            Bound::Cgroup(dir) => write!(f, "cgroup {}", dir.display()),
+        }
+    }
+}
+
+/// One binding, a process or a cgroup, as the daemon keeps it.
 struct Managed {
     id: u64,
+    /// The process's real uid when it was bound; of a cgroup, its directory's owner.
     uid: u32,
     policy: String,
     dry_run: bool,
@@ -207,7 +246,9 @@ struct Shared {
     config: Config,
     build: PolicyBuilder,
     proc_root: PathBuf,
-    managed: Mutex<HashMap<i32, Managed>>,
+    /// The host's tiers as a bind reads them ([`live_tiers`]).
+    tiers: fn(&Config) -> Result<Vec<LiveTier>, TiersError>,
+    managed: Mutex<HashMap<Bound, Managed>>,
     next_id: AtomicU64,
     connections: AtomicUsize,
     own_pid: i32,
@@ -286,6 +327,7 @@ impl Daemon {
             config,
             build,
             proc_root: PathBuf::from("/proc"),
+            tiers: live_tiers,
             managed: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
@@ -332,11 +374,10 @@ impl Daemon {
                 }
             }
         }
-        let pids: Vec<i32> = lock(&shared.managed).keys().copied().collect();
+        let bound = lock(&shared.managed).len();
         tracing::info!(
-            "stopping: releasing {} managed process{} (their pages stay where they are)",
-            pids.len(),
-            if pids.len() == 1 { "" } else { "es" }
+            "stopping: releasing {bound} binding{} (the pages stay where they are)",
+            if bound == 1 { "" } else { "s" }
         );
         let threads: Vec<JoinHandle<()>> = {
             let mut managed = lock(&shared.managed);
@@ -476,29 +517,39 @@ impl Shared {
     /// Answers one well-formed request from `caller` (a uid).
     fn handle(self: &Arc<Self>, req: Request, caller: u32) -> Reply {
         let result = match req {
-            Request::Bind { pid, policy } => self.bind(pid, policy, caller),
-            Request::Unbind { pid } => self.unbind(pid, caller),
+            Request::Bind { pid, policy } => self.bind_pid(pid, policy, caller),
+            Request::Unbind { pid } => self.unbind(Bound::Pid(pid), caller),
+            Request::BindCgroup { cgroup, policy } => self.bind_cgroup(cgroup, policy, caller),
+            // As it was bound: canonical (a cgroup removed since is not found, and ends by itself).
+            Request::UnbindCgroup { cgroup } => {
+                self.unbind(Bound::Cgroup(std::fs::canonicalize(&cgroup).unwrap_or(cgroup)), caller)
+            }
             Request::List => {
                 let processes = self.list();
-                let message = format!(
-                    "managing {} process{}",
-                    processes.len(),
-                    if processes.len() == 1 { "" } else { "es" }
-                );
+                let cgroups = processes.iter().filter(|p| p.cgroup.is_some()).count();
+                let pids = processes.len() - cgroups;
+                let mut message = format!("managing {pids} process{}", if pids == 1 { "" } else { "es" });
+                if cgroups > 0 {
+                    message
+                        .push_str(&format!(" and {cgroups} cgroup{}", if cgroups == 1 { "" } else { "s" }));
+                }
                 Ok(Reply { processes: Some(processes), ..Reply::ok(message) })
             }
         };
         result.unwrap_or_else(Reply::error)
     }
 
-    fn list(&self) -> Vec<ProcessEntry> {
+    /// The bindings in order: processes by pid, then cgroups by path.
+    fn bindings(&self) -> Vec<(Bound, ProcessEntry, ProcessMetrics)> {
         let managed = lock(&self.managed);
-        let mut out: Vec<ProcessEntry> = managed
+        let mut out: Vec<(Bound, ProcessEntry, ProcessMetrics)> = managed
             .iter()
-            .map(|(&pid, m)| {
+            .map(|(key, m)| {
                 let s = lock(&m.stats);
-                ProcessEntry {
-                    pid,
+                let entry = ProcessEntry {
+                    pid: key.pid(),
+                    cgroup: key.cgroup().map(Path::to_path_buf),
+                    processes: s.processes,
                     uid: m.uid,
                     policy: m.policy.clone(),
                     seconds: m.since.elapsed().as_secs_f64(),
@@ -506,38 +557,90 @@ impl Shared {
                     pages_moved: s.pages_moved,
                     moves_failed: s.moves_failed,
                     dry_run: m.dry_run,
-                }
+                };
+                let metrics = ProcessMetrics {
+                    pid: key.pid(),
+                    cgroup: key.cgroup().map(|d| d.display().to_string()),
+                    policy: m.policy.clone(),
+                    stats: s.clone(),
+                };
+                (key.clone(), entry, metrics)
             })
             .collect();
-        out.sort_by_key(|p| p.pid);
+        out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    fn list(&self) -> Vec<ProcessEntry> {
+        self.bindings().into_iter().map(|(_, entry, _)| entry).collect()
     }
 
     fn snapshot(&self) -> Vec<ProcessMetrics> {
-        let managed = lock(&self.managed);
-        let mut out: Vec<ProcessMetrics> = managed
-            .iter()
-            .map(|(&pid, m)| ProcessMetrics { pid, policy: m.policy.clone(), stats: lock(&m.stats).clone() })
-            .collect();
-        out.sort_by_key(|p| p.pid);
-        out
+        self.bindings().into_iter().map(|(_, _, metrics)| metrics).collect()
     }
 
-    fn bind(self: &Arc<Self>, pid: i32, policy: Option<String>, caller: u32) -> Result<Reply, String> {
+    fn bind_pid(self: &Arc<Self>, pid: i32, policy: Option<String>, caller: u32) -> Result<Reply, String> {
         let owner = control::owner_uid(&self.proc_root, pid)?;
         control::authorize(caller, pid, owner)?;
         if pid == self.own_pid {
             return Err(format!("pid {pid} is the Terrace daemon itself"));
         }
+        self.bind(Bound::Pid(pid), owner, None, policy, caller)
+    }
+
+    /// Binds the cgroup `dir`: root may bind any, anyone else only one whose directory they own
+    /// (a delegated cgroup), and then only their own processes in it are managed.
+    fn bind_cgroup(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        policy: Option<String>,
+        caller: u32,
+    ) -> Result<Reply, String> {
+        if !dir.is_absolute() {
+            return Err(format!(
+                "cgroup {}: give the cgroup's absolute path, such as /sys/fs/cgroup/NAME",
+                dir.display()
+            ));
+        }
+        process_group::check_cgroup(&dir)?;
+        let dir =
+            std::fs::canonicalize(&dir).map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+        let owner = std::fs::metadata(&dir)
+            .map_err(|e| format!("cannot read the owner of {}: {e}", dir.display()))?
+            .uid();
+        control::authorize_cgroup(caller, &dir, owner)?;
+        let only = (caller != 0).then_some(caller);
+        self.bind(Bound::Cgroup(dir), owner, only, policy, caller)
+    }
+
+    /// Starts managing `key` (owned by `owner`; of a cgroup, only the processes of uid `only` if
+    /// given) with `policy` for `caller`, and answers after the first scan.
+    fn bind(
+        self: &Arc<Self>,
+        key: Bound,
+        owner: u32,
+        only: Option<u32>,
+        policy: Option<String>,
+        caller: u32,
+    ) -> Result<Reply, String> {
         let spec = policy.unwrap_or_else(|| self.config.daemon.policy.clone());
         let mut policy = (self.build)(&spec)?;
         // From here on the policy goes by its own name, which shows its parameters where they
         // differ from its defaults (`hpwp:hot_threshold=8`, from the spec or the config).
         let name = policy.name().to_string();
-        let tiers = live_tiers(&self.config).map_err(|e| error_chain(&e))?;
+        let tiers = (self.tiers)(&self.config).map_err(|e| error_chain(&e))?;
+        // A cgroup's processes run already, as a bound process does: nothing can be prepared
+        // inside them before they start (a userfaultfd), so the same policies are refused.
         live_requirements(policy.as_ref(), &tiers, Attach::Running, self.config.trackers.sampling)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
-        let identity = identity(&self.proc_root, pid).ok_or_else(|| format!("no process {pid}"))?;
+        let watch = match &key {
+            Bound::Pid(pid) => Watch::Process {
+                pid: *pid,
+                identity: identity(&self.proc_root, *pid).ok_or_else(|| format!("no process {pid}"))?,
+                proc_root: self.proc_root.clone(),
+            },
+            Bound::Cgroup(dir) => Watch::Cgroup { dir: dir.clone(), owner: only },
+        };
 
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let stop = Arc::new(AtomicBool::new(false));
@@ -546,11 +649,25 @@ impl Shared {
         let trackers = self.config.trackers.clone();
         {
             let mut managed = lock(&self.managed);
-            if let Some(m) = managed.get(&pid) {
-                return Err(format!("pid {pid} is already managed (policy {}); unbind it first", m.policy));
+            if let Some(m) = managed.get(&key) {
+                return Err(format!("{key} is already managed (policy {}); unbind it first", m.policy));
+            }
+            // Nested cgroups share processes, which two policies would then both move.
+            if let Bound::Cgroup(dir) = &key {
+                let overlap = managed
+                    .keys()
+                    .filter_map(Bound::cgroup)
+                    .find(|d| d.starts_with(dir) || dir.starts_with(d));
+                if let Some(other) = overlap {
+                    return Err(format!(
+                        "{key} overlaps cgroup {}, which is managed already (one is inside the other); unbind \
+                         that first",
+                        other.display()
+                    ));
+                }
             }
             managed.insert(
-                pid,
+                key.clone(),
                 Managed {
                     id,
                     uid: owner,
@@ -567,16 +684,22 @@ impl Shared {
         let me = Arc::clone(self);
         let thread_name = name.clone();
         let stop_on_timeout = Arc::clone(&stop);
-        let spawned = std::thread::Builder::new().name(format!("terrace-pid-{pid}")).spawn(move || {
+        let thread_key = key.clone();
+        let thread_stats = Arc::clone(&stats);
+        let label = match &key {
+            Bound::Pid(pid) => format!("terrace-pid-{pid}"),
+            Bound::Cgroup(_) => "terrace-cgroup".to_string(),
+        };
+        let spawned = std::thread::Builder::new().name(label).spawn(move || {
             let ending =
-                manage(pid, identity, tiers, dry_run, trackers, policy.as_mut(), stop, stats, ready_tx);
-            me.finished(pid, id, &thread_name, ending);
+                manage(watch, tiers, dry_run, trackers, policy.as_mut(), stop, thread_stats, ready_tx);
+            me.finished(&thread_key, id, &thread_name, ending);
         });
         let thread = match spawned {
             Ok(t) => t,
             Err(e) => {
-                self.forget(pid, id);
-                return Err(format!("cannot start a thread for pid {pid}: {e}"));
+                self.forget(&key, id);
+                return Err(format!("cannot start a thread for {key}: {e}"));
             }
         };
         match ready_rx.recv_timeout(PREPARE_TIMEOUT) {
@@ -588,36 +711,50 @@ impl Shared {
             Err(_) => {
                 // Whenever the thread gets going, it stops at once.
                 stop_on_timeout.store(true, Ordering::SeqCst);
-                self.forget(pid, id);
+                self.forget(&key, id);
                 return Err(format!(
-                    "pid {pid}: the first scan did not finish within {} s; not managing it",
+                    "{key}: the first scan did not finish within {} s; not managing it",
                     PREPARE_TIMEOUT.as_secs()
                 ));
             }
         }
-        if let Some(m) = lock(&self.managed).get_mut(&pid).filter(|m| m.id == id) {
+        if let Some(m) = lock(&self.managed).get_mut(&key).filter(|m| m.id == id) {
             m.thread = Some(thread);
         }
         let what = if dry_run { "watching (dry run)" } else { "managing" };
-        tracing::info!("{what} pid {pid} (uid {owner}) with policy {name}, bound by uid {caller}");
+        let (mut told, mut logged) = (String::new(), String::new());
+        if let Bound::Cgroup(_) = &key {
+            let n = lock(&stats).processes;
+            let whose = only.map_or(String::new(), |uid| format!(" of uid {uid}"));
+            told = format!(
+                " ({n} process{}{whose} now; newcomers join at each scan)",
+                if n == 1 { "" } else { "es" }
+            );
+            logged = format!(", {n} process{}{whose}", if n == 1 { "" } else { "es" });
+        }
+        tracing::info!("{what} {key} (uid {owner}) with policy {name}, bound by uid {caller}{logged}");
         Ok(Reply {
-            pid: Some(pid),
+            pid: matches!(key, Bound::Pid(_)).then(|| key.pid()),
+            cgroup: key.cgroup().map(Path::to_path_buf),
             policy: Some(name.clone()),
-            ..Reply::ok(format!("{what} pid {pid} with policy {name}"))
+            ..Reply::ok(format!("{what} {key} with policy {name}{told}"))
         })
     }
 
-    fn unbind(&self, pid: i32, caller: u32) -> Result<Reply, String> {
+    fn unbind(&self, key: Bound, caller: u32) -> Result<Reply, String> {
         let m = {
             let mut managed = lock(&self.managed);
-            let Some(m) = managed.get(&pid) else {
-                return Err(format!("pid {pid} is not managed by this daemon"));
+            let Some(m) = managed.get(&key) else {
+                return Err(format!("{key} is not managed by this daemon"));
             };
-            control::authorize(caller, pid, m.uid)?;
-            if m.thread.is_none() {
-                return Err(format!("pid {pid} is still being bound; retry"));
+            match &key {
+                Bound::Pid(pid) => control::authorize(caller, *pid, m.uid)?,
+                Bound::Cgroup(dir) => control::authorize_cgroup(caller, dir, m.uid)?,
             }
-            managed.remove(&pid).expect("present")
+            if m.thread.is_none() {
+                return Err(format!("{key} is still being bound; retry"));
+            }
+            managed.remove(&key).expect("present")
         };
         m.stop.store(true, Ordering::SeqCst);
         let mut thread = m.thread;
@@ -629,39 +766,47 @@ impl Shared {
             let _ = thread.take().map(|t| t.join());
         }
         let s = lock(&m.stats).clone();
+        let whose = match &key {
+            Bound::Pid(_) => "its pages stay",
+            Bound::Cgroup(_) => "its processes' pages stay",
+        };
         tracing::info!(
-            "unbound pid {pid} at the request of uid {caller}: {} pages moved, {} not moved; its pages stay where \
-             they are",
+            "unbound {key} at the request of uid {caller}: {} pages moved, {} not moved; {whose} where they are",
             s.pages_moved,
             s.moves_failed
         );
         Ok(Reply {
-            pid: Some(pid),
+            pid: matches!(key, Bound::Pid(_)).then(|| key.pid()),
+            cgroup: key.cgroup().map(Path::to_path_buf),
             policy: Some(m.policy),
             ..Reply::ok(format!(
-                "stopped managing pid {pid} ({} pages moved); its pages stay where they are",
+                "stopped managing {key} ({} pages moved); {whose} where they are",
                 s.pages_moved
             ))
         })
     }
 
-    /// Removes `pid`'s entry if it is still the one with `id`.
-    fn forget(&self, pid: i32, id: u64) -> Option<Managed> {
+    /// Removes `key`'s entry if it is still the one with `id`.
+    fn forget(&self, key: &Bound, id: u64) -> Option<Managed> {
         let mut managed = lock(&self.managed);
-        if managed.get(&pid).is_some_and(|m| m.id == id) {
-            managed.remove(&pid)
+        if managed.get(key).is_some_and(|m| m.id == id) {
+            managed.remove(key)
         } else {
             None
         }
     }
 
     /// Called by a managing thread as it ends.
-    fn finished(&self, pid: i32, id: u64, policy: &str, ending: Result<Ending, String>) {
-        let entry = self.forget(pid, id);
+    fn finished(&self, key: &Bound, id: u64, policy: &str, ending: Result<Ending, String>) {
+        let entry = self.forget(key, id);
         let stats = entry.map(|m| lock(&m.stats).clone()).unwrap_or_default();
+        let gone = match key {
+            Bound::Pid(_) => "exited",
+            Bound::Cgroup(_) => "was removed",
+        };
         match ending {
             Ok(Ending::Exited) => tracing::info!(
-                "pid {pid} exited; stopped managing it ({} pages moved, {} not moved, tracking {:.2} s, \
+                "{key} {gone}; stopped managing it ({} pages moved, {} not moved, tracking {:.2} s, \
                  migration {:.2} s)",
                 stats.pages_moved,
                 stats.moves_failed,
@@ -670,8 +815,8 @@ impl Shared {
             ),
             Ok(Ending::Stopped) | Ok(Ending::Refused) => {}
             Err(panic) => tracing::error!(
-                "policy {policy} failed while managing pid {pid} ({panic}); stopped managing it, the program \
-                 runs on"
+                "policy {policy} failed while managing {key} ({panic}); stopped managing it, {} on",
+                if matches!(key, Bound::Pid(_)) { "the program runs" } else { "its processes run" }
             ),
         }
     }
@@ -696,12 +841,46 @@ fn parse_stat(stat: &str) -> Option<(char, u64)> {
     Some((state, start))
 }
 
-/// Runs `policy` on process `pid` until it exits or `stop` is set. Sends the outcome of the
-/// setup (attach and the first scan) on `ready` before the first tick.
+/// What a managing thread watches to know that its binding is still there.
+enum Watch {
+    /// The process bound, while it is the one that was (its start time is unchanged: a reused
+    /// pid is another process) and not a zombie.
+    Process { pid: i32, identity: u64, proc_root: PathBuf },
+    /// The cgroup bound, while its directory is there; with `owner`, only that uid's processes
+    /// in it are managed.
+    Cgroup { dir: PathBuf, owner: Option<u32> },
+}
+
+impl Watch {
+    fn still_there(&self) -> bool {
+        match self {
+            Watch::Process { pid, identity: id, proc_root } => identity(proc_root, *pid) == Some(*id),
+            Watch::Cgroup { dir, .. } => dir.join("cgroup.procs").exists(),
+        }
+    }
+    fn target(&self) -> Target {
+        match self {
+            Watch::Process { pid, .. } => Target::Pid(*pid),
+            Watch::Cgroup { dir, .. } => Target::Cgroup(dir.clone()),
+        }
+    }
+}
+
+/// `pid N` or `cgroup DIR`, as [`Bound`] says it.
+impl fmt::Display for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Watch::Process { pid, .. } => write!(f, "pid {pid}"),
+            Watch::Cgroup { dir, .. } => write!(f, "cgroup {}", dir.display()),
+        }
+    }
+}
+
+/// Runs `policy` on what `watch` names until it is gone or `stop` is set. Sends the outcome of
+/// the setup (attach and the first scan) on `ready` before the first tick.
 #[allow(clippy::too_many_arguments)]
 fn manage(
-    pid: i32,
-    identity: u64,
+    watch: Watch,
     tiers: Vec<LiveTier>,
     dry_run: bool,
     trackers: TrackerConfig,
@@ -712,20 +891,21 @@ fn manage(
 ) -> Result<Ending, String> {
     let name = policy.name().to_string();
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut inner = match LiveMachine::attach(Target::Pid(pid), tiers, dry_run) {
+        let mut inner = match LiveMachine::attach(watch.target(), tiers, dry_run) {
             Ok(m) => m,
             Err(e) => {
-                let _ = ready.send(Err(format!("cannot manage pid {pid}: {}", error_chain(&e))));
+                let _ = ready.send(Err(format!("cannot manage {watch}: {}", error_chain(&e))));
                 return Ending::Refused;
             }
         };
+        if let Watch::Cgroup { owner: Some(uid), .. } = &watch {
+            inner.only_owner(*uid);
+        }
         inner.set_referenced_source(trackers.referenced);
         inner.set_sampling_source(trackers.sampling);
         let mut m = Watched {
             inner,
-            pid,
-            identity,
-            proc_root: PathBuf::from("/proc"),
+            watch,
             stop,
             stats,
             ready: Some(ready),
@@ -749,13 +929,12 @@ fn manage(
     })
 }
 
-/// The live machine as the daemon drives it: it ends when told to stop or when the process is
-/// gone (exited, a zombie, or its pid reused), and publishes its stats for `list` and metrics.
+/// The live machine as the daemon drives it: it ends when told to stop or when what was bound is
+/// gone (the process exited, is a zombie or its pid was reused; the cgroup was removed), and
+/// publishes its stats for `list` and metrics.
 struct Watched {
     inner: LiveMachine,
-    pid: i32,
-    identity: u64,
-    proc_root: PathBuf,
+    watch: Watch,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<LiveStats>>,
     ready: Option<mpsc::Sender<Result<(), String>>>,
@@ -769,7 +948,7 @@ impl Watched {
         *lock(&self.stats) = self.inner.stats().clone();
     }
     fn still_there(&self) -> bool {
-        identity(&self.proc_root, self.pid) == Some(self.identity)
+        self.watch.still_there()
     }
 }
 
@@ -780,13 +959,14 @@ impl Machine for Watched {
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         let r = self.inner.prepare(req);
+        // Published first: the bind's reply tells what the first scan found.
+        self.publish();
         if let Some(ready) = self.ready.take() {
             let _ = ready.send(r.as_ref().map(|_| ()).map_err(|e| match e {
-                MachineError::Other(text) => format!("cannot manage pid {}: {text}", self.pid),
+                MachineError::Other(text) => format!("cannot manage {}: {text}", self.watch),
                 e => format!("policy {} cannot run here: {e}", self.policy),
             }));
         }
-        self.publish();
         r
     }
 
@@ -898,18 +1078,176 @@ mod tests {
         assert!(!dir.join("t.sock").exists(), "refused before opening its socket");
     }
 
-    /// A policy that asks for nothing.
+    /// A policy that asks for nothing and moves nothing (it ticks, so a cgroup is scanned).
     struct Idle;
     impl Policy for Idle {
         fn name(&self) -> &str {
             "idle"
         }
         fn requirements(&self, _: &MachineInfo) -> Requirements {
-            Requirements::default()
+            Requirements { tick_ns: Some(50_000_000), ..Requirements::default() }
         }
         fn tick(&mut self, _: &Observations<'_>) -> Plan {
             Plan::none()
         }
+    }
+
+    /// A daemon core as `Daemon::start` makes it, without a socket, on two tiers both on node 0
+    /// (this host may have one node: moves would go where the pages are), with policy `idle`.
+    fn core() -> Arc<Shared> {
+        let mut config = Config::default();
+        config.daemon.policy = "idle".into();
+        Arc::new(Shared {
+            config,
+            build: Box::new(|name: &str| match name {
+                "idle" => Ok(Box::new(Idle) as Box<dyn Policy>),
+                other => Err(format!("unknown policy '{other}'")),
+            }),
+            proc_root: PathBuf::from("/proc"),
+            tiers: |_| {
+                let info = MachineInfo::placeholder(2);
+                Ok(info.tiers.into_iter().map(|tier| LiveTier { tier, nodes: vec![0] }).collect())
+            },
+            managed: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            connections: AtomicUsize::new(0),
+            own_pid: std::process::id() as i32,
+        })
+    }
+
+    /// Waits up to 20 s for `list` to satisfy `ok`; returns the last list.
+    fn list_until(d: &Arc<Shared>, ok: impl Fn(&[ProcessEntry]) -> bool) -> Vec<ProcessEntry> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let list = d.handle(Request::List, 0).processes.unwrap();
+            if ok(&list) || Instant::now() > deadline {
+                return list;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn error_of(reply: Reply) -> String {
+        assert!(!reply.ok, "{reply:?}");
+        reply.error.unwrap()
+    }
+
+    /// A cgroup (a directory laid out like cgroupfs: the machine reads its cgroup.procs files)
+    /// bound to the daemon: its processes are managed as one binding, a newcomer joins, the
+    /// binding shows in `list` and the metrics with its process count; binding it again, or a
+    /// cgroup inside it, is refused; unbind ends it; a cgroup that is removed ends its binding;
+    /// a caller that does not own it is refused; bound by its owner (not root), only the owner's
+    /// processes in it are managed.
+    #[test]
+    fn a_cgroup_is_managed_as_its_processes_come_and_go() {
+        let tmp = std::env::temp_dir().join(format!("terrace-daemon-cgroup-{}", std::process::id()));
+        let cg = tmp.join("batch");
+        std::fs::create_dir_all(cg.join("workers")).unwrap();
+        let sleeper = || std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let mut kids = [sleeper(), sleeper(), sleeper()];
+        let pids: Vec<u32> = kids.iter().map(|k| k.id()).collect();
+        std::fs::write(cg.join("cgroup.procs"), format!("{}\n", pids[0])).unwrap();
+        std::fs::write(cg.join("workers/cgroup.procs"), format!("{}\n", pids[1])).unwrap();
+        let d = core();
+        let me = nix::unistd::getuid().as_raw();
+
+        let r = d.handle(Request::BindCgroup { cgroup: cg.join("workers/.."), policy: None }, me);
+        assert!(r.ok, "{r:?}");
+        let dir = std::fs::canonicalize(&cg).unwrap();
+        assert_eq!(r.cgroup.as_deref(), Some(dir.as_path()));
+        assert_eq!(r.pid, None);
+        let text = r.text();
+        assert!(
+            text.starts_with(&format!("managing cgroup {} with policy idle (2 processes", dir.display())),
+            "{text}"
+        );
+        let list = d.handle(Request::List, 0);
+        assert_eq!(list.message.as_deref(), Some("managing 0 processes and 1 cgroup"));
+        let entry = &list.processes.unwrap()[0];
+        assert_eq!((entry.pid, entry.cgroup.as_deref(), entry.processes), (0, Some(dir.as_path()), 2));
+
+        // A newcomer joins at the next scan.
+        std::fs::write(cg.join("cgroup.procs"), format!("{}\n{}\n", pids[0], pids[2])).unwrap();
+        let list = list_until(&d, |l| l.first().is_some_and(|e| e.processes == 3));
+        assert_eq!(list[0].processes, 3, "{list:?}");
+        let metrics = metrics::render(&d.snapshot());
+        let labels = format!("pid=\"0\",cgroup=\"{}\"", dir.display());
+        assert!(metrics.contains(&format!("terrace_processes{{{labels}}} 3\n")), "{metrics}");
+        assert!(
+            metrics.contains(&format!("terrace_process_info{{{labels},policy=\"idle\"}} 1\n")),
+            "{metrics}"
+        );
+
+        // Twice, inside, or by someone else: refused.
+        let e = error_of(d.handle(Request::BindCgroup { cgroup: cg.clone(), policy: None }, me));
+        assert_eq!(e, format!("cgroup {} is already managed (policy idle); unbind it first", dir.display()));
+        let e = error_of(d.handle(Request::BindCgroup { cgroup: cg.join("workers"), policy: None }, me));
+        assert!(e.contains(&format!("overlaps cgroup {}", dir.display())), "{e}");
+        let stranger = me.wrapping_add(4242);
+        let e = error_of(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, stranger));
+        assert!(e.starts_with(&format!("permission denied: uid {stranger} may not manage cgroup")), "{e}");
+        let e =
+            error_of(d.handle(Request::BindCgroup { cgroup: cg.join("workers"), policy: None }, stranger));
+        assert!(e.starts_with(&format!("permission denied: uid {stranger} may not manage cgroup")), "{e}");
+
+        // Unbound: gone from the list.
+        let r = d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, me);
+        assert!(r.ok, "{r:?}");
+        assert!(r.text().starts_with(&format!("stopped managing cgroup {} (0 pages moved)", dir.display())));
+        assert_eq!(d.handle(Request::List, 0).processes, Some(vec![]));
+        let e = error_of(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, me));
+        assert_eq!(e, format!("cgroup {} is not managed by this daemon", dir.display()));
+
+        // Bound by its owner who is not root (possible to set up only as root): only the owner's
+        // processes in it are managed, here none of the sleepers, which are root's.
+        if me == 0 {
+            let nobody = 65534;
+            std::os::unix::fs::chown(&cg, Some(nobody), None).unwrap();
+            let r = d.handle(Request::BindCgroup { cgroup: cg.clone(), policy: None }, nobody);
+            assert!(r.ok, "{r:?}");
+            assert!(r.text().contains("(0 processes of uid 65534 now"), "{}", r.text());
+            std::thread::sleep(Duration::from_millis(300));
+            let list = d.handle(Request::List, 0).processes.unwrap();
+            assert_eq!((list[0].processes, list[0].uid), (0, nobody), "{list:?}");
+            assert!(error_of(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, 1))
+                .contains("permission denied"));
+            assert!(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, nobody).ok);
+            std::os::unix::fs::chown(&cg, Some(0), None).unwrap();
+        }
+
+        // A cgroup that is removed ends its binding.
+        assert!(d.handle(Request::BindCgroup { cgroup: cg.clone(), policy: None }, me).ok);
+        std::fs::remove_dir_all(&tmp).unwrap();
+        let list = list_until(&d, |l| l.is_empty());
+        assert_eq!(list, vec![], "the binding of a removed cgroup ends");
+
+        for k in &mut kids {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+
+    /// What is not a cgroup v2 directory, or not absolute, is refused in one line before
+    /// anything else.
+    #[test]
+    fn what_is_not_a_cgroup_is_refused() {
+        let d = core();
+        let tmp = std::env::temp_dir().join(format!("terrace-daemon-notcg-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        for (dir, want) in [
+            (tmp.join("missing"), "is not a directory"),
+            (tmp.clone(), "has no cgroup.procs, so it is not a cgroup v2 directory"),
+            (PathBuf::from("relative/x"), "give the cgroup's absolute path"),
+        ] {
+            let e = error_of(d.handle(Request::BindCgroup { cgroup: dir.clone(), policy: None }, 0));
+            assert!(e.contains(want), "{}: {e}", dir.display());
+        }
+        std::fs::write(tmp.join("cgroup.procs"), "").unwrap();
+        let e =
+            error_of(d.handle(Request::BindCgroup { cgroup: tmp.clone(), policy: Some("nope".into()) }, 0));
+        assert_eq!(e, "unknown policy 'nope'");
+        std::fs::remove_dir_all(&tmp).unwrap();
+        assert_eq!(d.handle(Request::List, 0).processes, Some(vec![]));
     }
 
     #[test]

@@ -219,10 +219,10 @@ impl LiveMachine {
         let (pid, selection) = match &target {
             Target::Child(c) => (c.id() as i32, Selection::Process),
             Target::Pid(p) => (*p, Selection::Process),
-            Target::Cgroup(dir) => (0, Selection::Cgroup(dir.clone())),
+            Target::Cgroup(dir) => (0, Selection::Cgroup { dir: dir.clone(), owner: None }),
         };
         let first = match selection {
-            Selection::Cgroup(_) => None,
+            Selection::Cgroup { .. } => None,
             _ => match ProcessMemory::attach(pid) {
                 Ok(m) => Some(m),
                 Err(e) => return Err((e, target)),
@@ -290,6 +290,15 @@ impl LiveMachine {
     pub fn manage_tree(&mut self) {
         if self.selection == Selection::Process {
             self.selection = Selection::Tree;
+        }
+    }
+
+    /// Of a cgroup, manages only the processes whose real uid is `uid` (a cgroup its user bound:
+    /// another user's processes in it are not theirs to manage); the others are not selected.
+    /// Set before driving.
+    pub fn only_owner(&mut self, uid: u32) {
+        if let Selection::Cgroup { owner, .. } = &mut self.selection {
+            *owner = Some(uid);
         }
     }
 
@@ -390,7 +399,15 @@ impl LiveMachine {
                         self.program.who(),
                         trackers.names().join(", ")
                     );
-                    self.add_member(pid, mem, trackers);
+                    let i = self.add_member(pid, mem, trackers);
+                    // A first scan that only sets its trackers going, as `prepare` does for the
+                    // program: a newcomer's page-table bits tell what it wrote since it started
+                    // (soft-dirty: every page it ever wrote), which is no interval of the policy's;
+                    // shown as this tick's, every page would look hot. Its own next scan, moments
+                    // later in this one, reads the bits since. A failure recurs there.
+                    if let Ok(Some(exe)) = self.members[i].scan() {
+                        self.exec_followed(i, &exe);
+                    }
                     self.stats.processes_joined += 1;
                 }
                 Err(e) => {

@@ -2,14 +2,19 @@
 //! exposition format (version 0.0.4), one thread, no web framework.
 //!
 //! ```text
-//! # HELP terrace_managed_processes Processes the daemon manages.
+//! # HELP terrace_managed_processes Bindings the daemon manages: processes and cgroups (a cgroup counts once).
 //! # TYPE terrace_managed_processes gauge
-//! terrace_managed_processes 1
-//! # HELP terrace_pages Present pages of a managed process per tier (0 is the fastest), at the last scan.
+//! terrace_managed_processes 2
+//! ...
+//! # HELP terrace_pages Present pages of a binding per tier (0 is the fastest), at the last scan.
 //! # TYPE terrace_pages gauge
 //! terrace_pages{pid="4242",tier="0"} 1024
+//! terrace_pages{pid="0",cgroup="/sys/fs/cgroup/batch",tier="0"} 3072
 //! ...
 //! ```
+//!
+//! Each binding's series are labelled by what was bound: `pid="N"` for a process, `pid="0"` and
+//! `cgroup="DIR"` for a cgroup (as `list` reports it: pid 0 and the cgroup).
 
 use crate::machine::LiveStats;
 use std::fmt::Write as _;
@@ -19,18 +24,31 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// What the endpoint reports of one managed process.
+/// What the endpoint reports of one binding, a process or a cgroup.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProcessMetrics {
+    /// The process bound; 0 for a cgroup.
     pub pid: i32,
+    /// The cgroup bound, if a cgroup was.
+    pub cgroup: Option<String>,
     pub policy: String,
     pub stats: LiveStats,
+}
+
+impl ProcessMetrics {
+    /// The labels naming the binding: `pid="N"`, and `,cgroup="DIR"` for a cgroup.
+    fn labels(&self) -> String {
+        match &self.cgroup {
+            Some(dir) => format!("pid=\"{}\",cgroup=\"{}\"", self.pid, escape(dir)),
+            None => format!("pid=\"{}\"", self.pid),
+        }
+    }
 }
 
 /// The content type of the text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Renders the metrics of every managed process (in the order given).
+/// Renders the metrics of every binding (in the order given).
 pub fn render(processes: &[ProcessMetrics]) -> String {
     let mut out = String::new();
     let mut family = |name: &str, kind: &str, help: &str, samples: &mut dyn Iterator<Item = String>| {
@@ -43,30 +61,37 @@ pub fn render(processes: &[ProcessMetrics]) -> String {
     family(
         "terrace_managed_processes",
         "gauge",
-        "Processes the daemon manages.",
+        "Bindings the daemon manages: processes and cgroups (a cgroup counts once).",
         &mut std::iter::once(format!(" {}", processes.len())),
     );
     family(
         "terrace_process_info",
         "gauge",
-        "A managed process and its policy (always 1).",
-        &mut processes.iter().map(|p| format!("{{pid=\"{}\",policy=\"{}\"}} 1", p.pid, escape(&p.policy))),
+        "A binding (a process, or a cgroup) and its policy (always 1).",
+        &mut processes.iter().map(|p| format!("{{{},policy=\"{}\"}} 1", p.labels(), escape(&p.policy))),
+    );
+    let per_pid = |f: fn(&LiveStats) -> String| {
+        processes.iter().map(move |p| format!("{{{}}} {}", p.labels(), f(&p.stats))).collect::<Vec<_>>()
+    };
+    family(
+        "terrace_processes",
+        "gauge",
+        "Processes managed under a binding at the last scan (a cgroup's; 1 for a process).",
+        &mut per_pid(|s| s.processes.to_string()).into_iter(),
     );
     family(
         "terrace_pages",
         "gauge",
-        "Present pages of a managed process per tier (0 is the fastest), at the last scan.",
+        "Present pages of a binding per tier (0 is the fastest), at the last scan.",
         &mut processes.iter().flat_map(|p| {
+            let labels = p.labels();
             p.stats
                 .pages_per_tier
                 .iter()
                 .enumerate()
-                .map(move |(t, n)| format!("{{pid=\"{}\",tier=\"{t}\"}} {n}", p.pid))
+                .map(move |(t, n)| format!("{{{labels},tier=\"{t}\"}} {n}"))
         }),
     );
-    let per_pid = |f: fn(&LiveStats) -> String| {
-        processes.iter().map(move |p| format!("{{pid=\"{}\"}} {}", p.pid, f(&p.stats))).collect::<Vec<_>>()
-    };
     family(
         "terrace_pages_moved_total",
         "counter",
@@ -82,31 +107,31 @@ pub fn render(processes: &[ProcessMetrics]) -> String {
     family(
         "terrace_tracking_seconds_total",
         "counter",
-        "Seconds spent observing the process (page-table scans).",
+        "Seconds spent observing the binding's processes (page-table scans).",
         &mut per_pid(|s| float(s.tracking_seconds)).into_iter(),
     );
     family(
         "terrace_migration_seconds_total",
         "counter",
-        "Seconds spent moving the process's pages.",
+        "Seconds spent moving the binding's pages.",
         &mut per_pid(|s| float(s.migration_seconds)).into_iter(),
     );
     family(
         "terrace_execs_followed_total",
         "counter",
-        "Times the process replaced its program (exec) and Terrace followed it.",
+        "Times a process replaced its program (exec) and Terrace followed it.",
         &mut per_pid(|s| s.execs_followed.to_string()).into_iter(),
     );
     family(
         "terrace_trackers_lost_total",
         "counter",
-        "Trackers that could not follow the process into an exec and stopped (the fault sampler).",
+        "Trackers that could not follow a process into an exec and stopped (the fault sampler).",
         &mut per_pid(|s| s.trackers_lost.to_string()).into_iter(),
     );
     family(
         "terrace_nothing_present_total",
         "counter",
-        "Times the process had no present page in its managed memory for 10 observations and 5 s.",
+        "Times the binding had no present page in its managed memory for 10 observations and 5 s.",
         &mut per_pid(|s| s.nothing_present.to_string()).into_iter(),
     );
     family(
@@ -209,6 +234,7 @@ mod tests {
     fn sample() -> Vec<ProcessMetrics> {
         vec![ProcessMetrics {
             pid: 42,
+            cgroup: None,
             policy: "age".into(),
             stats: LiveStats {
                 pages_per_tier: vec![1024, 4096],
@@ -220,6 +246,7 @@ mod tests {
                 observations: 9,
                 execs_followed: 1,
                 batches_mostly_failed: 2,
+                processes: 1,
                 ..LiveStats::default()
             },
         }]
@@ -229,7 +256,7 @@ mod tests {
     fn renders_the_text_format_with_help_and_type() {
         let text = render(&sample());
         for line in [
-            "# HELP terrace_managed_processes Processes the daemon manages.",
+            "# HELP terrace_managed_processes Bindings the daemon manages: processes and cgroups (a cgroup counts once).",
             "# TYPE terrace_managed_processes gauge",
             "terrace_managed_processes 1",
             "terrace_process_info{pid=\"42\",policy=\"age\"} 1",
@@ -247,6 +274,8 @@ mod tests {
             "terrace_nothing_present_total{pid=\"42\"} 0",
             "terrace_ranges_not_registered_total{pid=\"42\"} 0",
             "terrace_batches_mostly_failed_total{pid=\"42\"} 2",
+            "# TYPE terrace_processes gauge",
+            "terrace_processes{pid=\"42\"} 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
@@ -267,6 +296,30 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{l}");
         }
         assert!(text.ends_with('\n'));
+    }
+
+    /// A cgroup binding's series carry `pid="0"` and its `cgroup`, escaped; its process count
+    /// is in `terrace_processes`.
+    #[test]
+    fn a_cgroup_binding_is_labelled_by_its_cgroup() {
+        let mut all = sample();
+        let mut cg = all[0].clone();
+        cg.pid = 0;
+        cg.cgroup = Some("/sys/fs/cgroup/a\"b".into());
+        cg.stats.processes = 3;
+        all.push(cg);
+        let text = render(&all);
+        for line in [
+            "terrace_managed_processes 2",
+            "terrace_process_info{pid=\"0\",cgroup=\"/sys/fs/cgroup/a\\\"b\",policy=\"age\"} 1",
+            "terrace_processes{pid=\"0\",cgroup=\"/sys/fs/cgroup/a\\\"b\"} 3",
+            "terrace_processes{pid=\"42\"} 1",
+            "terrace_pages{pid=\"0\",cgroup=\"/sys/fs/cgroup/a\\\"b\",tier=\"1\"} 4096",
+            "terrace_pages_moved_total{pid=\"0\",cgroup=\"/sys/fs/cgroup/a\\\"b\"} 1100",
+            "terrace_pages_moved_total{pid=\"42\"} 1100",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
     }
 
     #[test]

@@ -14,8 +14,10 @@ pub enum Selection {
     Process,
     /// The process and its descendants, as they come and go (`terrace run`).
     Tree,
-    /// Every process in a cgroup v2 directory and the cgroups below it.
-    Cgroup(PathBuf),
+    /// Every process in a cgroup v2 directory and the cgroups below it; with `owner`, only
+    /// those whose real uid is that (a cgroup bound by its user, not by root: other users'
+    /// processes in it are not theirs to manage).
+    Cgroup { dir: PathBuf, owner: Option<u32> },
 }
 
 impl Selection {
@@ -25,10 +27,13 @@ impl Selection {
         match self {
             Selection::Process => vec![root],
             Selection::Tree => descendants(proc_root, root),
-            Selection::Cgroup(dir) => {
+            Selection::Cgroup { dir, owner } => {
                 let mut pids = BTreeSet::new();
                 cgroup_pids(dir, &mut pids);
-                pids.into_iter().collect()
+                // A process that is gone has no owner, and is not there either.
+                pids.into_iter()
+                    .filter(|&p| owner.is_none_or(|uid| crate::control::owner_uid(proc_root, p) == Ok(uid)))
+                    .collect()
             }
         }
     }
@@ -132,12 +137,34 @@ mod tests {
         fs::create_dir_all(&sub).unwrap();
         fs::write(dir.join("cgroup.procs"), "12\n7\n").unwrap();
         fs::write(sub.join("cgroup.procs"), "30\n12\n").unwrap();
-        let found = Selection::Cgroup(dir.clone()).find(Path::new("/proc"), 0);
+        let found = Selection::Cgroup { dir: dir.clone(), owner: None }.find(Path::new("/proc"), 0);
         assert_eq!(found, vec![7, 12, 30]);
         assert!(check_cgroup(&dir).is_ok());
         assert!(check_cgroup(&dir.join("missing")).unwrap_err().contains("not a directory"));
         fs::remove_file(sub.join("cgroup.procs")).unwrap();
         assert!(check_cgroup(&sub).unwrap_err().contains("no cgroup.procs"));
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// With an owner, only the processes whose real uid (the `Uid:` line of /proc/PID/status)
+    /// is that are selected; a process without a status (gone) is not.
+    #[test]
+    fn a_cgroup_bound_by_its_user_selects_only_that_users_processes() {
+        let dir = std::env::temp_dir().join(format!("terrace-cgroup-owner-{}", std::process::id()));
+        let (cgroup, proc_root) = (dir.join("cg"), dir.join("proc"));
+        fs::create_dir_all(cgroup.join("sub")).unwrap();
+        fs::write(cgroup.join("cgroup.procs"), "7\n12\n30\n").unwrap();
+        fs::write(cgroup.join("sub/cgroup.procs"), "41\n").unwrap();
+        for (pid, uid) in [(7, 1000), (12, 0), (41, 1000)] {
+            fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+            let status = format!("Name:\tp{pid}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t0\t0\t0\t0\n");
+            fs::write(proc_root.join(pid.to_string()).join("status"), status).unwrap();
+        }
+        let select = |owner| Selection::Cgroup { dir: cgroup.clone(), owner }.find(&proc_root, 0);
+        assert_eq!(select(Some(1000)), vec![7, 41], "root's 12 and the gone 30 are left out");
+        assert_eq!(select(Some(0)), vec![12]);
+        assert_eq!(select(Some(1001)), Vec::<i32>::new());
+        assert_eq!(select(None), vec![7, 12, 30, 41], "without an owner, every pid listed");
         fs::remove_dir_all(&dir).unwrap();
     }
 }

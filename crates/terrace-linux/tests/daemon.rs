@@ -1,7 +1,7 @@
 //! The daemon core on a temporary socket, in this process: malformed requests get an error reply
-//! and a closed connection while the daemon answers on; binding fails with a clear error on a
-//! host with one memory tier (the development machines) and succeeds on two (the guest, which
-//! runs these tests too); stale sockets are replaced, live ones are not; shutdown removes the
+//! and a closed connection while the daemon answers on; binding a process or a cgroup fails with a
+//! clear error on a host with one memory tier (the development machines) and succeeds on two (the
+//! guest, which runs these tests too); stale sockets are replaced, live ones are not; shutdown removes the
 //! socket. Managing a real process on two tiers is tested in the guest's cases (tests/vm).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -117,6 +117,8 @@ fn malformed_requests_get_an_error_and_the_daemon_answers_on() {
         (b"{\"op\":\"frob\"}\n", "frob"),
         (b"{\"op\":\"bind\"}\n", "pid"),
         (b"{\"op\":\"bind\",\"pid\":\"me\"}\n", "bad request"),
+        (b"{\"op\":\"bind-cgroup\"}\n", "cgroup"),
+        (b"{\"op\":\"unbind-cgroup\",\"pid\":3}\n", "pid"),
         (b"\xff\xfe\x00\n", "not JSON"),
         (b"{\"op\":\"list\"", "not JSON"), // no newline, then EOF
         (&long, "longer than"),
@@ -176,6 +178,45 @@ fn binding_says_why_it_cannot() {
     assert_error(&d.ask(&Request::Unbind { pid: me }), "not managed");
     let list = d.ask(&Request::List);
     assert_eq!(list.processes, Some(vec![]), "a refused bind leaves nothing behind");
+}
+
+/// A cgroup is refused in one line when it is not a cgroup v2 directory, not absolute, not the
+/// caller's, or (on one tier) not placeable; on two tiers (the guest) a directory laid out like
+/// cgroupfs is bound and unbound. Managing a cgroup's processes is tested in the unit tests
+/// (daemon.rs) and in the guest (tests/vm/cases/32-daemon-binds-a-cgroup.sh).
+#[test]
+fn binding_a_cgroup_says_why_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Running::start(&dir.path().join("t.sock"));
+    let bind = |cgroup: &Path| Request::BindCgroup { cgroup: cgroup.to_path_buf(), policy: None };
+    assert_error(&d.ask(&bind(&dir.path().join("missing"))), "is not a directory");
+    assert_error(&d.ask(&bind(dir.path())), "has no cgroup.procs, so it is not a cgroup v2 directory");
+    assert_error(&d.ask(&bind(Path::new("batch"))), "give the cgroup's absolute path");
+    let cg = dir.path().join("batch");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(cg.join("cgroup.procs"), "").unwrap();
+    assert_error(
+        &d.ask(&Request::BindCgroup { cgroup: cg.clone(), policy: Some("nope".into()) }),
+        "unknown policy 'nope'",
+    );
+    let r = d.ask(&bind(&cg));
+    if terrace_linux::daemon::live_tiers(&Config::default()).is_err() {
+        assert!(!r.ok, "{r:?}");
+        let e = r.error.unwrap();
+        assert!(e.contains("single memory tier") || e.contains("NUMA topology"), "{e}");
+    } else {
+        assert!(r.ok, "{r:?}");
+        let listed = d.ask(&Request::List).processes.unwrap();
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!((listed[0].pid, listed[0].processes), (0, 0));
+        assert!(d.ask(&Request::UnbindCgroup { cgroup: cg.clone() }).ok);
+    }
+    assert_error(&d.ask(&Request::UnbindCgroup { cgroup: cg.clone() }), "is not managed by this daemon");
+    let root_cgroup = Path::new("/sys/fs/cgroup");
+    if !nix::unistd::getuid().is_root() && root_cgroup.join("cgroup.procs").is_file() {
+        assert_error(&d.ask(&bind(root_cgroup)), "permission denied: uid");
+    }
+    assert_eq!(d.ask(&Request::List).processes, Some(vec![]), "a refused bind leaves nothing behind");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! `terrace daemon`, `terrace bind`, `terrace unbind`: a long-running manager of several
-//! processes, and the commands that hand processes to it over its Unix socket.
+//! processes, and the commands that hand processes (or cgroups) to it over its Unix socket.
 // Without the live machine the arguments are parsed (the CLI is the same) but not used.
 #![cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
 
@@ -30,9 +30,19 @@ pub struct DaemonArgs {
 #[derive(Args, Debug)]
 pub struct BindArgs {
     /// Process to manage (bind) or to stop managing (unbind).
-    #[arg(required_unless_present = "raw", value_parser = parse_pid, allow_negative_numbers = true)]
+    #[arg(
+        required_unless_present_any = ["raw", "cgroup"],
+        value_parser = parse_pid,
+        allow_negative_numbers = true
+    )]
     pub pid: Option<i32>,
-    /// Policy for this process, a name or `NAME:key=value,...` (bind only; default: the daemon's).
+    /// A cgroup v2 directory instead of a process: every process in it and in the cgroups below
+    /// it, as they come and go, managed as one group with one policy and one fast-tier share.
+    /// Root may bind any cgroup; a user one delegated to them, and then only their processes.
+    #[arg(long, value_name = "DIR", conflicts_with = "pid")]
+    pub cgroup: Option<PathBuf>,
+    /// Policy for this process or cgroup, a name or `NAME:key=value,...` (bind only; default:
+    /// the daemon's).
     #[arg(long, short)]
     pub policy: Option<String>,
     /// The daemon's socket (default: from --config, else /run/terrace.sock).
@@ -43,7 +53,7 @@ pub struct BindArgs {
     pub config: Option<PathBuf>,
     /// Send LINE to the daemon as it is (`-`: read it from stdin) and print its raw reply; for
     /// testing the protocol.
-    #[arg(long, value_name = "LINE", hide = true, conflicts_with_all = ["pid", "policy"])]
+    #[arg(long, value_name = "LINE", hide = true, conflicts_with_all = ["pid", "policy", "cgroup"])]
     pub raw: Option<String>,
 }
 
@@ -86,26 +96,40 @@ pub fn daemon(args: DaemonArgs) -> Result<()> {
     Ok(())
 }
 
+/// A cgroup directory as the daemon takes it: absolute (the daemon runs elsewhere), and with
+/// symbolic links resolved where it exists.
+fn cgroup_path(dir: &std::path::Path) -> PathBuf {
+    std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).unwrap_or_else(|_| dir.to_path_buf())
+}
+
 #[cfg(all(feature = "live", target_os = "linux"))]
 pub fn bind(args: BindArgs) -> Result<()> {
-    let pid = args.pid;
     let policy = args.policy.clone();
-    request(args, |pid| Request::Bind { pid, policy }, pid)
+    let req = match (&args.cgroup, args.pid) {
+        (Some(dir), _) => Some(Request::BindCgroup { cgroup: cgroup_path(dir), policy }),
+        (None, Some(pid)) => Some(Request::Bind { pid, policy }),
+        (None, None) => None,
+    };
+    request(args, req)
 }
 
 #[cfg(all(feature = "live", target_os = "linux"))]
 pub fn unbind(args: BindArgs) -> Result<()> {
     if args.policy.is_some() {
-        bail!("unbind takes no --policy (the process keeps its pages where they are)");
+        bail!("unbind takes no --policy (the pages stay where they are)");
     }
-    let pid = args.pid;
-    request(args, |pid| Request::Unbind { pid }, pid)
+    let req = match (&args.cgroup, args.pid) {
+        (Some(dir), _) => Some(Request::UnbindCgroup { cgroup: cgroup_path(dir) }),
+        (None, Some(pid)) => Some(Request::Unbind { pid }),
+        (None, None) => None,
+    };
+    request(args, req)
 }
 
 /// Sends one request (or the raw line) and prints the answer: the daemon's message on success,
 /// its error (as this command's error) otherwise.
 #[cfg(all(feature = "live", target_os = "linux"))]
-fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) -> Result<()> {
+fn request(args: BindArgs, req: Option<Request>) -> Result<()> {
     let socket = match (&args.socket, &args.config) {
         (Some(s), _) => s.clone(),
         (None, Some(c)) => Config::load(c)?.daemon.socket,
@@ -127,8 +151,8 @@ fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) 
             Err(e) => bail!("the daemon's reply is not a reply: {e}"),
         };
     }
-    let pid = pid.expect("clap requires a pid without --raw");
-    let mut line = make(pid).to_line();
+    let req = req.expect("clap requires a pid or --cgroup without --raw");
+    let mut line = req.to_line();
     line.push('\n');
     let reply = control::call(&socket, line.as_bytes(), REPLY_TIMEOUT)?;
     let reply: Reply = serde_json::from_str(&reply)
@@ -143,6 +167,17 @@ fn request(args: BindArgs, make: impl FnOnce(i32) -> Request, pid: Option<i32>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_is_sent_as_an_absolute_path() {
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(cgroup_path(std::path::Path::new("no-such-cgroup")), here.join("no-such-cgroup"));
+        assert_eq!(cgroup_path(std::path::Path::new("/sys/fs/cgroup/x")), PathBuf::from("/sys/fs/cgroup/x"));
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("sub")).unwrap();
+        assert_eq!(cgroup_path(&real.join("sub/..")), real, "resolved where it exists");
+    }
 
     #[test]
     fn a_pid_is_a_positive_whole_number() {

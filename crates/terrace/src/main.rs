@@ -60,9 +60,9 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Manage several processes, handed over with `terrace bind`, until stopped.
     Daemon(daemon_cmd::DaemonArgs),
-    /// Ask the daemon to manage a running process.
+    /// Ask the daemon to manage a running process, or every process of a cgroup (--cgroup).
     Bind(daemon_cmd::BindArgs),
-    /// Ask the daemon to stop managing a process (its pages stay where they are).
+    /// Ask the daemon to stop managing a process or a cgroup (the pages stay where they are).
     Unbind(daemon_cmd::BindArgs),
 }
 

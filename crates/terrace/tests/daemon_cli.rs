@@ -67,6 +67,35 @@ fn bind_talks_to_the_daemon_and_says_why_it_cannot() {
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8(out.stdout).unwrap().contains("\"processes\":[]"));
 
+    // A cgroup instead of a pid: the same one-line errors. The path goes absolute.
+    let cg = dir.path().join("batch");
+    std::fs::create_dir(&cg).unwrap();
+    std::fs::write(cg.join("cgroup.procs"), "").unwrap();
+    let out = terrace()
+        .current_dir(dir.path())
+        .args(["bind", "--cgroup", "batch", "--socket", s])
+        .output()
+        .unwrap();
+    let err = one_line_error(&out);
+    assert!(err.contains("single memory tier") || err.contains("NUMA topology"), "{err}");
+    let out =
+        terrace().current_dir(dir.path()).args(["bind", "--cgroup", ".", "--socket", s]).output().unwrap();
+    assert!(one_line_error(&out).contains("has no cgroup.procs, so it is not a cgroup v2 directory"));
+    let out = terrace()
+        .current_dir(dir.path())
+        .args(["unbind", "--cgroup", "batch", "--socket", s])
+        .output()
+        .unwrap();
+    let real = std::fs::canonicalize(&cg).unwrap();
+    assert!(one_line_error(&out).contains(&format!("cgroup {} is not managed", real.display())));
+    // Exactly one of a pid and --cgroup.
+    let out = terrace().args(["bind", &pid, "--cgroup", "/sys/fs/cgroup", "--socket", s]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"), "{out:?}");
+    let out = terrace().args(["bind", "--socket", s]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("required"), "{out:?}");
+
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
     // SAFETY: a plain kill(2) of our own child.
@@ -87,5 +116,8 @@ fn without_a_daemon_bind_says_how_to_start_one() {
         "{err}"
     );
     let err = one_line_error(&terrace().args(["unbind", "1", "--policy", "age"]).output().unwrap());
+    assert!(err.contains("no --policy"), "{err}");
+    let err =
+        one_line_error(&terrace().args(["unbind", "--cgroup", "/x", "--policy", "age"]).output().unwrap());
     assert!(err.contains("no --policy"), "{err}");
 }
