@@ -907,6 +907,11 @@ impl Machine for LiveMachine {
             .count() as u64;
         applied.bytes_copied = applied.pages_moved * self.info.page_size.bytes();
         applied.time_ns = (self.start.elapsed() - now).as_nanos() as u64;
+        // What the policy (and the next plan's check, should it come before an observation) sees
+        // is where the pages are now.
+        if applied.pages_moved > 0 {
+            self.assemble();
+        }
         self.stats.plans += 1;
         self.stats.migration_seconds += applied.time_ns as f64 * 1e-9;
         applied
