@@ -863,7 +863,7 @@ fn short_diff(old: &[&str], new: &[&str], limit: usize) -> String {
         if i < n && j < m && old[i] == new[j] {
             i += 1;
             j += 1;
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+        } else if j < m && (i == n || lcs[i][j + 1] > lcs[i + 1][j]) {
             lines.push(format!("    + {}", new[j]));
             j += 1;
         } else {
@@ -905,7 +905,8 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
         size_scale: 1.0,
     };
     let profile = machine.profile()?;
-    eprintln!("terrace: reproduce: {} runs for {} tables", pairs.len(), tables.len());
+    let n = tables.len();
+    eprintln!("terrace: reproduce: {} runs for {n} table{}", pairs.len(), if n == 1 { "" } else { "s" });
     let results = run_pairs(&machine, &profile, &pairs)?;
     let mut reports = HashMap::new();
     let mut failures = Vec::new();
@@ -1103,7 +1104,7 @@ mod tests {
         let differ = differences(text, &found, &rendered);
         assert_eq!(differ.len(), 1);
         assert_eq!(differ[0].0.name, "a");
-        assert_eq!(differ[0].1, "    + | 2 |\n    - | 1 |");
+        assert_eq!(differ[0].1, "    - | 1 |\n    + | 2 |");
         let (new, changed) = rewrite(text, &found, &rendered);
         assert_eq!(changed, vec!["a".to_string()]);
         assert_eq!(
@@ -1120,8 +1121,8 @@ mod tests {
     fn the_diff_shows_only_changed_lines() {
         let old = ["| a | 1 |", "| b | 2 |", "| c | 3 |"];
         let new = ["| a | 1 |", "| b | 4 |", "| c | 3 |", "| d | 5 |"];
-        assert_eq!(short_diff(&old, &new, 10), "    + | b | 4 |\n    - | b | 2 |\n    + | d | 5 |");
-        assert_eq!(short_diff(&old, &new, 1), "    + | b | 4 |\n    ... and 2 more changed lines");
+        assert_eq!(short_diff(&old, &new, 10), "    - | b | 2 |\n    + | b | 4 |\n    + | d | 5 |");
+        assert_eq!(short_diff(&old, &new, 1), "    - | b | 2 |\n    ... and 2 more changed lines");
     }
 
     #[test]
