@@ -28,11 +28,11 @@ enum Recipe {
     Gups {
         hot_mib: u64,
     },
-    /// `fast_multiple`: the array is this many times Ambix's fast tier; `None` = the 64 GB array.
+    /// `array`: the array's bytes at the built-in size; `None` = the 64 GB array.
     Pmbench {
         sigma: f64,
         reads: f64,
-        fast_multiple: Option<u64>,
+        array: Option<u64>,
     },
     Stream(Kernel),
     Npb(npb::Kernel, npb::Size),
@@ -50,7 +50,7 @@ struct Entry {
 }
 
 const fn pmbench(name: &'static str, summary: &'static str, sigma: f64, reads: f64) -> Entry {
-    Entry { name, summary, recipe: Recipe::Pmbench { sigma, reads, fast_multiple: None } }
+    Entry { name, summary, recipe: Recipe::Pmbench { sigma, reads, array: None } }
 }
 
 /// The hand-written entries; `entries` appends the generated sweeps.
@@ -69,6 +69,11 @@ const FIXED: &[Entry] = &[
         name: "gups-hot32",
         summary: "GUPS as `gups` with a 32 MiB hot set (hot-set sweep)",
         recipe: Recipe::Gups { hot_mib: 32 },
+    },
+    Entry {
+        name: "gups-hot64",
+        summary: "GUPS as `gups` with a 64 MiB hot set, larger than the 48 MiB fast tier (hot-set sweep)",
+        recipe: Recipe::Gups { hot_mib: 64 },
     },
     pmbench(
         "pmbench-s12-r50",
@@ -139,6 +144,10 @@ const PMBENCH_SIGMAS: [(&str, f64); 2] = [("s12", 0.125), ("s25", 0.25)];
 const PMBENCH_READS: [u32; 3] = [20, 50, 80];
 /// Footprints of the pmbench sweep, as multiples of the fast tier (the issue's 1x to 8x).
 const PMBENCH_MULTIPLES: [u64; 4] = [1, 2, 4, 8];
+/// The seed's smallest array, 32 GB scaled (1.19x the fast tier): the one size of Ambix §5.5.1
+/// that the multiples do not stand for, since at 1x first touch leaves no page in the slow tier
+/// and the seed's 32 GB run left 5 GB there.
+const PMBENCH_SEED_SMALLEST_GB: u64 = 32;
 
 /// A generated name or summary, made once per process and kept for its lifetime.
 fn leak(s: String) -> &'static str {
@@ -164,10 +173,19 @@ fn entries() -> &'static [Entry] {
                         recipe: Recipe::Pmbench {
                             sigma,
                             reads: f64::from(reads) / 100.0,
-                            fast_multiple: Some(m),
+                            array: Some(m * pmbench::FAST_TIER),
                         },
                     });
                 }
+                let gb = PMBENCH_SEED_SMALLEST_GB;
+                v.push(Entry {
+                    name: leak(format!("pmbench-{s}-r{reads}-{gb}g")),
+                    summary: leak(format!(
+                        "pmbench as `pmbench-{s}-r{reads}` over {gb} MiB, the seed's {gb} GB array \
+                         scaled (1.19x the fast tier; Ambix §5.5.1)"
+                    )),
+                    recipe: Recipe::Pmbench { sigma, reads: f64::from(reads) / 100.0, array: Some(gb << 20) },
+                });
             }
         }
         for kernel in npb::KERNELS {
@@ -235,9 +253,8 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
 fn generate(entry: &Entry, name: &str, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
     Ok(match entry.recipe {
         Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
-        Recipe::Pmbench { sigma, reads, fast_multiple } => {
-            let array = fast_multiple.map_or(pmbench::DEFAULT_ARRAY, |m| m * pmbench::FAST_TIER);
-            pmbench::build(name, array, sigma, reads, seed, size_scale)?
+        Recipe::Pmbench { sigma, reads, array } => {
+            pmbench::build(name, array.unwrap_or(pmbench::DEFAULT_ARRAY), sigma, reads, seed, size_scale)?
         }
         Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
         Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
@@ -305,6 +322,24 @@ mod tests {
         }
         let names: Vec<&str> = list().iter().map(|s| s.name).collect();
         assert!(DEFAULT_SUITE.iter().all(|n| names.contains(n)));
+    }
+
+    /// The grid points docs/policies.md's reproductions need beyond the sweeps' multiples: the
+    /// seed's 32 GB pmbench array (Ambix §5.5.1) and a GUPS hot set above the fast tier (HPWP
+    /// §6.2, Fig 8).
+    #[test]
+    fn the_seeds_grid_points_build_at_their_sizes() {
+        for s in ["s12", "s25"] {
+            for r in [20, 50, 80] {
+                let w = build(&format!("pmbench-{s}-r{r}-32g"), 1, 1.0).unwrap();
+                let i = w.info();
+                assert_eq!((i.footprint_bytes, i.suggested_fast_bytes, i.threads), (32 << 20, 27 << 20, 32));
+            }
+        }
+        let w = build("gups-hot64", 1, 1.0).unwrap();
+        let i = w.info();
+        assert_eq!((i.footprint_bytes, i.suggested_fast_bytes), (128 << 20, 48 << 20));
+        assert!(i.description.ends_with("90% to a 64 MiB hot set"), "{}", i.description);
     }
 
     #[test]

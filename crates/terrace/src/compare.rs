@@ -6,8 +6,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::PathBuf;
-use terrace_sim::RunReport;
+use terrace_sim::{Profile, RunReport};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -76,19 +77,9 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     };
     let profile = args.machine.profile()?;
     let policies = policies(&args, &profile)?;
-    let mut total = 0u64;
-    for w in &workloads {
-        total = total
-            .saturating_add(args.machine.source(w)?.info().accesses.saturating_mul(policies.len() as u64));
-    }
-    let pairs: Vec<(&String, &String)> =
-        workloads.iter().flat_map(|w| policies.iter().map(move |p| (w, p))).collect();
-    let results: Vec<Result<RunReport>> = table::with_progress(total, |progress| {
-        pairs
-            .par_iter()
-            .map(|(w, p)| run_one(&args.machine, &profile, w, p, Some(progress.clone())))
-            .collect()
-    });
+    let pairs: Vec<(String, String)> =
+        workloads.iter().flat_map(|w| policies.iter().map(move |p| (w.clone(), p.clone()))).collect();
+    let results = run_pairs(&args.machine, &profile, &pairs)?;
     let mut reports = Vec::new();
     let mut failures = Vec::new();
     for r in results {
@@ -153,6 +144,41 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     }
     args.machine.note_oversized_fast_tier();
     Ok(())
+}
+
+/// Runs every (workload, policy) pair in parallel (rayon, one pair per task, the pairs of most
+/// accesses first so that a long run does not start last), under one progress bar over all their
+/// accesses. The results are in the order of `pairs`. Fails before running anything if a workload
+/// cannot be built.
+pub fn run_pairs(
+    machine: &MachineArgs,
+    profile: &Profile,
+    pairs: &[(String, String)],
+) -> Result<Vec<Result<RunReport>>> {
+    let mut accesses: HashMap<&str, u64> = HashMap::new();
+    for (w, _) in pairs {
+        if !accesses.contains_key(w.as_str()) {
+            accesses.insert(w, machine.source(w)?.info().accesses);
+        }
+    }
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(accesses[pairs[i].0.as_str()]));
+    let total = pairs.iter().fold(0u64, |t, (w, _)| t.saturating_add(accesses[w.as_str()]));
+    let done: Vec<(usize, Result<RunReport>)> = table::with_progress(total, |progress| {
+        order
+            .par_iter()
+            .with_max_len(1)
+            .map(|&i| {
+                let (w, p) = &pairs[i];
+                (i, run_one(machine, profile, w, p, Some(progress.clone())))
+            })
+            .collect()
+    });
+    let mut results: Vec<Option<Result<RunReport>>> = (0..pairs.len()).map(|_| None).collect();
+    for (i, r) in done {
+        results[i] = Some(r);
+    }
+    Ok(results.into_iter().map(|r| r.expect("every pair ran")).collect())
 }
 
 /// The policy specs to run: those named (or the default comparison, unless only a sweep is

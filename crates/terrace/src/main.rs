@@ -6,6 +6,7 @@ mod bench_tracking;
 mod compare;
 mod daemon_cmd;
 mod doctor_cmd;
+mod reproduce;
 mod run_cmd;
 mod run_spec;
 mod table;
@@ -39,6 +40,8 @@ enum Command {
     Sim(run_spec::SimArgs),
     /// Simulate every workload under every policy (in parallel) and print one row per pair.
     Compare(compare::CompareArgs),
+    /// Run every reproduction of docs/policies.md and print its tables (--check FILE, --write FILE).
+    Reproduce(reproduce::ReproduceArgs),
     /// List the built-in workloads, the default suite, the policies or the machine profiles.
     List {
         #[arg(value_enum)]
@@ -137,11 +140,13 @@ fn list_params() {
     );
 }
 
-/// Runs a command; only doctor has an exit status of its own (its report says whether live
-/// placement can run here), every other command succeeds or fails.
+/// Runs a command; only doctor and reproduce have an exit status of their own (doctor's report
+/// says whether live placement can run here, reproduce --check whether a table differs), every
+/// other command succeeds or fails.
 fn run(cli: Cli) -> Result<ExitCode> {
     let done = match cli.command {
         Command::Doctor(args) => return doctor_cmd::run(args),
+        Command::Reproduce(args) => return reproduce::reproduce(args),
         Command::Sim(args) => run_spec::sim(args),
         Command::Compare(args) => compare::compare(args),
         Command::List { what, params } => list(what, params),

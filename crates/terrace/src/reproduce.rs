@@ -1,0 +1,1204 @@
+//! `terrace reproduce`: every table of docs/policies.md that comes from simulated runs, made from
+//! the runs. Each table is printed as the markdown the doc holds, between
+//! `<!-- reproduce: NAME -->` and `<!-- /reproduce -->`; `--check FILE` compares every marked
+//! block of FILE with what the runs give now, and `--write FILE` rewrites the blocks in place.
+//!
+//! The runs are `terrace compare`'s (`compare::run_pairs`: in parallel, one progress bar) on the
+//! default profile, each workload's seed-sized fast tier, generator seed 1. Everything derived
+//! (geometric means, ratios, hit rates, improvements of average access latency) is computed here
+//! from the runs. The seeds' figures are constants below, each citing its section: they are the
+//! seeds' data, not values fitted to anything.
+
+use crate::compare::run_pairs;
+use crate::run_spec::MachineArgs;
+use crate::table::human_time;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use terrace_sim::{human_bytes, RunReport};
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// Compare every marked table of FILE with what the runs give now; exit 1 naming each table
+    /// that differs, with a short diff.
+    #[arg(long, value_name = "FILE", conflicts_with = "write")]
+    pub check: Option<PathBuf>,
+    /// Rewrite every marked table of FILE in place; nothing outside the markers changes.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Only these tables (comma-separated or repeated; `--list` names them).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Name every table, what it reproduces and how many runs it takes; run nothing.
+    #[arg(long, conflicts_with_all = ["check", "write"])]
+    pub list: bool,
+}
+
+/// One generated table of docs/policies.md.
+struct Table {
+    name: &'static str,
+    /// What it reproduces: the doc's section and the seed's.
+    what: &'static str,
+    /// The (workload, policy) runs it is made from.
+    runs: fn() -> Vec<(String, String)>,
+    render: fn(&Runs) -> String,
+}
+
+/// Every table, in the doc's order.
+const TABLES: &[Table] = &[
+    Table {
+        name: "builtin",
+        what: "The built-in comparison: `terrace compare`, the suite under the default comparison",
+        runs: builtin_runs,
+        render: builtin,
+    },
+    Table {
+        name: "hpwp-gups",
+        what: "hemem and hpwp on the simulator: GUPS across hot-set sizes (HPWP §6.2, Fig 8)",
+        runs: gups_runs,
+        render: hpwp_gups,
+    },
+    Table {
+        name: "hpwp-gups-summary",
+        what: "hemem and hpwp on the simulator: hpwp against hemem per hot set, beside HPWP §6.2",
+        runs: gups_runs,
+        render: hpwp_gups_summary,
+    },
+    Table {
+        name: "kernel-tiering",
+        what: "kernel-tiering on the simulator: the suite under first-touch, kernel-tiering, oracle",
+        runs: kernel_tiering_runs,
+        render: kernel_tiering,
+    },
+    Table {
+        name: "npb",
+        what: "Ambix §5.5.3: NPB speedup over first-touch, geometric mean of BT, FT, MG, CG",
+        runs: npb_runs,
+        render: npb,
+    },
+    Table {
+        name: "npb-kernels",
+        what: "Ambix §5.5.3: NPB speedup over first-touch per kernel and size",
+        runs: npb_runs,
+        render: npb_kernels,
+    },
+    Table {
+        name: "npb-hits",
+        what: "Ambix §5.5.3, Table 5.2: NPB fast-tier hit rates",
+        runs: npb_runs,
+        render: npb_hits,
+    },
+    Table {
+        name: "bfs",
+        what: "Ambix §5.5.2: GAP BFS throughput against first-touch",
+        runs: bfs_runs,
+        render: bfs,
+    },
+    Table {
+        name: "pmbench",
+        what: "Ambix §5.5.1: pmbench, improvement of average access latency over first-touch, every point",
+        runs: pmbench_runs,
+        render: pmbench,
+    },
+    Table {
+        name: "pmbench-seed",
+        what:
+            "Ambix §5.5.1: each figure the seed states about pmbench, beside the same statistic of the model",
+        runs: pmbench_runs,
+        render: pmbench_seed,
+    },
+    Table {
+        name: "kvstore",
+        what: "HPWP §6.3: the FlexKVS-like store across SET shares",
+        runs: kvstore_runs,
+        render: kvstore,
+    },
+];
+
+const FIRST_TOUCH: &str = "first-touch";
+
+/// The reports of a reproduction's runs, by (workload, policy).
+struct Runs(HashMap<(String, String), RunReport>);
+
+impl Runs {
+    fn get(&self, workload: &str, policy: &str) -> &RunReport {
+        self.0
+            .get(&(workload.to_string(), policy.to_string()))
+            .unwrap_or_else(|| panic!("no run of {workload} under {policy}: its table's runs must list it"))
+    }
+    fn time(&self, workload: &str, policy: &str) -> f64 {
+        self.get(workload, policy).runtime_ns
+    }
+    /// Speedup over first-touch (above 1: faster).
+    fn speedup(&self, workload: &str, policy: &str) -> f64 {
+        self.time(workload, FIRST_TOUCH) / self.time(workload, policy)
+    }
+    /// Run time per access: pmbench's average access latency, up to its 32 threads.
+    fn aal(&self, workload: &str, policy: &str) -> f64 {
+        let r = self.get(workload, policy);
+        r.runtime_ns / r.accesses.max(1) as f64
+    }
+}
+
+fn grid(workloads: &[String], policies: &[&str]) -> Vec<(String, String)> {
+    workloads.iter().flat_map(|w| policies.iter().map(move |p| (w.clone(), p.to_string()))).collect()
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A markdown table.
+fn md(header: &[&str], rows: &[Vec<String>]) -> String {
+    let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
+    let mut s = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    s.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    for r in rows {
+        debug_assert_eq!(r.len(), header.len());
+        s.push_str(&line(r));
+    }
+    s
+}
+
+fn times(v: f64) -> String {
+    format!("{v:.2}x")
+}
+
+/// A signed whole percentage: `+47%`, `-2%`, `0%`.
+fn pct(v: f64) -> String {
+    let r = (v * 100.0).round();
+    if r == 0.0 {
+        "0%".into()
+    } else {
+        format!("{:+}%", r as i64)
+    }
+}
+
+/// A signed percentage with one decimal: `+2.7%`.
+fn pct1(v: f64) -> String {
+    format!("{:+.1}%", v * 100.0)
+}
+
+/// A share as a whole percentage, unsigned: `69`.
+fn share(v: f64) -> String {
+    format!("{:.0}", v * 100.0)
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+fn geomean(xs: &[f64]) -> f64 {
+    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+}
+
+/// Share of all program accesses, reads and writes together, served by the fast tier: what the
+/// Ambix thesis' Table 5.2 calls "DRAM Hits".
+fn all_hit_rate(r: &RunReport) -> f64 {
+    let all: u64 = r.tiers.iter().map(|t| t.reads + t.writes).sum();
+    if all == 0 {
+        1.0
+    } else {
+        (r.tiers[0].reads + r.tiers[0].writes) as f64 / all as f64
+    }
+}
+
+// ---- The built-in comparison ----
+
+fn suite() -> Vec<String> {
+    names(terrace_workloads::DEFAULT_SUITE)
+}
+
+fn builtin_runs() -> Vec<(String, String)> {
+    grid(&suite(), terrace_policy::registry::DEFAULT_COMPARISON)
+}
+
+fn builtin(runs: &Runs) -> String {
+    let policies = terrace_policy::registry::DEFAULT_COMPARISON;
+    let mut header = vec!["workload"];
+    header.extend(policies.iter().map(|p| if *p == FIRST_TOUCH { "first-touch (run time)" } else { p }));
+    let rows: Vec<Vec<String>> = suite()
+        .iter()
+        .map(|w| {
+            let mut row = vec![w.clone()];
+            row.extend(policies.iter().map(|p| {
+                if *p == FIRST_TOUCH {
+                    human_time(runs.time(w, p))
+                } else {
+                    times(runs.speedup(w, p))
+                }
+            }));
+            row
+        })
+        .collect();
+    md(&header, &rows)
+}
+
+// ---- hemem and hpwp on GUPS ----
+
+/// The GUPS hot-set sweep: (workload, hot set MiB). HPWP §6.2 (Fig 8) sweeps hot sets below and
+/// above its 48 GB of DRAM without giving the sizes; 8 MiB is its main experiment's.
+const GUPS_HOT_SETS: [(&str, u64); 4] =
+    [("gups", 8), ("gups-hot16", 16), ("gups-hot32", 32), ("gups-hot64", 64)];
+const HEMEM_HPWP: [&str; 3] = ["hemem", "hpwp", FIRST_TOUCH];
+
+fn gups_runs() -> Vec<(String, String)> {
+    grid(&GUPS_HOT_SETS.iter().map(|(w, _)| w.to_string()).collect::<Vec<_>>(), &HEMEM_HPWP)
+}
+
+/// One row per run: the columns `terrace compare` prints that the doc discusses.
+fn detail_rows(runs: &Runs, workloads: &[String], policies: &[&str], stall: bool) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for w in workloads {
+        for p in policies {
+            let r = runs.get(w, p);
+            let mut row = vec![
+                w.clone(),
+                p.to_string(),
+                human_time(r.runtime_ns),
+                times(runs.speedup(w, p)),
+                crate::table::percent(r.fast_read_hit_rate()),
+                crate::table::percent(r.fast_write_hit_rate()),
+                human_bytes(r.slow_bytes_written()),
+                human_bytes(r.bytes_migrated),
+                human_time(r.migration_ns),
+            ];
+            if stall {
+                row.push(human_time(r.tracking_ns));
+                row.push(human_time(r.stall_ns));
+            }
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+const DETAIL_HEADER: [&str; 9] = [
+    "workload",
+    "policy",
+    "run time",
+    "vs first-touch",
+    "fast hit R",
+    "fast hit W",
+    "slow written",
+    "migrated",
+    "t migrate",
+];
+
+fn hpwp_gups(runs: &Runs) -> String {
+    let workloads: Vec<String> = GUPS_HOT_SETS.iter().map(|(w, _)| w.to_string()).collect();
+    md(&DETAIL_HEADER, &detail_rows(runs, &workloads, &HEMEM_HPWP, false))
+}
+
+/// HPWP thesis §6.2 (Fig 8, hot-set sweep): HPWP "performs up to 13% better" than HeMem in GUPS
+/// "with twice as many page migrations".
+const SEED_HPWP_GUPS_GAIN: &str = "up to +13%";
+const SEED_HPWP_GUPS_MIGRATIONS: &str = "about 2x";
+
+fn hpwp_gups_summary(runs: &Runs) -> String {
+    let mut rows: Vec<Vec<String>> = GUPS_HOT_SETS
+        .iter()
+        .map(|(w, hot)| {
+            let fast = runs.get(w, "hemem").fast_capacity_bytes as f64 / f64::from(1 << 20);
+            let migrated =
+                runs.get(w, "hpwp").bytes_migrated as f64 / runs.get(w, "hemem").bytes_migrated.max(1) as f64;
+            vec![
+                w.to_string(),
+                format!("{hot} MiB ({:.2}x the fast tier)", *hot as f64 / fast),
+                pct1(runs.time(w, "hemem") / runs.time(w, "hpwp") - 1.0),
+                times(migrated),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "seed (HPWP §6.2, Fig 8)".into(),
+        "below and above DRAM (sizes not given)".into(),
+        SEED_HPWP_GUPS_GAIN.into(),
+        SEED_HPWP_GUPS_MIGRATIONS.into(),
+    ]);
+    md(&["workload", "hot set", "hpwp vs hemem", "migrated, hpwp / hemem"], &rows)
+}
+
+// ---- kernel-tiering on the simulator ----
+
+const KERNEL_TIERING: [&str; 3] = [FIRST_TOUCH, "kernel-tiering", "oracle"];
+
+fn kernel_tiering_runs() -> Vec<(String, String)> {
+    grid(&suite(), &KERNEL_TIERING)
+}
+
+fn kernel_tiering(runs: &Runs) -> String {
+    let mut header = DETAIL_HEADER.to_vec();
+    header.extend(["t track", "stall"]);
+    md(&header, &detail_rows(runs, &suite(), &KERNEL_TIERING, true))
+}
+
+// ---- Ambix §5.5.3: NPB ----
+
+const NPB_KERNELS: [&str; 4] = ["bt", "ft", "mg", "cg"];
+const NPB_SIZES: [&str; 3] = ["small", "medium", "large"];
+const NPB_POLICIES: [&str; 5] = [FIRST_TOUCH, "memory-mode", "kernel-tiering", "ambix", "all-fast"];
+
+fn npb_name(kernel: &str, size: &str) -> String {
+    format!("npb-{kernel}-{size}")
+}
+
+fn npb_runs() -> Vec<(String, String)> {
+    let workloads: Vec<String> =
+        NPB_KERNELS.iter().flat_map(|k| NPB_SIZES.iter().map(move |s| npb_name(k, s))).collect();
+    grid(&workloads, &NPB_POLICIES)
+}
+
+/// Ambix thesis §5.5.3, "Medium and Large Parametrizations": speedup over ADM-default, the
+/// geometric mean of BT, FT, MG and CG (NPBAVG), as (MemM, autonuma, ambix).
+const SEED_NPB_MEDIUM: [f64; 3] = [1.5, 1.3, 2.7];
+const SEED_NPB_LARGE: [f64; 3] = [2.8, 1.8, 4.4];
+/// Ambix thesis §5.5.3: "In all medium and large workloads, ambix has an average speedup of 3.6x,
+/// compared to autonuma's 1.6x" (the mean of the two sizes' figures), as (autonuma, ambix).
+const SEED_NPB_MEDIUM_AND_LARGE: [f64; 2] = [1.6, 3.6];
+/// Ambix thesis §5.5.3, "Small Workloads": MemM "an average 1.4% throughput penalty"; autonuma
+/// "identical performance to ADM-default in the FT, MG, and CG workloads, but ... 60% lower
+/// throughput in the BT workload"; ambix performs "identically" to MemM on average.
+const SEED_NPB_SMALL_MEMM: f64 = 0.986;
+const SEED_NPB_SMALL_AUTONUMA: [f64; 4] = [0.4, 1.0, 1.0, 1.0];
+
+fn npb_geomean(runs: &Runs, size: &str, policy: &str) -> f64 {
+    geomean(&NPB_KERNELS.iter().map(|k| runs.speedup(&npb_name(k, size), policy)).collect::<Vec<_>>())
+}
+
+fn npb(runs: &Runs) -> String {
+    // The seed's figures as it gives them; autonuma's small one is derived (the geometric mean
+    // of its per-kernel statements), so it is rounded like the model's.
+    let seed = |s: [f64; 3]| format!("{}x / {}x / {}x", s[0], s[1], s[2]);
+    let small = format!(
+        "{SEED_NPB_SMALL_MEMM}x / {} / {SEED_NPB_SMALL_MEMM}x",
+        times(geomean(&SEED_NPB_SMALL_AUTONUMA))
+    );
+    let mut rows = Vec::new();
+    for (size, seed_cell) in
+        [("small", small), ("medium", seed(SEED_NPB_MEDIUM)), ("large", seed(SEED_NPB_LARGE))]
+    {
+        let mut row = vec![size.to_string()];
+        row.extend(
+            ["memory-mode", "kernel-tiering", "ambix"].iter().map(|p| times(npb_geomean(runs, size, p))),
+        );
+        row.push(seed_cell);
+        rows.push(row);
+    }
+    let both = |p: &str| times(mean(&[npb_geomean(runs, "medium", p), npb_geomean(runs, "large", p)]));
+    rows.push(vec![
+        "medium and large (mean of the two)".into(),
+        both("memory-mode"),
+        both("kernel-tiering"),
+        both("ambix"),
+        format!("- / {}x / {}x", SEED_NPB_MEDIUM_AND_LARGE[0], SEED_NPB_MEDIUM_AND_LARGE[1]),
+    ]);
+    md(&["size", "memory-mode", "kernel-tiering", "ambix", "seed (MemM / autonuma / ambix)"], &rows)
+}
+
+/// What Ambix thesis §5.5.3 says of single kernels, by (kernel, size). "Small Workloads": autonuma
+/// -60% on BT and equal to ADM-default on FT, MG and CG; MemM "up to a 3% drop in the
+/// write-intensive FT". "Medium and Large": ambix "an average 1.25x speedup" on BT where autonuma
+/// "fails to improve" it; on CG autonuma "grants better performance than ambix in the medium
+/// parametrization, but falls off in the large one, with a 3x vs. 10x speedup".
+fn seed_npb_kernel(kernel: &str, size: &str) -> &'static str {
+    match (kernel, size) {
+        ("bt", "small") => "autonuma 0.40x",
+        ("bt", _) => "ambix 1.25x (mean of medium and large); autonuma no gain",
+        ("ft", "small") => "MemM 0.97x; autonuma 1.00x",
+        ("mg" | "cg", "small") => "autonuma 1.00x",
+        ("cg", "medium") => "autonuma ahead of ambix",
+        ("cg", "large") => "ambix 10x; autonuma 3x",
+        _ => "-",
+    }
+}
+
+fn npb_kernels(runs: &Runs) -> String {
+    let mut rows = Vec::new();
+    for k in NPB_KERNELS {
+        for s in NPB_SIZES {
+            let w = npb_name(k, s);
+            let mut row = vec![k.to_uppercase(), s.to_string()];
+            row.extend(
+                ["memory-mode", "kernel-tiering", "ambix", "all-fast"]
+                    .iter()
+                    .map(|p| times(runs.speedup(&w, p))),
+            );
+            row.push(seed_npb_kernel(k, s).to_string());
+            rows.push(row);
+        }
+    }
+    md(&["kernel", "size", "memory-mode", "kernel-tiering", "ambix", "all-fast", "seed"], &rows)
+}
+
+/// Ambix thesis Table 5.2: DRAM hit rates in percent, (all accesses, writes), each as
+/// (ADM-default, autonuma, ambix), by kernel and size; PCM counts, migration traffic included.
+const SEED_TABLE_5_2: [(&str, &str, [u32; 3], [u32; 3]); 12] = [
+    ("bt", "small", [100, 53, 100], [100, 35, 100]),
+    ("bt", "medium", [77, 42, 95], [55, 16, 95]),
+    ("bt", "large", [51, 36, 83], [26, 14, 92]),
+    ("ft", "small", [100, 100, 100], [100, 100, 100]),
+    ("ft", "medium", [29, 78, 93], [24, 79, 94]),
+    ("ft", "large", [7, 82, 88], [5, 83, 89]),
+    ("mg", "small", [100, 100, 98], [100, 100, 99]),
+    ("mg", "medium", [45, 44, 48], [43, 42, 49]),
+    ("mg", "large", [29, 28, 31], [28, 28, 30]),
+    ("cg", "small", [100, 100, 100], [100, 100, 100]),
+    ("cg", "medium", [28, 72, 90], [95, 96, 91]),
+    ("cg", "large", [2, 54, 77], [31, 37, 50]),
+];
+/// Ambix thesis Table 5.2's "Average" rows, by size.
+const SEED_TABLE_5_2_AVERAGE: [(&str, [u32; 3], [u32; 3]); 3] = [
+    ("small", [100, 88, 100], [100, 84, 100]),
+    ("medium", [45, 59, 82], [54, 58, 82]),
+    ("large", [22, 50, 70], [23, 41, 65]),
+];
+const NPB_HIT_POLICIES: [&str; 3] = [FIRST_TOUCH, "kernel-tiering", "ambix"];
+
+fn npb_hits(runs: &Runs) -> String {
+    let seed = |all: [u32; 3], writes: [u32; 3]| {
+        format!("{}/{}/{} \\| {}/{}/{}", all[0], all[1], all[2], writes[0], writes[1], writes[2])
+    };
+    let mut rows = Vec::new();
+    for (k, s, all, writes) in SEED_TABLE_5_2 {
+        let w = npb_name(k, s);
+        let mut row = vec![k.to_uppercase(), s.to_string()];
+        row.extend(NPB_HIT_POLICIES.iter().map(|p| {
+            let r = runs.get(&w, p);
+            format!("{} \\| {}", share(all_hit_rate(r)), share(r.fast_write_hit_rate()))
+        }));
+        row.push(seed(all, writes));
+        rows.push(row);
+    }
+    for (s, all, writes) in SEED_TABLE_5_2_AVERAGE {
+        let mut row = vec!["mean".to_string(), s.to_string()];
+        row.extend(NPB_HIT_POLICIES.iter().map(|p| {
+            let reports: Vec<&RunReport> = NPB_KERNELS.iter().map(|k| runs.get(&npb_name(k, s), p)).collect();
+            let all = mean(&reports.iter().map(|r| all_hit_rate(r)).collect::<Vec<_>>());
+            let writes = mean(&reports.iter().map(|r| r.fast_write_hit_rate()).collect::<Vec<_>>());
+            format!("{} \\| {}", share(all), share(writes))
+        }));
+        row.push(seed(all, writes));
+        rows.push(row);
+    }
+    md(
+        &[
+            "kernel",
+            "size",
+            "first-touch (all \\| writes)",
+            "kernel-tiering",
+            "ambix",
+            "seed: ADM-default / autonuma / ambix (all \\| writes)",
+        ],
+        &rows,
+    )
+}
+
+// ---- Ambix §5.5.2: BFS ----
+
+const BFS_SIZES: [&str; 3] = ["small", "medium", "large"];
+const BFS_POLICIES: [&str; 5] = [FIRST_TOUCH, "ambix", "ambix-noswitch", "kernel-tiering", "memory-mode"];
+/// The dynamic configurations of the seed's Figure 5.2 (ambix without Switch is reported apart).
+const BFS_DYNAMIC: [&str; 3] = ["ambix", "kernel-tiering", "memory-mode"];
+
+/// Ambix thesis §5.5.2: the best dynamic configuration per size and its throughput against
+/// ADM-default ("small MemM ... 6.8% lower", "medium ... ambix (17% lower)", "large ... autonuma
+/// (10% lower)"); ADM-default is best at every size.
+const SEED_BFS_BEST: [&str; 3] = ["MemM -6.8%", "ambix -17%", "autonuma -10%"];
+/// Ambix thesis §5.5.2: mean throughput change over the three sizes, in BFS_POLICIES' order after
+/// first-touch: ambix -17.6%, ambix with Switch off -2%, autonuma -16%, MemM -17.8%.
+const SEED_BFS_MEAN: [&str; 4] = ["-17.6%", "-2%", "-16%", "-17.8%"];
+
+fn bfs_runs() -> Vec<(String, String)> {
+    grid(&BFS_SIZES.iter().map(|s| format!("bfs-{s}")).collect::<Vec<_>>(), &BFS_POLICIES)
+}
+
+fn bfs(runs: &Runs) -> String {
+    let change = |w: &str, p: &str| runs.speedup(w, p) - 1.0;
+    let mut rows = Vec::new();
+    for (s, seed_best) in BFS_SIZES.iter().zip(SEED_BFS_BEST) {
+        let w = format!("bfs-{s}");
+        let mut row = vec![s.to_string()];
+        row.extend(BFS_POLICIES[1..].iter().map(|p| pct(change(&w, p))));
+        let best = BFS_DYNAMIC
+            .iter()
+            .max_by(|a, b| change(&w, a).total_cmp(&change(&w, b)))
+            .expect("BFS_DYNAMIC is not empty");
+        row.push(format!("{best} {}", pct(change(&w, best))));
+        row.push(seed_best.to_string());
+        rows.push(row);
+    }
+    let mut row = vec!["mean".to_string()];
+    row.extend(
+        BFS_POLICIES[1..].iter().map(|p| {
+            pct(mean(&BFS_SIZES.iter().map(|s| change(&format!("bfs-{s}"), p)).collect::<Vec<_>>()))
+        }),
+    );
+    row.extend(["".into(), "".into()]);
+    rows.push(row);
+    let mut row = vec!["mean, seed".to_string()];
+    row.extend(SEED_BFS_MEAN.iter().map(|c| c.to_string()));
+    row.extend(["".into(), "".into()]);
+    rows.push(row);
+    md(
+        &[
+            "size",
+            "ambix",
+            "ambix-noswitch",
+            "kernel-tiering",
+            "memory-mode",
+            "best dynamic, model",
+            "best dynamic, seed",
+        ],
+        &rows,
+    )
+}
+
+// ---- Ambix §5.5.1: pmbench ----
+
+const PMBENCH_SIGMAS: [(&str, &str); 2] = [("s12", "12.5%"), ("s25", "25%")];
+const PMBENCH_READS: [u32; 3] = [20, 50, 80];
+/// The footprints: (workload suffix, the seed's array it stands for). Ambix §5.4.1 runs 32, 64,
+/// 128 and 240 GB arrays on 27 GB of DRAM; the registry's 2x, 4x and 8x stand for the last three,
+/// `32g` is the first, scaled; 1x (no page in the slow tier under first touch) is no seed size.
+const PMBENCH_SIZES: [(&str, &str); 5] =
+    [("x1", "-"), ("32g", "32 GB"), ("x2", "64 GB"), ("x4", "128 GB"), ("x8", "240 GB")];
+const PMBENCH_POLICIES: [&str; 4] = [FIRST_TOUCH, "ambix", "kernel-tiering", "memory-mode"];
+
+fn pmbench_name(sigma: &str, reads: u32, size: &str) -> String {
+    format!("pmbench-{sigma}-r{reads}-{size}")
+}
+
+fn pmbench_runs() -> Vec<(String, String)> {
+    let mut workloads = Vec::new();
+    for (s, _) in PMBENCH_SIGMAS {
+        for r in PMBENCH_READS {
+            for (size, _) in PMBENCH_SIZES {
+                workloads.push(pmbench_name(s, r, size));
+            }
+        }
+    }
+    grid(&workloads, &PMBENCH_POLICIES)
+}
+
+/// Improvement of average access latency over first-touch: 1 - AAL_policy / AAL_first-touch.
+fn aal_improvement(runs: &Runs, workload: &str, policy: &str) -> f64 {
+    1.0 - runs.aal(workload, policy) / runs.aal(workload, FIRST_TOUCH)
+}
+
+fn pmbench(runs: &Runs) -> String {
+    let mut rows = Vec::new();
+    for (s, sigma) in PMBENCH_SIGMAS {
+        for r in PMBENCH_READS {
+            for (size, seed_size) in PMBENCH_SIZES {
+                let w = pmbench_name(s, r, size);
+                let ft = runs.get(&w, FIRST_TOUCH);
+                let mut row = vec![
+                    sigma.to_string(),
+                    format!("{r}%"),
+                    format!(
+                        "{} ({:.2}x)",
+                        human_bytes(ft.footprint_bytes),
+                        ft.footprint_bytes as f64 / ft.fast_capacity_bytes as f64
+                    ),
+                    seed_size.to_string(),
+                    format!("{:.1} ns", runs.aal(&w, FIRST_TOUCH)),
+                ];
+                row.extend(PMBENCH_POLICIES[1..].iter().map(|p| pct(aal_improvement(runs, &w, p))));
+                // What ambix's moves cost: the bytes, and the program's stall (shootdowns and tracking).
+                let ambix = runs.get(&w, "ambix");
+                row.extend([human_bytes(ambix.bytes_migrated), human_time(ambix.stall_ns)]);
+                rows.push(row);
+            }
+        }
+    }
+    md(
+        &[
+            "σ",
+            "reads",
+            "footprint (x fast tier)",
+            "seed size",
+            "first-touch AAL",
+            "ambix",
+            "kernel-tiering",
+            "memory-mode",
+            "ambix migrated",
+            "ambix stall",
+        ],
+        &rows,
+    )
+}
+
+/// The figures Ambix thesis §5.5.1 states about pmbench (its Figure 5.1 is a plot without data),
+/// as (statement, the seed's figure). "In the 64-240GB σ = 12.5% workloads ... ambix improves
+/// AAL by 16%, while autonuma improves by 18%. ambix outperforms autonuma in the 64GB workloads,
+/// by an average of 6.3%. However, it is outperformed by 12% in the 128GB workloads, with no
+/// performance difference in the 240GB"; "In the 64-240GB σ = 25% workloads ... an average
+/// improvement of 5 and 6%" (autonuma, ambix); MemM's "AAL is similar in the 64 and 128GB
+/// parametrizations", "in the 240GB parametrization, MemM performance degrades by an average of
+/// 46%", at σ 25% "its frequent cache replacements cause AAL to degrade past the static
+/// ADM-default", and it is best "only ... in the write-intensive σ = 12.5% 128GB workload";
+/// ADM-default's AAL "settling around the 128GB range" at σ 12.5%, and at 32 GB σ 25% "AAL
+/// increases by an average of 25% across all read/write distributions, with a peak increase of
+/// 30% in the write-intensive 20% reads workload".
+const SEED_PMBENCH: [(&str, &str); 14] = [
+    ("ambix over first-touch, σ 12.5%, 64-240 GB (2x-8x, 3 read shares: mean of 9)", "+16%"),
+    ("kernel-tiering (autonuma) over first-touch, same points", "+18%"),
+    ("ambix over first-touch, σ 25%, 64-240 GB (mean of 9)", "+6%"),
+    ("kernel-tiering (autonuma) over first-touch, same points", "+5%"),
+    ("ambix over kernel-tiering (autonuma), σ 12.5%, 64 GB (2x, mean of 3)", "+6.3%"),
+    ("the same at 128 GB (4x)", "-12%"),
+    ("the same at 240 GB (8x)", "0%"),
+    (
+        "memory-mode, σ 12.5%: change in performance (1/AAL) from 64 to 128 GB (2x to 4x), mean of 3",
+        "similar AAL",
+    ),
+    ("memory-mode, σ 12.5%: change in performance from 128 to 240 GB (4x to 8x), mean of 3", "-46%"),
+    ("memory-mode over first-touch, σ 25%, 128 and 240 GB (mean of 6)", "worse than ADM-default"),
+    ("best of ambix, autonuma and MemM at σ 12.5%, 20% reads, 128 GB (4x)", "MemM"),
+    ("first-touch, σ 12.5%: change in performance from 128 to 240 GB (4x to 8x), mean of 3", "similar AAL"),
+    ("first-touch at 32 GB: AAL at σ 25% over σ 12.5%, mean of 3 read shares", "+25%"),
+    ("the same at 20% reads", "+30%"),
+];
+
+fn pmbench_seed(runs: &Runs) -> String {
+    let points = |sigma: &str, reads: &[u32], sizes: &[&str]| -> Vec<String> {
+        let mut v = Vec::new();
+        for r in reads {
+            for size in sizes {
+                v.push(pmbench_name(sigma, *r, size));
+            }
+        }
+        v
+    };
+    let all_reads = PMBENCH_READS;
+    let mean_impr =
+        |ws: &[String], p: &str| mean(&ws.iter().map(|w| aal_improvement(runs, w, p)).collect::<Vec<_>>());
+    let head_to_head = |size: &str| {
+        mean(
+            &points("s12", &all_reads, &[size])
+                .iter()
+                .map(|w| 1.0 - runs.aal(w, "ambix") / runs.aal(w, "kernel-tiering"))
+                .collect::<Vec<_>>(),
+        )
+    };
+    // Change in performance (1 / AAL) of one policy from one size to the next, mean over reads.
+    let perf_change = |sigma: &str, p: &str, from: &str, to: &str| {
+        mean(
+            &all_reads
+                .iter()
+                .map(|r| {
+                    runs.aal(&pmbench_name(sigma, *r, from), p) / runs.aal(&pmbench_name(sigma, *r, to), p)
+                        - 1.0
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let sigma_cost = |r: u32| {
+        runs.aal(&pmbench_name("s25", r, "32g"), FIRST_TOUCH)
+            / runs.aal(&pmbench_name("s12", r, "32g"), FIRST_TOUCH)
+            - 1.0
+    };
+    let big = ["x2", "x4", "x8"];
+    let best_at = |w: &str| {
+        let named = [("ambix", "ambix"), ("kernel-tiering", "autonuma"), ("memory-mode", "MemM")];
+        let (_, seed_name) = named
+            .iter()
+            .min_by(|a, b| runs.aal(w, a.0).total_cmp(&runs.aal(w, b.0)))
+            .expect("three policies");
+        seed_name.to_string()
+    };
+    let model = [
+        pct(mean_impr(&points("s12", &all_reads, &big), "ambix")),
+        pct(mean_impr(&points("s12", &all_reads, &big), "kernel-tiering")),
+        pct(mean_impr(&points("s25", &all_reads, &big), "ambix")),
+        pct(mean_impr(&points("s25", &all_reads, &big), "kernel-tiering")),
+        pct(head_to_head("x2")),
+        pct(head_to_head("x4")),
+        pct(head_to_head("x8")),
+        pct(perf_change("s12", "memory-mode", "x2", "x4")),
+        pct(perf_change("s12", "memory-mode", "x4", "x8")),
+        pct(mean_impr(&points("s25", &all_reads, &["x4", "x8"]), "memory-mode")),
+        best_at(&pmbench_name("s12", 20, "x4")),
+        pct(perf_change("s12", FIRST_TOUCH, "x4", "x8")),
+        pct(mean(&all_reads.iter().map(|r| sigma_cost(*r)).collect::<Vec<_>>())),
+        pct(sigma_cost(20)),
+    ];
+    let rows: Vec<Vec<String>> = SEED_PMBENCH
+        .iter()
+        .zip(model)
+        .map(|((statement, seed), m)| vec![statement.to_string(), seed.to_string(), m])
+        .collect();
+    md(&["Ambix §5.5.1 (improvement of AAL unless said)", "seed", "model"], &rows)
+}
+
+// ---- HPWP §6.3: key-value store ----
+
+const KVSTORE_SETS: [u32; 5] = [10, 30, 50, 70, 90];
+const KVSTORE_POLICIES: [&str; 3] = [FIRST_TOUCH, "hemem", "hpwp"];
+/// HPWP thesis §6.3 (Fig 9): "HPWP provides up to 19% higher throughput than HeMem"; "as the
+/// ratio of set requests increases ... it has a greater performance advantage". The GET:SET
+/// ratios are not listed.
+const SEED_KVSTORE: &str = "up to +19%, growing with the SET share (shares not given)";
+
+fn kvstore_runs() -> Vec<(String, String)> {
+    grid(&KVSTORE_SETS.iter().map(|s| format!("kvstore-set{s}")).collect::<Vec<_>>(), &KVSTORE_POLICIES)
+}
+
+fn kvstore(runs: &Runs) -> String {
+    let row = |label: &str, cell: &dyn Fn(&str) -> String, seed: &str| {
+        let mut r = vec![label.to_string()];
+        r.extend(KVSTORE_SETS.iter().map(|s| cell(&format!("kvstore-set{s}"))));
+        r.push(seed.to_string());
+        r
+    };
+    let rows = vec![
+        row("hemem, speedup over first-touch", &|w| times(runs.speedup(w, "hemem")), "-"),
+        row("hpwp, speedup over first-touch", &|w| times(runs.speedup(w, "hpwp")), "-"),
+        row("hpwp vs hemem", &|w| pct(runs.time(w, "hemem") / runs.time(w, "hpwp") - 1.0), SEED_KVSTORE),
+        row(
+            "migrated, hemem / hpwp",
+            &|w| {
+                let mib = |p: &str| runs.get(w, p).bytes_migrated as f64 / f64::from(1 << 20);
+                format!("{:.0} / {:.0} MiB", mib("hemem"), mib("hpwp"))
+            },
+            "-",
+        ),
+        row(
+            "fast-tier read hits, hemem / hpwp",
+            &|w| {
+                let hits = |p: &str| share(runs.get(w, p).fast_read_hit_rate());
+                format!("{}% / {}%", hits("hemem"), hits("hpwp"))
+            },
+            "-",
+        ),
+    ];
+    let mut header = vec!["SET share".to_string()];
+    header.extend(KVSTORE_SETS.iter().map(|s| format!("{s}%")));
+    header.push("seed (HPWP §6.3)".into());
+    md(&header.iter().map(String::as_str).collect::<Vec<_>>(), &rows)
+}
+
+// ---- Markers, check and write ----
+
+const START: &str = "<!-- reproduce: ";
+const START_TAIL: &str = " -->";
+const END: &str = "<!-- /reproduce -->";
+
+/// A marked block of a file: its name and the line indices of its two markers.
+#[derive(Debug, PartialEq)]
+struct Block {
+    name: String,
+    start: usize,
+    end: usize,
+}
+
+/// The marked blocks of `text`, in order; a marker out of place is an error naming its line.
+fn blocks(path: &Path, text: &str) -> Result<Vec<Block>> {
+    let mut out: Vec<Block> = Vec::new();
+    let mut open: Option<(String, usize)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        let at = || format!("{}:{}", path.display(), i + 1);
+        if let Some(rest) = line.strip_prefix(START) {
+            let name = rest
+                .strip_suffix(START_TAIL)
+                .with_context(|| format!("{}: a start marker is `{START}NAME{START_TAIL}`", at()))?;
+            if let Some((open_name, _)) = &open {
+                bail!("{}: block '{name}' starts inside block '{open_name}' (no `{END}` before it)", at());
+            }
+            if out.iter().any(|b| b.name == name) {
+                bail!("{}: a second block '{name}'; each table appears once", at());
+            }
+            open = Some((name.to_string(), i));
+        } else if line == END {
+            let (name, start) =
+                open.take().with_context(|| format!("{}: `{END}` with no block open", at()))?;
+            out.push(Block { name, start, end: i });
+        }
+    }
+    if let Some((name, start)) = open {
+        bail!("{}:{}: block '{name}' has no `{END}`", path.display(), start + 1);
+    }
+    Ok(out)
+}
+
+/// A block's lines between its markers, without the blank lines around the table.
+fn block_body<'a>(lines: &[&'a str], b: &Block) -> Vec<&'a str> {
+    let mut body: Vec<&str> = lines[b.start + 1..b.end].to_vec();
+    while body.first().is_some_and(|l| l.trim().is_empty()) {
+        body.remove(0);
+    }
+    while body.last().is_some_and(|l| l.trim().is_empty()) {
+        body.pop();
+    }
+    body
+}
+
+/// A table as the lines of its block: a blank line either side, so that markdown sees the
+/// markers and the table apart.
+fn block_lines(table: &str) -> Vec<String> {
+    let mut v = vec![String::new()];
+    v.extend(table.trim_end().lines().map(str::to_string));
+    v.push(String::new());
+    v
+}
+
+/// The lines that differ between `old` and `new`, `-` and `+`, in order (a longest common
+/// subsequence); at most `limit` lines, then how many more.
+fn short_diff(old: &[&str], new: &[&str], limit: usize) -> String {
+    let (n, m) = (old.len(), new.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] =
+                if old[i] == new[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    let mut lines = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && old[i] == new[j] {
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] > lcs[i + 1][j]) {
+            lines.push(format!("    + {}", new[j]));
+            j += 1;
+        } else {
+            lines.push(format!("    - {}", old[i]));
+            i += 1;
+        }
+    }
+    let more = lines.len().saturating_sub(limit);
+    lines.truncate(limit);
+    if more > 0 {
+        lines.push(format!("    ... and {more} more changed lines"));
+    }
+    lines.join("\n")
+}
+
+/// The tables asked for, in the doc's order.
+fn selected(only: &[String]) -> Result<Vec<&'static Table>> {
+    for name in only {
+        if !TABLES.iter().any(|t| t.name == name) {
+            bail!(
+                "no table '{name}'; the tables are {} (`terrace reproduce --list`)",
+                TABLES.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(TABLES.iter().filter(|t| only.is_empty() || only.iter().any(|n| n == t.name)).collect())
+}
+
+/// Runs what the tables need, each (workload, policy) once, and renders them.
+fn render(tables: &[&Table]) -> Result<Vec<String>> {
+    let mut seen = HashSet::new();
+    let pairs: Vec<(String, String)> =
+        tables.iter().flat_map(|t| (t.runs)()).filter(|pair| seen.insert(pair.clone())).collect();
+    let machine = MachineArgs {
+        profile: terrace_sim::DEFAULT_PROFILE.to_string(),
+        fast_capacity: None,
+        slow_capacity: None,
+        seed: 1,
+        size_scale: 1.0,
+    };
+    let profile = machine.profile()?;
+    let n = tables.len();
+    eprintln!("terrace: reproduce: {} runs for {n} table{}", pairs.len(), if n == 1 { "" } else { "s" });
+    let results = run_pairs(&machine, &profile, &pairs)?;
+    let mut reports = HashMap::new();
+    let mut failures = Vec::new();
+    for (pair, r) in pairs.into_iter().zip(results) {
+        match r {
+            Ok(r) => {
+                reports.insert(pair, r);
+            }
+            Err(e) => failures.push(crate::error_line(&e)),
+        }
+    }
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("terrace: {f}");
+        }
+        bail!("{} runs failed (above); no table is made from a partial set of runs", failures.len());
+    }
+    let runs = Runs(reports);
+    Ok(tables.iter().map(|t| (t.render)(&runs)).collect())
+}
+
+pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
+    let tables = selected(&args.only)?;
+    if args.list {
+        for t in &tables {
+            println!("{:<18} {} ({} runs)", t.name, t.what, (t.runs)().len());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(path) = args.check.as_ref().or(args.write.as_ref()) else {
+        for (t, text) in tables.iter().zip(render(&tables)?) {
+            println!("{START}{}{START_TAIL}", t.name);
+            println!("{}", block_lines(&text).join("\n"));
+            println!("{END}\n");
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    // The file's markers are checked before anything long runs.
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let found = blocks(path, &text)?;
+    for b in &found {
+        if !TABLES.iter().any(|t| t.name == b.name) {
+            bail!(
+                "{}:{}: no table '{}'; the tables are {}",
+                path.display(),
+                b.start + 1,
+                b.name,
+                TABLES.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    let missing: Vec<&str> =
+        tables.iter().map(|t| t.name).filter(|n| !found.iter().any(|b| b.name == *n)).collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} has no block for {} (mark where each goes with `{START}NAME{START_TAIL}` and `{END}`)",
+            path.display(),
+            missing.join(", ")
+        );
+    }
+    let rendered = render(&tables)?;
+    let by_name: HashMap<&str, String> = tables.iter().map(|t| t.name).zip(rendered).collect();
+    let count = |n: usize| if n == 1 { "1 table".to_string() } else { format!("{n} tables") };
+    if args.check.is_some() {
+        let differ = differences(&text, &found, &by_name);
+        for (b, diff) in &differ {
+            eprintln!(
+                "terrace: {}:{}: table '{}' differs from what the runs give now:\n{diff}",
+                path.display(),
+                b.start + 1,
+                b.name
+            );
+        }
+        if differ.is_empty() {
+            eprintln!(
+                "terrace: {}: {} checked, each what the runs give now",
+                path.display(),
+                count(tables.len())
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!(
+            "terrace: {} of {} in {} differ: {} (`terrace reproduce --write {}` rewrites them)",
+            differ.len(),
+            count(tables.len()),
+            path.display(),
+            differ.iter().map(|(b, _)| b.name.as_str()).collect::<Vec<_>>().join(", "),
+            path.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let (new_text, changed) = rewrite(&text, &found, &by_name);
+    std::fs::write(path, new_text).with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "terrace: {}: {} of {} rewritten{}",
+        path.display(),
+        changed.len(),
+        count(tables.len()),
+        if changed.is_empty() { String::new() } else { format!(" ({})", changed.join(", ")) }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The blocks of `text` (`found`) whose table differs from the one `rendered` gives for its
+/// name, each with a short diff; blocks `rendered` does not name are not checked.
+fn differences<'a>(
+    text: &str,
+    found: &'a [Block],
+    rendered: &HashMap<&str, String>,
+) -> Vec<(&'a Block, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    found
+        .iter()
+        .filter_map(|b| {
+            let new: Vec<&str> = rendered.get(b.name.as_str())?.trim_end().lines().collect();
+            let old = block_body(&lines, b);
+            (old != new).then(|| (b, short_diff(&old, &new, 12)))
+        })
+        .collect()
+}
+
+/// `text` with the table of every block `rendered` names replaced, and the names of the blocks
+/// whose table changed. Every line outside those blocks' markers is kept as it was.
+fn rewrite(text: &str, found: &[Block], rendered: &HashMap<&str, String>) -> (String, Vec<String>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut next = 0;
+    let mut changed = Vec::new();
+    for b in found {
+        out.extend(lines[next..=b.start].iter().map(|l| l.to_string()));
+        match rendered.get(b.name.as_str()) {
+            Some(new) => {
+                if block_body(&lines, b) != new.trim_end().lines().collect::<Vec<_>>() {
+                    changed.push(b.name.clone());
+                }
+                out.extend(block_lines(new));
+            }
+            None => out.extend(lines[b.start + 1..b.end].iter().map(|l| l.to_string())),
+        }
+        next = b.end;
+    }
+    out.extend(lines[next..].iter().map(|l| l.to_string()));
+    let mut new_text = out.join("\n");
+    if text.ends_with('\n') {
+        new_text.push('\n');
+    }
+    (new_text, changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_sim::TierTotals;
+
+    #[test]
+    fn blocks_are_found_and_bad_markers_refused() {
+        let p = Path::new("doc.md");
+        let text = "a\n<!-- reproduce: one -->\n\n| x |\n\n<!-- /reproduce -->\nb\n<!-- reproduce: two -->\n<!-- /reproduce -->\n";
+        let b = blocks(p, text).unwrap();
+        assert_eq!(
+            b,
+            vec![
+                Block { name: "one".into(), start: 1, end: 5 },
+                Block { name: "two".into(), start: 7, end: 8 }
+            ]
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(block_body(&lines, &b[0]), vec!["| x |"]);
+        assert!(block_body(&lines, &b[1]).is_empty());
+        for (bad, says) in [
+            ("<!-- reproduce: a -->\n<!-- reproduce: b -->\n", "doc.md:2: block 'b' starts inside block 'a'"),
+            ("<!-- /reproduce -->\n", "doc.md:1: `<!-- /reproduce -->` with no block open"),
+            ("x\n<!-- reproduce: a -->\n", "doc.md:2: block 'a' has no `<!-- /reproduce -->`"),
+            (
+                "<!-- reproduce: a -->\n<!-- /reproduce -->\n<!-- reproduce: a -->\n<!-- /reproduce -->\n",
+                "doc.md:3: a second block 'a'",
+            ),
+            ("<!-- reproduce: a\n", "doc.md:1: a start marker is"),
+        ] {
+            let e = blocks(p, bad).unwrap_err().to_string();
+            assert!(e.starts_with(says), "{bad:?}: {e}");
+        }
+    }
+
+    /// --check names each block whose table differs (and only those); --write replaces the
+    /// tables it has and keeps every other line, blank lines and the last newline included.
+    #[test]
+    fn check_names_the_tables_that_differ_and_write_touches_only_their_blocks() {
+        let p = Path::new("doc.md");
+        let text = "# Doc\n\nprose | with a bar\n<!-- reproduce: a -->\n\n| x |\n|---|\n| 1 |\n\n<!-- /reproduce -->\n\
+                    middle\n<!-- reproduce: b -->\n| y |\n<!-- /reproduce -->\n<!-- reproduce: c -->\n\n| z |\n\n<!-- /reproduce -->\nend\n";
+        let found = blocks(p, text).unwrap();
+        let rendered: HashMap<&str, String> =
+            [("a", "| x |\n|---|\n| 2 |\n".to_string()), ("b", "| y |\n".to_string())].into_iter().collect();
+        let differ = differences(text, &found, &rendered);
+        assert_eq!(differ.len(), 1);
+        assert_eq!(differ[0].0.name, "a");
+        assert_eq!(differ[0].1, "    - | 1 |\n    + | 2 |");
+        let (new, changed) = rewrite(text, &found, &rendered);
+        assert_eq!(changed, vec!["a".to_string()]);
+        assert_eq!(
+            new,
+            text.replace("| 1 |", "| 2 |")
+                .replace("<!-- reproduce: b -->\n| y |\n", "<!-- reproduce: b -->\n\n| y |\n\n")
+        );
+        let again = blocks(p, &new).unwrap();
+        assert!(differences(&new, &again, &rendered).is_empty());
+        assert_eq!(rewrite(&new, &again, &rendered), (new.clone(), vec![]));
+    }
+
+    #[test]
+    fn the_diff_shows_only_changed_lines() {
+        let old = ["| a | 1 |", "| b | 2 |", "| c | 3 |"];
+        let new = ["| a | 1 |", "| b | 4 |", "| c | 3 |", "| d | 5 |"];
+        assert_eq!(short_diff(&old, &new, 10), "    - | b | 2 |\n    + | b | 4 |\n    + | d | 5 |");
+        assert_eq!(short_diff(&old, &new, 1), "    - | b | 2 |\n    ... and 2 more changed lines");
+    }
+
+    #[test]
+    fn percentages_are_signed_and_zero_is_plain() {
+        assert_eq!(pct(0.468), "+47%");
+        assert_eq!(pct(-1.113), "-111%");
+        assert_eq!(pct(-0.004), "0%");
+        assert_eq!(pct1(0.0269), "+2.7%");
+        assert!((geomean(&[0.4, 1.0, 1.0, 1.0]) - 0.795).abs() < 1e-3);
+    }
+
+    #[test]
+    fn every_run_names_a_known_workload_and_policy() {
+        let workloads: Vec<&str> = terrace_workloads::list().iter().map(|w| w.name).collect();
+        for t in TABLES {
+            for (w, p) in (t.runs)() {
+                assert!(workloads.contains(&w.as_str()), "{}: unknown workload {w}", t.name);
+                assert_eq!(
+                    terrace_policy::canonical(&p).unwrap(),
+                    p,
+                    "{}: {p} is not a canonical name",
+                    t.name
+                );
+            }
+        }
+    }
+
+    /// Every table renders from exactly the runs it lists (a stand-in report for each), without
+    /// running anything: a table that reads a run it does not list panics here, not after minutes.
+    #[test]
+    fn every_table_renders_from_the_runs_it_lists() {
+        for t in TABLES {
+            let mut reports = HashMap::new();
+            for (i, (w, p)) in (t.runs)().into_iter().enumerate() {
+                let tier = |n: u64| TierTotals { reads: 100 * n, writes: 10 * n, ..TierTotals::default() };
+                let r = RunReport {
+                    workload: w.clone(),
+                    policy: p.clone(),
+                    profile: "optane-2019".into(),
+                    page_bytes: 4096,
+                    footprint_bytes: 54 << 20,
+                    fast_capacity_bytes: 27 << 20,
+                    accesses: 1000,
+                    runtime_ns: 1e6 + i as f64,
+                    tiers: vec![tier(2), tier(1)],
+                    pages_migrated: 1,
+                    bytes_migrated: 4096,
+                    failed_moves: 0,
+                    tlb_shootdowns: 0,
+                    migration_ns: 1.0,
+                    tracking_ns: 1.0,
+                    stall_ns: 1.0,
+                    energy_j: 1.0,
+                };
+                reports.insert((w, p), r);
+            }
+            let text = (t.render)(&Runs(reports));
+            let rows: Vec<&str> = text.lines().collect();
+            assert!(rows.len() >= 3, "{}: {text}", t.name);
+            let columns = rows[0].matches(" | ").count();
+            for r in rows.iter().filter(|r| !r.starts_with("|---")) {
+                assert_eq!(
+                    r.replace("\\|", "").matches(" | ").count(),
+                    columns,
+                    "{}: ragged row {r}",
+                    t.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_names_known_tables() {
+        assert_eq!(selected(&[]).unwrap().len(), TABLES.len());
+        assert_eq!(selected(&["bfs".into()]).unwrap().len(), 1);
+        let e = selected(&["nope".into()]).err().unwrap().to_string();
+        assert!(e.starts_with("no table 'nope'; the tables are builtin, "), "{e}");
+    }
+}

@@ -1,0 +1,89 @@
+//! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
+//!
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 274
+//! simulations of `terrace reproduce --check docs/policies.md`, in parallel on all cores: about
+//! 2 CPU-minutes in the release profile (112 s measured), so about a minute on the 2-core
+//! development machine when idle and 3.5 to 5 minutes as measured while other builds shared it
+//! (`cargo test --release`, as scripts/test runs it). In a debug build (plain `cargo test`, where
+//! `terrace` is built unoptimised) the simulations take about 7 times as long, about 13
+//! CPU-minutes, so there the test is ignored, saying so. The other tests here take well under a
+//! second: they fail before any run.
+//!
+//! When the long test fails, its message names each table that differs, with a short diff. That
+//! is expected after a change to the simulator's model or to a policy: rerun
+//! `cargo run --release -- reproduce --write docs/policies.md`, then re-read the prose beside
+//! each rewritten table against it (docs/policies.md, "Reproducing the seeds' comparisons").
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+
+fn terrace() -> Command {
+    Command::cargo_bin("terrace").unwrap()
+}
+
+fn doc() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/policies.md")
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "13 CPU-minutes unoptimised; runs with `cargo test --release` (scripts/test)"
+)]
+fn every_table_of_docs_policies_md_is_what_terrace_reproduce_prints() {
+    let out = terrace().arg("reproduce").arg("--check").arg(doc()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "docs/policies.md is not what `terrace reproduce` prints now (exit {:?}); \
+         `cargo run --release -- reproduce --write docs/policies.md` rewrites the tables, then \
+         re-read the prose beside each:\n{err}",
+        out.status.code()
+    );
+    assert!(err.contains("11 tables checked, each what the runs give now"), "{err}");
+}
+
+/// Every table the command knows has its block in the doc, and the doc has no block the command
+/// does not know: `--check` refuses either before it runs anything, so `--list` is compared here.
+#[test]
+fn the_doc_marks_every_table_once() {
+    let doc = std::fs::read_to_string(doc()).unwrap();
+    let list = terrace().args(["reproduce", "--list"]).output().unwrap();
+    assert!(list.status.success());
+    let names: Vec<String> = String::from_utf8(list.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 11, "{names:?}");
+    for name in &names {
+        assert_eq!(doc.matches(&format!("<!-- reproduce: {name} -->\n")).count(), 1, "{name}");
+    }
+    assert_eq!(doc.matches("<!-- reproduce: ").count(), names.len());
+    assert_eq!(doc.matches("<!-- /reproduce -->").count(), names.len());
+}
+
+/// Bad requests are refused in one line, before anything runs.
+#[test]
+fn bad_requests_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.md");
+    std::fs::write(&empty, "# nothing marked\n").unwrap();
+    let unknown = dir.path().join("unknown.md");
+    std::fs::write(&unknown, "<!-- reproduce: nope -->\n<!-- /reproduce -->\n").unwrap();
+    let e = empty.to_str().unwrap();
+    let u = unknown.to_str().unwrap();
+    for (args, says) in [
+        (vec!["reproduce", "--only", "nope"], "terrace: no table 'nope'; the tables are builtin, "),
+        (vec!["reproduce", "--only", "bfs", "--check", e], "has no block for bfs (mark where each goes"),
+        (vec!["reproduce", "--write", u], "unknown.md:1: no table 'nope'"),
+        (vec!["reproduce", "--check", "/nonexistent/doc.md"], "cannot read /nonexistent/doc.md"),
+    ] {
+        let out = terrace().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&unknown).unwrap(), "<!-- reproduce: nope -->\n<!-- /reproduce -->\n");
+}
