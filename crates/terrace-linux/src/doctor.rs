@@ -472,10 +472,10 @@ mod live {
                 kind: TrackerKind::UffdWp,
                 available: true,
                 detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP; `terrace run` \
-                         creates the program's descriptor at its first exec, so a wrapper that execs the \
-                         program (env, nice, numactl, sh -c 'exec ...') stops the fault sampler at that exec: \
-                         start the program directly, or put the wrapper outside (`numactl ... terrace run ... \
-                         -- PROGRAM`)"
+                         creates the program's descriptor at its first exec, and a new one inside what a \
+                         wrapper execs (env, numactl, sh -c 'exec ...'), stopping it with ptrace for a few \
+                         system calls (refused if a debugger traces it or it has a seccomp filter of its own: \
+                         sampling stops)"
                     .into(),
                 enable: None,
             },

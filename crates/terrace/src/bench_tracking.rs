@@ -133,7 +133,7 @@ mod live {
     }
 
     /// The first executable called `name` on PATH that is not a script: a wrapper that execs the
-    /// real program (a pyenv shim) would stop the fault sampler at its exec.
+    /// real program (a pyenv shim) would add its own start (a shell, pyenv) to every time.
     fn find(name: &str) -> Option<PathBuf> {
         let path = std::env::var_os("PATH")?;
         std::env::split_paths(&path).map(|d| d.join(name)).find(|p| {

@@ -8,6 +8,10 @@
 //! while the migrator copies them (HPWP §5.3: "write-protects the page during migration");
 //! a write to such a page waits until its copy is done. If Terrace dies, the kernel closes the
 //! descriptor, which lifts every protection and wakes every waiter.
+//!
+//! A userfaultfd acts on one address space: when the program execs, the tracker has a new one
+//! made inside the new program ([`crate::remote_syscall::create_userfaultfd_in_running`]) and the
+//! sampler moves to it ([`WriteFaultSampler::follow`]).
 
 use super::{LiveTracker, ScanView};
 use crate::machine::LiveStats;
@@ -17,6 +21,7 @@ use crate::warn_limit::WarnLimit;
 use rand_core::{Rng as _, SeedableRng};
 use std::collections::HashSet;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -105,19 +110,30 @@ impl WriteFaultSampler {
     /// granule in bytes (4 KiB, or 2 MiB so transparent huge pages are never split).
     pub fn start(uffd: Userfaultfd, unit: u64) -> io::Result<Self> {
         assert!(unit.is_power_of_two() && unit >= 4096, "unit must be a page-size power of two");
+        let shared = Self::shared(uffd, unit, State::default())?;
+        let handler = Self::spawn_handler(Arc::clone(&shared))?;
+        Ok(WriteFaultSampler { shared, handler: Some(handler), rng: SeedableRng::seed_from_u64(0x7e77ace) })
+    }
+
+    /// What the handler and the sampler share, on `uffd` after its API handshake.
+    fn shared(uffd: Userfaultfd, unit: u64, state: State) -> io::Result<Arc<Shared>> {
         let granted = uffd.handshake(UFFD_FEATURE_PAGEFAULT_FLAG_WP)?;
         if granted & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "no userfaultfd write-protect faults"));
         }
-        let shared = Arc::new(Shared {
+        Ok(Arc::new(Shared {
             uffd,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             registered: Mutex::new(Vec::new()),
             unit,
             stop: AtomicBool::new(false),
-        });
-        let s = Arc::clone(&shared);
-        let handler = std::thread::Builder::new().name("terrace-faults".into()).spawn(move || {
+        }))
+    }
+
+    /// The handler thread: resolves every fault of `s`'s descriptor until told to stop or the
+    /// address space is gone.
+    fn spawn_handler(s: Arc<Shared>) -> io::Result<JoinHandle<()>> {
+        std::thread::Builder::new().name("terrace-faults".into()).spawn(move || {
             let mut faults = Vec::new();
             while !s.stop.load(Ordering::Relaxed) {
                 faults.clear();
@@ -130,8 +146,26 @@ impl WriteFaultSampler {
                     }
                 }
             }
-        })?;
-        Ok(WriteFaultSampler { shared, handler: Some(handler), rng: SeedableRng::seed_from_u64(0x7e77ace) })
+        })
+    }
+
+    /// Moves the sampler to `uffd`, a userfaultfd of the address space the program exec'd into:
+    /// a new handler thread reads it and the old one stops. What belonged to the old address
+    /// space is gone with it (its registered ranges, the armed sample, copies in progress, the
+    /// writes not yet taken); the counts go on. Fails, leaving the sampler as it was, if the new
+    /// descriptor refuses write-protect faults.
+    pub fn follow(&mut self, uffd: Userfaultfd) -> io::Result<()> {
+        let counts = self.counts();
+        let state = State { faults: counts.faults, held: counts.held_for_copy, ..State::default() };
+        let shared = Self::shared(uffd, self.shared.unit, state)?;
+        let handler = Self::spawn_handler(Arc::clone(&shared))?;
+        let old = std::mem::replace(&mut self.shared, shared);
+        let old_handler = self.handler.replace(handler);
+        old.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = old_handler {
+            let _ = h.join();
+        }
+        Ok(())
     }
 
     /// Registers every range of `ranges` ([start, end) of anonymous private memory) not yet
@@ -249,9 +283,13 @@ pub struct FaultTracker {
     per_tick: usize,
     /// Whether it samples (else it only guards copies).
     sampling: bool,
-    /// Set when the program exec'd: the descriptor belongs to the address space it left, so
-    /// nothing is registered, sampled or guarded any more.
+    /// Set when the program exec'd and no descriptor could be made in the new program: the one
+    /// left belongs to the address space it left, so nothing is registered, sampled or guarded
+    /// any more.
     lost: bool,
+    /// Makes a userfaultfd inside the running program `pid`, for the address space an exec gave
+    /// it ([`crate::remote_syscall::create_userfaultfd_in_running`]; tests make one of their own).
+    new_descriptor: fn(i32) -> io::Result<OwnedFd>,
     /// Ranges the kernel refused to register, and the warning about them.
     refused: u64,
     refused_warning: WarnLimit,
@@ -266,6 +304,7 @@ impl FaultTracker {
             per_tick: per_tick.max(1),
             sampling,
             lost: false,
+            new_descriptor: crate::remote_syscall::create_userfaultfd_in_running,
             refused: 0,
             refused_warning: WarnLimit::default(),
         })
@@ -298,9 +337,9 @@ impl LiveTracker for FaultTracker {
             };
             let hint = match err.raw_os_error() {
                 Some(libc::EBUSY) => "the program registered it with a userfaultfd of its own, which Terrace leaves alone",
-                Some(libc::ENOMEM) => {
-                    "the sampler's userfaultfd no longer belongs to the program's address space (it exec'd): \
-                     start the program directly with `terrace run`"
+                Some(libc::ENOMEM) | Some(libc::ESRCH) => {
+                    "the sampler's userfaultfd no longer belongs to the program's address space (it exec'd; the \
+                     sampler follows at the next full scan)"
                 }
                 Some(libc::EPERM) => {
                     "the kernel allows write-protect faults only to root or with vm.unprivileged_userfaultfd = 1"
@@ -325,20 +364,32 @@ impl LiveTracker for FaultTracker {
     }
 
     /// A userfaultfd belongs to the address space it was created in: the kernel dropped every
-    /// range registered with it when the program executed another. Following the new program
-    /// would take a new descriptor created inside it, as `terrace run` creates the first one at
-    /// the program's first exec ([`crate::remote_syscall`]); that would mean keeping the program
-    /// traced for its whole life to catch every exec, which Terrace does not do (docs/live.md,
-    /// "When the program execs"). So the sampler stops, says so once, and the machine counts it.
-    fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
+    /// range registered with it when the program executed another. So a new descriptor is made
+    /// inside the new program, which is stopped for that (a few system calls' time) and let go
+    /// ([`crate::remote_syscall::create_userfaultfd_in_running`]), and the sampler moves to it;
+    /// sampling and the copy guard go on. If that is refused (ptrace forbidden, a debugger
+    /// attached, a seccomp filter of the program's own), the sampler stops, says why once, and
+    /// the machine counts it (docs/live.md, "When the program execs").
+    fn address_space_replaced(&mut self, pid: i32) -> Result<(), String> {
         if self.lost {
-            return Ok(()); // said at the first exec
+            return Ok(()); // said at the exec where it stopped
         }
+        let before = self.sampler.counts().faults;
+        let followed =
+            (self.new_descriptor)(pid).and_then(|fd| self.sampler.follow(Userfaultfd::from_fd(fd)));
+        let Err(e) = followed else {
+            tracing::info!(
+                "{}: made a new userfaultfd inside pid {pid} for the program it executed ({before} write faults \
+                 sampled before)",
+                self.name()
+            );
+            return Ok(());
+        };
         self.lost = true;
         let what = if self.sampling { "sampling of writes" } else { "write-protection of copies" };
         Err(format!(
-            "{what} stopped at the exec: the userfaultfd was created inside the program `terrace run` started \
-             (the wrapper), and cannot be created inside the program it executed. Start the program directly \
+            "{what} stopped at the exec: its userfaultfd acts on the address space the program left, and a new \
+             one could not be made inside the program it executed: {e}. Start the program directly \
              (`terrace run --policy P -- PROGRAM`), or put the wrapper outside Terrace \
              (`numactl --membind=1 terrace run --policy P -- PROGRAM`)"
         ))
@@ -416,6 +467,88 @@ mod tests {
         assert_eq!(mem[4096 * 15], 12);
         // SAFETY: unmapping the test's own mapping.
         unsafe { libc::munmap(p.cast(), len) };
+    }
+
+    /// A userfaultfd of this process, as `create_userfaultfd_in_running` makes one in the program.
+    fn descriptor_here(_pid: i32) -> io::Result<OwnedFd> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: userfaultfd takes only flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    /// After `follow` (what an exec leads to) the sampler works on the new descriptor: ranges are
+    /// registered anew, writes are sampled and never lost, copies are guarded, counts go on.
+    #[test]
+    #[ignore = "needs userfaultfd write-protect: runs in the guest (tests/vm)"]
+    fn after_following_a_new_descriptor_writes_are_sampled_and_copies_guarded() {
+        let mut sampler = sampler();
+        let (p, len) = anon(8);
+        // SAFETY: our mapping, every page touched.
+        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        mem.fill(1);
+        let base = p as u64;
+        let pages: Vec<u64> = (0..8).map(|i| base + i * 4096).collect();
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
+        sampler.rearm(&pages, 8);
+        mem[0] = 2;
+        assert_eq!(sampler.take_written(), vec![pages[0]]);
+        // Armed pages left protected by the old descriptor, a write not taken yet.
+        mem[4096] = 3;
+        sampler.follow(Userfaultfd::from_fd(descriptor_here(0).unwrap())).unwrap();
+        assert!(sampler.take_written().is_empty(), "writes of the old address space were kept");
+        // Nothing is registered with the new descriptor yet; writes go through unsampled.
+        mem[2 * 4096] = 4;
+        assert_eq!(sampler.counts().faults, 2, "the counts go on");
+        assert!(sampler.register([(base, base + len as u64)]).is_empty(), "the range registers anew");
+        sampler.rearm(&pages, 8);
+        for i in [3usize, 5] {
+            mem[i * 4096 + 7] = i as u8;
+        }
+        let mut written = sampler.take_written();
+        written.sort_unstable();
+        assert_eq!(written, vec![pages[3], pages[5]]);
+        assert_eq!(sampler.counts().faults, 4);
+        // The copy guard holds writes on the new descriptor.
+        let bases = sampler.begin_copy([pages[6]]);
+        let addr = pages[6] + 9;
+        let writer = std::thread::spawn(move || {
+            // SAFETY: addr lies in the test's live mapping.
+            unsafe { std::ptr::write_volatile(addr as *mut u8, 42) };
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!writer.is_finished(), "the write went through during the copy");
+        sampler.end_copy(&bases);
+        writer.join().unwrap();
+        assert_eq!((mem[4096], mem[2 * 4096], mem[3 * 4096 + 7], mem[6 * 4096 + 9]), (3, 4, 3, 42));
+        assert_eq!(sampler.counts().held_for_copy, 1);
+        drop(sampler);
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+
+    /// The tracker follows an exec with a new descriptor, keeping its copy guard; if none can be
+    /// made it stops, once, with the reason, and guards nothing.
+    #[test]
+    #[ignore = "needs userfaultfd write-protect: runs in the guest (tests/vm)"]
+    fn the_tracker_follows_an_exec_or_says_why_it_cannot() {
+        let uffd = Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK).unwrap();
+        let mut t = FaultTracker::start(uffd, 4096, 8, true).unwrap();
+        t.new_descriptor = descriptor_here;
+        assert_eq!(t.address_space_replaced(1), Ok(()));
+        assert!(t.copy_guard().is_some());
+        t.new_descriptor = |_| Err(io::Error::from_raw_os_error(libc::EPERM));
+        let why = t.address_space_replaced(1).unwrap_err();
+        assert!(
+            why.contains("sampling of writes stopped at the exec") && why.contains("not permitted"),
+            "{why}"
+        );
+        assert!(t.copy_guard().is_none());
+        assert_eq!(t.address_space_replaced(1), Ok(()), "said once");
     }
 
     #[test]
