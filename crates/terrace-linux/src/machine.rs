@@ -388,7 +388,8 @@ impl LiveMachine {
                     continue;
                 }
             };
-            let program = select::Program { memory: &mem, fault_fd: None, huge: self.huge, descendant: true };
+            let fault_fd = self.joining_userfaultfd(pid, &req);
+            let program = select::Program { memory: &mem, fault_fd, huge: self.huge, descendant: true };
             match select::build(&HostKernel, &req, &self.choice, program) {
                 Ok(trackers) => {
                     let exe = std::fs::read_link(self.proc_root.join(pid.to_string()).join("exe"))
@@ -417,6 +418,29 @@ impl LiveMachine {
                     );
                     self.refused.insert(pid);
                 }
+            }
+        }
+    }
+
+    /// A userfaultfd for process `pid` that joins a `terrace run` tree, if the policy's fault
+    /// sampler needs one: created inside it as the fault sampler does after an exec
+    /// ([`crate::remote_syscall::create_userfaultfd_in_running`]; a process Terrace started, or
+    /// one of its descendants, may be traced by it). A cgroup's processes get none (a policy that
+    /// needs one is refused for them), and one that cannot be made leaves the process's writes
+    /// unsampled, which is logged.
+    fn joining_userfaultfd(&self, pid: i32, req: &Requirements) -> Option<Userfaultfd> {
+        if self.selection != Selection::Tree || !needs_userfaultfd(req, self.choice.sampling) {
+            return None;
+        }
+        match crate::remote_syscall::create_userfaultfd_in_running(pid) {
+            Ok(fd) => Some(Userfaultfd::from_fd(fd)),
+            Err(e) => {
+                tracing::warn!(
+                    "{}: pid {pid} joins without a userfaultfd ({e}), so its writes are not sampled and its \
+                     copies not write-protected",
+                    self.program.who()
+                );
+                None
             }
         }
     }

@@ -4,6 +4,8 @@
 # terrace run manages the whole process tree it starts (issue 11 item 2): a shell that starts
 # programs in the background, one of them through a second shell. First two copies of the test
 # program, whose hot pages must each reach node 0 under age as in a direct run (case 26's
+# threshold); then one under hemem, whose fault sampler needs a userfaultfd made inside the
+# child as it joins: its writes must be sampled and its hot huge pages reach node 0 (case 19's
 # threshold); then GNU sort and python3 (copied from the host) started the same way on node 1,
 # whose outputs must be what they print without Terrace, with pages moved in both.
 . /lib/vmtest.sh
@@ -35,6 +37,19 @@ note "tree of two: ${more:-0} processes joined, $moved pages moved, hot on node0
 [ "${more:-0}" -ge 2 ] || fail "tree of two: the done line counts ${more:-0} processes joined, not both programs"
 [ "$h1" -ge 973 ] || fail "tree of two: the first program has only $h1 of 1024 hot pages on node 0"
 [ "$h2" -ge 973 ] || fail "tree of two: the second program (through a second shell) has only $h2 of 1024 hot pages on node 0"
+
+# hemem: the child joins with a userfaultfd of its own, made inside it.
+echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
+printf '[tiers]\nfast_limit_mib = 6\n' >/tmp/limit.toml
+manage 'hemem tree' --policy hemem --config /tmp/limit.toml -- \
+	sh -c "terrace-hotcold --thp --hot-mib 4 --cold-mib 16 --seconds 15 --start-node 1 --report-every 5 >/tmp/out1; echo done"
+grep -q 'hotcold checksum ok' /tmp/out1 || fail "hemem tree: checksum"
+grep -q 'joins without a userfaultfd' /tmp/log && fail "hemem tree: $(grep -m1 'joins without' /tmp/log)"
+faults=$(sed -n 's/.*; \([0-9]*\) sampled write faults.*/\1/p' /tmp/log)
+h=$(hot_on0 /tmp/out1)
+note "hemem tree: $faults write faults sampled, hot on node0: $h/1024"
+[ "${faults:-0}" -gt 0 ] || fail "hemem tree: no write of the child was sampled"
+[ "$h" -ge 973 ] || fail "hemem tree: the child has only $h of 1024 hot pages on node 0"
 
 # Real programs, started the same way.
 sort=$(host_program sort)

@@ -115,7 +115,8 @@ pub struct Program<'a> {
     /// A process that joined the group later (a child of the program, a cgroup's process): the
     /// one kdamond, which Terrace needs to itself, watches the program only, so the referenced
     /// bit falls back to the idle-page bitmap or soft-dirty and reads are not sampled; without a
-    /// userfaultfd its writes are not sampled either. Its choices are logged at debug level
+    /// userfaultfd (the machine makes one inside a process joining a `terrace run` tree where
+    /// the policy needs it) its writes are not sampled either. Its choices are logged at debug level
     /// (the machine says once that it joined and with which trackers).
     pub descendant: bool,
 }
