@@ -861,6 +861,7 @@ impl Machine for LiveMachine {
             samples: &self.samples,
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         }
     }
 
