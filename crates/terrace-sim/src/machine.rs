@@ -672,6 +672,12 @@ impl SimMachine {
         let checked =
             free.check(&self.placement.tiers, self.info.tiers.len(), &mut budget, page_bytes, applied);
         for mv in &checked.moves {
+            // A page the plan has already handed to a mover is in flight too (Plan::check lets
+            // a plan move a page twice; a mover takes it once).
+            if self.page_state[mv.page as usize] != IDLE {
+                applied.fail(MoveFailure::Busy);
+                continue;
+            }
             let from = self.placement.tiers[mv.page as usize];
             let q = self.mover_for(from, mv.to);
             if let Err(why) = self.movers[q].take_move(&mut self.placement, mv.page, from, mv.to, protected) {
@@ -685,6 +691,10 @@ impl SimMachine {
         // A swap needs no free page in either tier (Nimble §3.1.4).
         for ex in &checked.exchanges {
             let (down, up) = (ex.down, ex.up);
+            if self.page_state[down.page as usize] != IDLE || self.page_state[up.page as usize] != IDLE {
+                applied.fail(MoveFailure::Busy);
+                continue;
+            }
             if let Err(why) = self.movers[0].take_exchange(down, up, protected) {
                 applied.fail(why);
                 continue;
