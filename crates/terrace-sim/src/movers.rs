@@ -4,9 +4,9 @@
 //! A mover is a first-in, first-out queue of copies, done one page (or exchanged pair) after
 //! another, each taking its share of the plan's mover time ([`crate::migration::cost`]). The
 //! faulting program threads are one such queue too: their 4 KiB copies share the source tier,
-//! and concurrent 4 KiB migrations gain nothing over one (Nimble §4.2.2-4.2.3), so they land
-//! one after another at one copier's pace, while each faulting thread's wait is charged to the
-//! program (docs/model.md §4, "Movers"). The destination's room is held from the moment the
+//! and concurrent 4 KiB migrations pay off only at large page counts (Nimble §4.2.2-4.2.3), so
+//! they land one after another at one copier's pace, while each faulting thread's wait is
+//! charged to the program (docs/model.md §4, "Movers"). The destination's room is held from the moment the
 //! mover takes a page on; a page queued behind a page leaving the same tier in the same queue
 //! may take that page's room instead (it is copied after the other has left), which is how a
 //! plan that demotes and then promotes fills a full tier. The faulting threads never do that:
