@@ -266,6 +266,7 @@ impl SimMachine {
             pages_not_done: self.movers.iter().map(|m| m.queued_pages).sum(),
             tlb_shootdowns: self.tlb_shootdowns,
             migration_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).sum(),
+            mover_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).collect(),
             move_wait_ns: self.move_wait_ns,
             tracking_ns: self.tracking_ns,
             stall_ns: self.stall_ns,

@@ -48,6 +48,10 @@ pub struct RunReport {
     /// faulting program threads (their times summed). Copies done again after a write raced
     /// them count twice; copying after the program ended does not count.
     pub migration_ns: f64,
+    /// Each mover's part of `migration_ns`: the policy's mover, then its demotion mover if it has
+    /// one. None is ever more than `runtime_ns`.
+    #[serde(default)]
+    pub mover_ns: Vec<f64>,
     /// Program time lost to moves, "t wait": their TLB shootdowns, copies the faulting threads
     /// made, and writes waiting for write-protected copies. Part of `stall_ns`.
     #[serde(default)]

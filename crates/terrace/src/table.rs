@@ -73,7 +73,8 @@ pub fn print_report(r: &RunReport) {
         r.failed_moves,
         r.pages_not_done
     );
-    println!("time copying        {} (movers' threads, summed)", human_time(r.migration_ns));
+    let each: Vec<String> = r.mover_ns.iter().map(|&ns| human_time(ns)).collect();
+    println!("time copying        {} (its movers: {})", human_time(r.migration_ns), each.join(" + "));
     println!(
         "program waited      {} for moves (shootdowns, copies in its threads, writes)",
         human_time(r.move_wait_ns)
