@@ -159,6 +159,12 @@ fn no_tier_ever_exceeds_its_capacity_and_migrated_bytes_are_whole_pages() {
                 }
             }
             assert_eq!(r.bytes_migrated, r.pages_migrated * r.page_bytes, "{w}/{}", p.name);
+            // The program never waits for moves longer than it runs, and no mover copies longer
+            // than the run (docs/model.md §4, "Movers").
+            assert!(r.move_wait_ns <= r.stall_ns && r.stall_ns <= r.runtime_ns, "{w}/{}: {r:?}", p.name);
+            for &ns in &r.mover_ns {
+                assert!(ns <= r.runtime_ns, "{w}/{}: a mover copied {ns} ns in {} ns", p.name, r.runtime_ns);
+            }
             if p.name == "first-touch" {
                 assert_eq!(r.pages_migrated, 0);
             }
