@@ -244,7 +244,7 @@ impl Policy for KernelTiering {
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let now = obs.now_ns.max(1);
         self.last_use.resize(obs.placement.len(), 0);
-        self.moving.clear();
+        // Flags set for this tick's pages in flight only, and cleared at its end.
         self.moving.resize(obs.placement.len(), false);
         // kswapd is busy while a demotion it was given is still in flight.
         let mut kswapd_busy = false;
@@ -271,8 +271,10 @@ impl Policy for KernelTiering {
                 self.candidates.push(f.page);
             }
         }
-        // Pages placed since the last tick arrive at the head of the LRU.
-        let placed: u64 = obs.tiers.iter().map(|t| t.used_pages).sum();
+        // Pages placed since the last tick arrive at the head of the LRU. A page in flight holds
+        // room in both tiers (this policy never exchanges): count it once.
+        let placed: u64 =
+            obs.tiers.iter().map(|t| t.used_pages).sum::<u64>().saturating_sub(obs.in_flight.len() as u64);
         if placed != self.seen_placed {
             for (last, tier) in self.last_use.iter_mut().zip(obs.placement) {
                 if *last == 0 && tier.is_placed() {
@@ -333,6 +335,11 @@ impl Policy for KernelTiering {
             self.last_use[page as usize] = now;
         }
         self.promoted_in_window += promote;
+        for m in obs.in_flight {
+            if let Some(moving) = self.moving.get_mut(m.page as usize) {
+                *moving = false;
+            }
+        }
         plan
     }
 }

@@ -35,10 +35,8 @@ const BATCH_ACCESSES: usize = 1 << 16;
 
 /// `page_state`: the page is in no mover's queue.
 const IDLE: u8 = 0;
-/// `page_state`: a mover has taken the page on; its copy has not started.
+/// `page_state`: a mover has taken the page on and it has not landed (a move of it is `Busy`).
 const QUEUED: u8 = 1;
-/// `page_state`: the page's copy is under way (a write to it waits, or makes the copy redone).
-const COPYING: u8 = 2;
 
 pub struct SimMachine {
     info: MachineInfo,
@@ -77,11 +75,12 @@ pub struct SimMachine {
     /// The policy's movers: its mover first, then its demotion mover if it has one
     /// (docs/model.md §4, "Movers").
     movers: Vec<MoverQueue>,
-    /// Per page: `IDLE`, `QUEUED` or `COPYING`.
+    /// Per page: `IDLE` or `QUEUED`.
     page_state: Vec<u8>,
     /// The copies under way at the start of the slice being replayed: (mover, index in its queue).
     copying: Vec<(usize, usize)>,
-    /// Pages marked `COPYING` for the slice being replayed.
+    /// The pages of `copying` (at most two a mover): a write to one of them in the slice waits,
+    /// or makes the copy redone.
     copying_pages: Vec<PageIdx>,
     /// Writes of the slice to pages being copied: (page, thread).
     write_hits: Vec<(PageIdx, u8)>,
@@ -298,15 +297,8 @@ impl SimMachine {
 
     /// Replays one slice in flat mode: places and counts each access against its tier (a page
     /// in flight is still in its old tier), and, when a tracker is enabled (`record`), lists the
-    /// pages touched for the trackers. With a copy under way (`watch`), lists the writes to the
-    /// pages being copied.
-    fn replay_flat(
-        &mut self,
-        end: usize,
-        loads: &mut [TierLoad; MAX_TIERS],
-        record: bool,
-        watch: bool,
-    ) -> u64 {
+    /// pages touched for the trackers.
+    fn replay_flat(&mut self, end: usize, loads: &mut [TierLoad; MAX_TIERS], record: bool) -> u64 {
         let shift = self.page_shift;
         let mut gran_shift = [0u32; MAX_TIERS];
         for (g, t) in gran_shift.iter_mut().zip(&self.timing.tiers) {
@@ -316,7 +308,6 @@ impl SimMachine {
         let placement = &mut self.placement;
         let streams = &mut *self.streams;
         let touches = &mut self.touches;
-        let (page_state, hits) = (&self.page_state, &mut self.write_hits);
         touches.clear();
         let mut instructions = 0u64;
         let mut broken = None;
@@ -341,14 +332,28 @@ impl SimMachine {
             if record {
                 touches.push(Touch { page: page as u32, write });
             }
-            if watch && write && page_state[page] == COPYING {
-                hits.push((page as PageIdx, a.thread));
-            }
         }
         if let Some(a) = broken {
             self.fail_replay(a);
         }
         instructions
+    }
+
+    /// Lists the slice's writes to the pages being copied (`copying_pages`), with their threads:
+    /// a pass of its own, so that the replay loop costs nothing more while no copy is under way
+    /// (and little while one is).
+    fn find_write_hits(&mut self, end: usize) {
+        let Some(&first) = self.copying_pages.first() else { return };
+        let shift = self.page_shift;
+        let watched = &self.copying_pages[..];
+        let hits = &mut self.write_hits;
+        for a in &self.buf[self.pos..end] {
+            let page = (a.addr >> shift) as PageIdx;
+            // Most slices copy one page: test it first, the rest (a pair, a second mover) after.
+            if a.kind == AccessKind::Write && (page == first || watched[1..].contains(&page)) {
+                hits.push((page, a.thread));
+            }
+        }
     }
 
     /// Hands the slice just replayed to every enabled tracker.
@@ -446,7 +451,7 @@ impl SimMachine {
         let mut loads = [TierLoad::default(); MAX_TIERS];
         // The copies under way load the tiers they read and write, each at its pages' bytes over
         // its duration, for the slice.
-        let watch = self.mark_copying();
+        self.mark_copying();
         let page_bytes = self.info.page_size.bytes() as f64;
         for &(q, i) in &self.copying {
             let c = &self.movers[q].items[i];
@@ -463,7 +468,8 @@ impl SimMachine {
             self.replay_cached(end, &mut loads)
         } else {
             let record = self.bits.is_some() || self.sampler.is_some() || self.hints.is_some();
-            let instructions = self.replay_flat(end, &mut loads, record, watch);
+            let instructions = self.replay_flat(end, &mut loads, record);
+            self.find_write_hits(end);
             if record {
                 self.feed_trackers();
             }
@@ -568,27 +574,17 @@ impl SimMachine {
         }
     }
 
-    /// Marks the pages whose copies are under way now, for the slice about to be replayed;
-    /// true if there are any.
-    fn mark_copying(&mut self) -> bool {
-        for &p in &self.copying_pages {
-            if self.page_state[p as usize] == COPYING {
-                self.page_state[p as usize] = QUEUED;
-            }
-        }
+    /// Lists the copies under way now, and their pages, for the slice about to be replayed.
+    fn mark_copying(&mut self) {
         self.copying_pages.clear();
         self.copying.clear();
         let now = self.now_ns;
         for (q, m) in self.movers.iter().enumerate() {
             if let Some(i) = m.running(now) {
                 self.copying.push((q, i));
-                for &(page, _, _) in m.items[i].pages() {
-                    self.page_state[page as usize] = COPYING;
-                    self.copying_pages.push(page);
-                }
+                self.copying_pages.extend(m.items[i].pages().iter().map(|&(page, _, _)| page));
             }
         }
-        !self.copying.is_empty()
     }
 
     /// What the slice's writes to pages being copied cost (docs/model.md §4, "Movers"): a write
