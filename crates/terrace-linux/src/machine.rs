@@ -902,6 +902,7 @@ impl Machine for LiveMachine {
             samples: &self.samples,
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         }
     }
 

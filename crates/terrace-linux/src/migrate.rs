@@ -80,6 +80,9 @@ pub fn meaning(why: MoveFailure) -> &'static str {
         }
         MoveFailure::Invalid => "the kernel refused the address or node; please report it with this log",
         MoveFailure::RateLimited => "the plan's rate limit held them back; the policy asks again",
+        // This machine's moves are synchronous (move_pages returns when the copies are done), so
+        // no mover queue can fill; kept meaningful should one ever report it.
+        MoveFailure::QueueFull => "the mover's queue was full; the policy asks again next round",
     }
 }
 

@@ -118,6 +118,7 @@ mod tests {
                 samples: &[],
                 future: None,
                 hint_faults: &[],
+                in_flight: &[],
             }
         }
         fn apply(&mut self, _: &Plan) -> Applied {

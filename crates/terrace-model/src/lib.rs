@@ -14,6 +14,7 @@ pub mod contract;
 pub mod drive;
 pub mod machine;
 pub mod mechanism;
+pub mod mover;
 pub mod observe;
 pub mod page;
 pub mod plan;
@@ -24,6 +25,7 @@ pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 pub use drive::{drive, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, Progress};
 pub use mechanism::{Mechanism, Mechanisms};
+pub use mover::Mover;
 pub use observe::{
     FreeRoom, HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest,
     PAGE_DIRTY, PAGE_REFERENCED,

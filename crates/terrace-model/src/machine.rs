@@ -80,10 +80,14 @@ pub trait Machine {
     /// Sets the machine up for a policy: trackers, page size, mode, initial placement.
     /// Fails, saying what is missing and how to enable it, if the machine cannot provide it.
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError>;
-    /// Lets the program run until machine time `until_ns` or until it finishes.
+    /// Lets the program run until machine time `until_ns` or until it finishes. While the policy's
+    /// own thread is still copying (a [`crate::Mover::PolicyThread`] plan not yet done), the
+    /// program runs on past `until_ns` until it is: the policy cannot act before then. (The live
+    /// machine gets this for free: its `apply` returns only when the copies are done.)
     fn advance(&mut self, until_ns: u64) -> Progress;
     /// What the trackers saw since the previous call; resets them.
     fn observe(&mut self) -> Observations<'_>;
-    /// Carries a plan out; reports what really moved and what it cost.
+    /// Hands a plan to the policy's movers; reports what they took on (and what is still in
+    /// flight), what failed and why, and what it cost. A page changes tier when its copy completes.
     fn apply(&mut self, plan: &Plan) -> Applied;
 }

@@ -5,7 +5,7 @@
 //!
 //! [`Requirements`]: crate::Requirements
 
-use crate::{AccessKind, PageIdx, TierId};
+use crate::{AccessKind, Move, PageIdx, TierId};
 use serde::{Deserialize, Serialize};
 
 /// Page-table bit: the page was referenced (read or written) since the last observation.
@@ -121,11 +121,32 @@ pub struct Observations<'a> {
     pub future: Option<&'a [PageCounts]>,
     /// Hint faults since the last tick, if asked for.
     pub hint_faults: &'a [HintFault],
+    /// Pages the machine's movers have taken on but not yet copied, each with the tier it is
+    /// going to: `placement` still shows them in their old tier, where the program finds them
+    /// until their copies complete, and a move of one fails `Busy`. Each tier's `used_pages`
+    /// counts both ends of a page in flight, as the kernel holds both pages during a copy.
+    /// Always empty on the live machine, whose moves are done when `apply` returns.
+    pub in_flight: &'a [Move],
 }
 
 impl Observations<'_> {
     pub fn interval_ns(&self) -> u64 {
         self.now_ns - self.previous_ns
+    }
+
+    /// Where each page will be once the copies in flight complete: `placement` with each page
+    /// of [`Self::in_flight`] at its destination. Borrows `placement` when nothing is in flight.
+    pub fn placement_after_moves(&self) -> std::borrow::Cow<'_, [TierId]> {
+        if self.in_flight.is_empty() {
+            return std::borrow::Cow::Borrowed(self.placement);
+        }
+        let mut after = self.placement.to_vec();
+        for m in self.in_flight {
+            if let Some(t) = after.get_mut(m.page as usize) {
+                *t = m.to;
+            }
+        }
+        std::borrow::Cow::Owned(after)
     }
 }
 

@@ -44,7 +44,8 @@ pub struct MoveOptions {
     /// Write-protect each page while it is copied, so writes wait for the copy instead of racing
     /// it (HeMem's and HPWP's migrator, HPWP thesis §5.3): [`crate::Mechanism::WriteProtectedCopies`].
     /// The live machine does it with userfaultfd where it has the fault sampler's descriptor;
-    /// the simulator does not model the wait (docs/model.md §4).
+    /// the simulator stalls a writer until the copy completes, where an unprotected copy that a
+    /// write races is done again (docs/model.md §4, "Movers").
     #[serde(default)]
     pub protected_copies: bool,
 }
@@ -216,20 +217,39 @@ pub enum MoveFailure {
     RateLimited,
     /// Reported moved, but found on another node than asked when checked afterwards.
     Misplaced,
+    /// The mover's queue is full ([`crate::Mover::KernelThread`], [`crate::Mover::CopyEngine`]);
+    /// the policy may ask again next round.
+    QueueFull,
 }
 
-/// What a machine reports after carrying out a plan: what really moved and what it cost.
+/// What a machine reports after carrying out a plan: what its mover took on, what failed and
+/// why, and what it cost.
+///
+/// A page the mover took on changes tier when its copy completes. On the live machine that is
+/// before `apply` returns (move_pages is synchronous); on the simulated machine a copy takes
+/// machine time (docs/model.md §4, "Movers"), so a page may still be in flight when `apply`
+/// returns: [`Self::pages_in_flight`] counts those, and [`crate::Observations::in_flight`] lists
+/// them until they land. A copy the program's end cuts off is reported as not done, never as
+/// moved.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Applied {
+    /// Pages the mover took on: copied, or being copied (see [`Self::pages_in_flight`]).
     pub pages_moved: u64,
-    /// Pairs swapped by exchanges (each pair moves two pages).
+    /// Pairs swapped by exchanges (each pair moves two pages), counted like `pages_moved`.
     pub pairs_exchanged: u64,
     pub bytes_copied: u64,
-    /// Machine time the mover spent, in nanoseconds.
+    /// Of `pages_moved`, the pages still in flight when `apply` returned: each changes tier
+    /// when its copy completes. Always 0 on the live machine.
+    #[serde(default)]
+    pub pages_in_flight: u64,
+    /// Time the mover will spend copying what it took on, in nanoseconds: the model's cost on
+    /// the simulated machine (docs/model.md §4), measured on the live one. A synchronous mover's
+    /// thread spends it waiting; an asynchronous one's copies take it beside the program.
     pub time_ns: u64,
     pub tlb_shootdowns: u64,
-    /// Program time the moves cost, as far as the machine can tell (shootdowns stall every
-    /// program thread); 0 where it cannot tell.
+    /// Program time the moves cost, as far as the machine can tell when it takes them on
+    /// (shootdowns stall every program thread; copies in the faulting threads stall those
+    /// threads); 0 where it cannot tell. Writes that later wait for a protected copy are not in it.
     pub program_stall_ns: u64,
     /// Pages that did not move, by reason.
     pub failed: Vec<(MoveFailure, u64)>,

@@ -54,6 +54,14 @@ pub struct Requirements {
     /// at start ([`crate::drive`]) instead of letting it treat the middle tiers as slow.
     #[serde(default)]
     pub max_tiers: Option<usize>,
+    /// Who copies the plan's pages, and so who waits for them ([`crate::Mover`]; docs/model.md
+    /// §4, "Movers"). The default is move_pages called from the policy's thread.
+    #[serde(default)]
+    pub mover: crate::Mover,
+    /// The mover of demotions (moves to a slower tier), when another than [`Self::mover`]: the
+    /// kernel promotes in the faulting thread and demotes in kswapd. `None`: `mover` does all.
+    #[serde(default)]
+    pub demotion_mover: Option<crate::Mover>,
 }
 
 impl Requirements {
@@ -77,6 +85,8 @@ impl Default for Requirements {
             tick_ns: None,
             mechanisms: Vec::new(),
             max_tiers: None,
+            mover: crate::Mover::PolicyThread,
+            demotion_mover: None,
         }
     }
 }

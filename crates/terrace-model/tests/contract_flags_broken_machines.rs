@@ -114,6 +114,7 @@ impl Machine for Reference {
             samples: &[],
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         }
     }
     fn apply(&mut self, plan: &Plan) -> Applied {

@@ -70,6 +70,7 @@ fn the_interval_is_the_time_since_the_previous_tick() {
         samples: &[],
         future: None,
         hint_faults: &[],
+        in_flight: &[],
     };
     assert_eq!(obs.interval_ns(), 3_000);
 }

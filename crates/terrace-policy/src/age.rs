@@ -6,11 +6,15 @@
 //!
 //! It is the simple hot/cold policy the live machine is tested with, and a baseline for the
 //! seeds: it knows recency only, not frequency or reads versus writes.
+//!
+//! Its mover is memtierd's: a mover of its own beside the program and the policy, capped at its
+//! bandwidth ([`Mover::CopyEngine`]), whose queue holds what that cap lets through in one
+//! interval (Terrace's choice; docs/policies.md, "age").
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    FreeRoom, MachineInfo, Move, MoveOptions, Observations, PageIdx, PageSize, Plan, Policy, Requirements,
-    TierId, TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+    FreeRoom, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, PageSize, Plan, Policy,
+    Requirements, TierId, TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 pub const NAME: &str = "age";
@@ -87,6 +91,21 @@ impl Age {
     pub fn huge() -> Self {
         Age::new(&crate::registry::defaults_of(HUGE_NAME))
     }
+
+    fn page_size(&self) -> PageSize {
+        if self.huge {
+            PageSize::Huge2M
+        } else {
+            PageSize::Base4K
+        }
+    }
+
+    /// The mover's queue: the pages its rate limit lets through in one interval of a run at
+    /// `scale` (as the plan's rate budget counts them, over machine time), at least one.
+    pub fn queue_pages(&self, scale: f64) -> u64 {
+        let bytes = self.rate_limit_mb_s * 1e6 * self.tick_ns as f64 * 1e-9 / scale.max(f64::MIN_POSITIVE);
+        ((bytes / self.page_size().bytes() as f64).ceil() as u64).max(1)
+    }
 }
 
 impl Policy for Age {
@@ -94,11 +113,12 @@ impl Policy for Age {
         &self.name
     }
 
-    fn requirements(&self, _: &MachineInfo) -> Requirements {
+    fn requirements(&self, machine: &MachineInfo) -> Requirements {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
             tick_ns: Some(self.tick_ns),
-            page_size: if self.huge { PageSize::Huge2M } else { PageSize::Base4K },
+            page_size: self.page_size(),
+            mover: Mover::CopyEngine { queue_pages: self.queue_pages(machine.scale) },
             ..Requirements::default()
         }
     }
@@ -188,6 +208,7 @@ mod tests {
             samples: &[],
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         };
         p.tick(&obs)
     }

@@ -16,14 +16,17 @@
 //!   exceeds 50 MB/s): PROMOTE_INT up to 95% DRAM use, or SWITCH when DRAM is at 95%; then
 //!   Threshold: DEMOTE the excess over 95% (or, with Switch off, PROMOTE while DRAM is under its
 //!   minimum); at most 2 GB worth of pages per request (§4.4); moves batched per process.
+//! - Mover (§4.3.3, §4.4): Control calls move_pages once per process and waits for it, so the
+//!   copies run beside the program in Control's own thread and the next period starts only when
+//!   they are done ([`Mover::PolicyThread`]).
 //!
 //! Values the thesis leaves open are recorded in docs/policies.md ("ambix"); each is a parameter
 //! ([`PARAMS`]).
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    Exchange, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements, TierId,
-    TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
+    Exchange, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, Plan, Policy, Requirements,
+    TierId, TrackerRequest, PAGE_DIRTY, PAGE_REFERENCED,
 };
 
 pub const NAME: &str = "ambix";
@@ -304,6 +307,8 @@ impl Policy for Ambix {
             tick_ns: Some(self.period_ns),
             // Ambix pairs DRAM with DCPMM (thesis §4.1): a fast and a slow tier.
             max_tiers: Some(2),
+            // Control's placement thread calls move_pages once per process and waits (§4.4).
+            mover: Mover::PolicyThread,
             ..Requirements::default()
         }
     }
@@ -410,6 +415,7 @@ mod tests {
             samples: &[],
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         };
         assert!(a.tick(&obs(PERIOD_NS - DELAY_NS, &clear_tiers, &clear_bits)).is_empty());
         let act_tiers = tiers(slow_write_bytes);

@@ -13,13 +13,17 @@
 //! 5. Every 10 ms, promote slow-tier hot pages, oldest first, into free fast room, else against
 //!    the oldest page of the fast tier's cold list; never against a hot fast page. At most 10 GiB
 //!    per pass at seed scale (divided by the run's scale), 2 MiB pages.
+//! 6. The mover copies beside the program, with DMA or 4 copy threads (HPWP thesis §5.3; HeMem's
+//!    `MAX_COPY_THREADS`), each page write-protected while it is copied: a copy engine
+//!    ([`Mover::CopyEngine`]) whose queue holds one pass's moves (the pass's promotions and the
+//!    demotions that make room for them); what does not fit waits for the next pass.
 //!
 //! Every number above is a parameter ([`PARAMS`]), HeMem's value its default.
 
 use crate::params::{Kind, Param, Params};
 use crate::sampled_heat::{Heat, HeatCounters, Promoter, Side, TierLists};
 use terrace_model::{
-    MachineInfo, Mechanism, MoveOptions, Observations, PageSize, Plan, Policy, Requirements, TlbFlush,
+    MachineInfo, Mechanism, MoveOptions, Mover, Observations, PageSize, Plan, Policy, Requirements, TlbFlush,
     TrackerRequest,
 };
 
@@ -163,9 +167,18 @@ impl Base {
         }
     }
 
+    /// The mover: a copy engine beside the program (HPWP thesis §5.3: I/OAT DMA, else CPU copy
+    /// threads) whose queue holds one pass's moves, each promotion with the demotion that may
+    /// make room for it (HeMem's pass demotes a cold page per promotion when DRAM is full). The
+    /// sources give no queue: in HeMem's code the pass itself waits for its copies, so a pass's
+    /// worth in flight is what a pass can leave behind.
+    pub fn mover(&self, scale: f64) -> Mover {
+        Mover::CopyEngine { queue_pages: 2 * self.promotions_per_pass(scale, PAGE_SIZE) as u64 }
+    }
+
     /// What HeMem asks of a machine, and HPWP after it: samples every `sample_period`
-    /// accesses, 2 MiB pages, a pass every `interval`.
-    pub fn requirements(&self) -> Requirements {
+    /// accesses, 2 MiB pages, a pass every `interval`, its mover (for a run at `scale`).
+    pub fn requirements(&self, scale: f64) -> Requirements {
         Requirements {
             trackers: vec![TrackerRequest::sampling(self.sample_period)],
             page_size: PAGE_SIZE,
@@ -177,6 +190,7 @@ impl Base {
             },
             // HeMem's and HPWP's hot and cold lists pair DRAM with NVM: a fast and a slow tier.
             max_tiers: Some(2),
+            mover: self.mover(scale),
             ..Requirements::default()
         }
     }
@@ -232,8 +246,8 @@ impl Policy for Hemem {
         &self.name
     }
 
-    fn requirements(&self, _: &MachineInfo) -> Requirements {
-        self.base.requirements()
+    fn requirements(&self, machine: &MachineInfo) -> Requirements {
+        self.base.requirements(machine.scale)
     }
 
     fn start(&mut self, machine: &MachineInfo) {
@@ -247,7 +261,9 @@ impl Policy for Hemem {
         // The live machine's page count grows as the program maps memory.
         let pages = obs.placement.len();
         self.heat.grow(pages);
-        self.lists.sync(obs.placement, COLD);
+        // A page in flight is listed where it is going.
+        let placement = obs.placement_after_moves();
+        self.lists.sync(&placement, COLD);
         for s in obs.samples.iter().filter(|s| (s.page as usize) < pages) {
             let h = self.heat.record(s.page, s.kind);
             let class = self.class(h);
@@ -263,7 +279,7 @@ impl Policy for Hemem {
                 }
             }
         }
-        let mut pass = Promoter::new(obs.tiers, self.budget);
+        let mut pass = Promoter::new(obs.tiers, self.budget, obs.in_flight);
         for page in self.lists.pages(Side::Slow, HOT) {
             if !pass.promote(&mut self.lists, page, &[COLD]) {
                 break;
@@ -316,6 +332,7 @@ pub(crate) mod tests {
             samples,
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         };
         p.tick(&obs)
     }

@@ -19,8 +19,9 @@
 //! 6. HeMem's promotion cap per pass, 2 MiB pages, HeMem's mover.
 //!
 //! Writes during a copy (ch. IV "Page Migrator", §5.3: the page is write-protected with userfaultfd
-//! while it is copied, so no write is lost) are the live machine's mover's job, not the
-//! policy's; the simulator's moves are atomic.
+//! while it is copied, so no write is lost) wait for the copy: the live machine's mover
+//! write-protects each batch, and the simulator stalls a writer until the copy completes
+//! (docs/model.md §4, "Movers"). The mover is HeMem's copy engine ([`hemem::Base::mover`]).
 
 use crate::hemem::{self, PAGE_SIZE};
 use crate::params::{Kind, Param, Params};
@@ -129,8 +130,8 @@ impl Policy for Hpwp {
         &self.name
     }
 
-    fn requirements(&self, _: &MachineInfo) -> Requirements {
-        self.base.requirements()
+    fn requirements(&self, machine: &MachineInfo) -> Requirements {
+        self.base.requirements(machine.scale)
     }
 
     fn start(&mut self, machine: &MachineInfo) {
@@ -144,10 +145,12 @@ impl Policy for Hpwp {
         // The live machine's page count grows as the program maps memory.
         let pages = obs.placement.len();
         self.heat.grow(pages);
+        // A page in flight is listed where it is going.
+        let placement = obs.placement_after_moves();
         if pages > self.hpw.len() {
             self.hpw.resize(pages, false);
         }
-        self.lists.sync(obs.placement, COLD);
+        self.lists.sync(&placement, COLD);
         for s in obs.samples.iter().filter(|s| (s.page as usize) < pages) {
             let h = self.heat.record(s.page, s.kind);
             let hpw = h.writes >= self.hpw_writes;
@@ -170,7 +173,7 @@ impl Policy for Hpwp {
         // Candidates as the pass starts: a page demoted during the pass waits for the next one.
         let candidates: Vec<(Vec<PageIdx>, &[usize])> =
             PROMOTIONS.iter().map(|&(c, victims)| (self.lists.pages(Side::Slow, c), victims)).collect();
-        let mut pass = Promoter::new(obs.tiers, self.budget);
+        let mut pass = Promoter::new(obs.tiers, self.budget, obs.in_flight);
         for (pages, victims) in candidates {
             for page in pages {
                 if !pass.promote(&mut self.lists, page, victims) {
@@ -292,7 +295,7 @@ mod tests {
 
     /// HPWP changes HeMem's classes, not its machinery (HPWP thesis §5.2-5.3): PEBS sampling of
     /// one access in 19,997, 2 MiB pages, a pass every 10 ms, pages write-protected while they
-    /// are copied, DRAM and NVM as its two tiers. Stated here from the seeds, not read back from
+    /// are copied by a copy engine beside the program, DRAM and NVM as its two tiers. Stated here from the seeds, not read back from
     /// hemem's code.
     #[test]
     fn asks_for_what_hemem_asks_for() {
@@ -303,6 +306,9 @@ mod tests {
             tick_ns: Some(10_000_000),
             mechanisms: vec![terrace_model::Mechanism::WriteProtectedCopies],
             max_tiers: Some(2),
+            // A copy engine beside the program (§5.3) holding one pass: 10 GiB / 2 MiB = 5120
+            // promotions at seed scale, each with the demotion that may make its room.
+            mover: terrace_model::Mover::CopyEngine { queue_pages: 2 * 5120 },
             ..Requirements::default()
         };
         assert_eq!(Hpwp::default().requirements(&m), expected);

@@ -13,9 +13,14 @@
 //! - **Demotion** (kswapd reclaim with `demotion_enabled`): when the fast tier's free pages fall
 //!   below its low watermark, or a promotion finds no room above the high watermark, kswapd
 //!   demotes the least recently used fast pages until the free pages reach the high watermark
-//!   plus TPP's demotion headroom, with room for the promotions. kswapd is one thread: while its
-//!   last batch is still being moved it starts no other, and promotions that find no room fail
-//!   (the page stays slow until a later scan's fault).
+//!   plus TPP's demotion headroom. kswapd is one thread: while its last batch is still being
+//!   moved it starts no other, and promotions that find no room fail (the page stays slow until
+//!   a later scan's fault).
+//! - **Movers**: the program thread that took the hint fault promotes the page and waits for the
+//!   copy ([`Mover::FaultingThread`]; `migrate_misplaced_folio` in the fault path); kswapd demotes
+//!   in a kernel thread of its own, beside the program ([`Mover::KernelThread`]), whose queue
+//!   holds one wake's batch. A page is in its new tier only once its copy completes, so the room
+//!   kswapd makes is there for the promotions of later ticks, not of the tick that woke it.
 //!   Recency is "least recently faulted": the time of a page's last hint fault, or of its arrival
 //!   in the fast tier (first touch or promotion) if it has not faulted since (the kernel ages its
 //!   LRU lists with page-table accessed bits; hint faults carry the same information at scan
@@ -30,8 +35,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    AccessKind, Applied, FreeRoom, MachineInfo, MemoryMode, Move, MoveOptions, Observations, PageIdx,
-    PageSize, Plan, Policy, Requirements, TierId, TrackerKind, TrackerRequest,
+    AccessKind, FreeRoom, MachineInfo, MemoryMode, Move, MoveOptions, Mover, Observations, PageIdx, PageSize,
+    Plan, Policy, Requirements, TierId, TrackerKind, TrackerRequest,
 };
 
 pub const NAME: &str = "kernel-tiering";
@@ -137,11 +142,8 @@ pub struct KernelTiering {
     seen_placed: u64,
     candidates: Vec<PageIdx>,
     lru: Vec<(u64, PageIdx)>,
-    /// Machine time of the last tick, ns, the demotions its plan holds, and until when kswapd is
-    /// busy with the demotions handed to it.
-    last_tick_ns: u64,
-    last_demotions: u64,
-    busy_until_ns: u64,
+    /// Per page: a mover has it in flight (neither a candidate nor a victim until it lands).
+    moving: Vec<bool>,
 }
 
 impl Default for KernelTiering {
@@ -170,9 +172,7 @@ impl KernelTiering {
             seen_placed: 0,
             candidates: Vec::new(),
             lru: Vec::new(),
-            last_tick_ns: 0,
-            last_demotions: 0,
-            busy_until_ns: 0,
+            moving: Vec::new(),
         }
     }
 
@@ -210,7 +210,13 @@ impl Policy for KernelTiering {
         &self.name
     }
 
-    fn requirements(&self, _: &MachineInfo) -> Requirements {
+    fn requirements(&self, machine: &MachineInfo) -> Requirements {
+        // kswapd's queue: one wake's batch, at most the demotion target's pages.
+        let kswapd_batch = machine
+            .tiers
+            .first()
+            .and_then(|t| t.capacity_pages)
+            .map_or(1, |capacity| self.watermarks(capacity).2.max(1));
         Requirements {
             trackers: vec![TrackerRequest { kind: TrackerKind::HintFaults, period: self.scan_period_ms }],
             tick_ns: Some(self.tick_ns),
@@ -218,6 +224,9 @@ impl Policy for KernelTiering {
             // On a live machine the kernel's own mechanism is this policy; on the simulated
             // one, this file models it.
             memory_mode: MemoryMode::KernelTiering,
+            // Promotion in the faulting thread, demotion in kswapd.
+            mover: Mover::FaultingThread,
+            demotion_mover: Some(Mover::KernelThread { queue_pages: kswapd_batch }),
             ..Requirements::default()
         }
     }
@@ -234,9 +243,17 @@ impl Policy for KernelTiering {
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let now = obs.now_ns.max(1);
-        self.last_tick_ns = now;
-        self.last_demotions = 0;
         self.last_use.resize(obs.placement.len(), 0);
+        // Flags set for this tick's pages in flight only, and cleared at its end.
+        self.moving.resize(obs.placement.len(), false);
+        // kswapd is busy while a demotion it was given is still in flight.
+        let mut kswapd_busy = false;
+        for m in obs.in_flight {
+            if let Some(moving) = self.moving.get_mut(m.page as usize) {
+                *moving = true;
+                kswapd_busy |= m.to > obs.placement[m.page as usize];
+            }
+        }
         // Hint faults: every faulting page was just used; a page below the top tier faulting soon
         // enough after its scan is a promotion candidate (once, however many times it faulted):
         // the kernel promotes from any lower tier to the top one (`numa_promotion_tiered_enabled`).
@@ -246,6 +263,7 @@ impl Policy for KernelTiering {
             let again = *last == now;
             *last = now;
             if !again
+                && !self.moving[f.page as usize]
                 && obs.placement[f.page as usize].is_placed()
                 && obs.placement[f.page as usize] != TierId::FAST
                 && f.latency_ns < self.threshold_ns(f.kind)
@@ -253,8 +271,10 @@ impl Policy for KernelTiering {
                 self.candidates.push(f.page);
             }
         }
-        // Pages placed since the last tick arrive at the head of the LRU.
-        let placed: u64 = obs.tiers.iter().map(|t| t.used_pages).sum();
+        // Pages placed since the last tick arrive at the head of the LRU. A page in flight holds
+        // room in both tiers (this policy never exchanges): count it once.
+        let placed: u64 =
+            obs.tiers.iter().map(|t| t.used_pages).sum::<u64>().saturating_sub(obs.in_flight.len() as u64);
         if placed != self.seen_placed {
             for (last, tier) in self.last_use.iter_mut().zip(obs.placement) {
                 if *last == 0 && tier.is_placed() {
@@ -278,19 +298,19 @@ impl Policy for KernelTiering {
             let (low, high, target) = self.watermarks(capacity);
             // kswapd wakes below the low watermark, or when a promotion finds no room above the
             // high one, unless it is still busy with its last batch; it demotes until the free
-            // pages reach its target with the promotions in.
+            // pages reach its target. Its demotions free their room when their copies complete:
+            // the promotions of this tick have only the room there is now.
             let wake = free < low || (promote > 0 && free < promote + high);
-            let idle = now >= self.busy_until_ns;
-            let want = if wake && idle { (promote + target).saturating_sub(free) } else { 0 };
-            let mut demoted = 0;
+            let want = if wake && !kswapd_busy { target.saturating_sub(free) } else { 0 };
             if want > 0 {
                 self.lru.clear();
+                let moving = &self.moving;
                 self.lru.extend(
                     obs.placement
                         .iter()
                         .zip(&self.last_use)
                         .enumerate()
-                        .filter(|(_, (t, _))| **t == TierId::FAST)
+                        .filter(|(i, (t, _))| **t == TierId::FAST && !moving[*i])
                         .map(|(i, (_, &last))| (last, i as PageIdx)),
                 );
                 let k = (want as usize).min(self.lru.len());
@@ -305,29 +325,22 @@ impl Policy for KernelTiering {
                 for &(_, page) in victims.iter() {
                     let Some(to) = room.take_below(TierId::FAST) else { break };
                     plan.moves.push(Move { page, to });
-                    demoted += 1;
                 }
-                self.last_demotions = demoted;
             }
             // Promotions only into room above the high watermark.
-            promote = promote.min((free + demoted).saturating_sub(high));
+            promote = promote.min(free.saturating_sub(high));
         }
         for &page in &self.candidates[..promote as usize] {
             plan.moves.push(Move { page, to: TierId::FAST });
             self.last_use[page as usize] = now;
         }
         self.promoted_in_window += promote;
-        plan
-    }
-
-    fn applied(&mut self, applied: &Applied) {
-        // kswapd works through its batches one after another; promotions are the faulting
-        // threads' work, so only the demotions' share of the mover's time keeps kswapd busy.
-        if applied.pages_moved > 0 && self.last_demotions > 0 {
-            let share = self.last_demotions.min(applied.pages_moved) as f64 / applied.pages_moved as f64;
-            let busy = (applied.time_ns as f64 * share) as u64;
-            self.busy_until_ns = self.busy_until_ns.max(self.last_tick_ns) + busy;
+        for m in obs.in_flight {
+            if let Some(moving) = self.moving.get_mut(m.page as usize) {
+                *moving = false;
+            }
         }
+        plan
     }
 }
 
@@ -359,8 +372,23 @@ mod tests {
     }
 
     fn tick(p: &mut KernelTiering, now: u64, placement: &[TierId], faults: &[HintFault], cap: u64) -> Plan {
-        let used = placement.iter().filter(|t| **t == F).count() as u64;
-        let slow = placement.iter().filter(|t| **t == S).count() as u64;
+        tick_moving(p, now, placement, faults, cap, &[])
+    }
+
+    /// A tick with `in_flight` being moved: each holds room at both ends, as the machine counts it.
+    fn tick_moving(
+        p: &mut KernelTiering,
+        now: u64,
+        placement: &[TierId],
+        faults: &[HintFault],
+        cap: u64,
+        in_flight: &[Move],
+    ) -> Plan {
+        let count = |t: TierId| {
+            placement.iter().filter(|x| **x == t).count() as u64
+                + in_flight.iter().filter(|m| m.to == t).count() as u64
+        };
+        let (used, slow) = (count(F), count(S));
         let tiers = [
             TierStatus { used_pages: used, capacity_pages: Some(cap), ..Default::default() },
             TierStatus { used_pages: slow, ..Default::default() },
@@ -374,6 +402,7 @@ mod tests {
             samples: &[],
             future: None,
             hint_faults: faults,
+            in_flight,
         };
         p.tick(&obs)
     }
@@ -520,19 +549,25 @@ mod tests {
     }
 
     #[test]
-    fn a_promotion_into_a_full_fast_tier_demotes_first() {
+    fn a_promotion_into_a_full_fast_tier_wakes_kswapd_and_waits_for_its_room() {
         let mut p = started(PROMOTE_RATE_LIMIT_MB_S);
         let mut placement = vec![F; 10];
         placement.extend([S; 2]);
         // Capacity 12: watermarks 1, 2 and 3; 2 free, no room above the high watermark.
         assert_eq!(watermarks(12), (1, 2, 3));
         tick(&mut p, 1, &placement, &[fault(4, AccessKind::Read, 1)], 12);
-        let plan =
-            tick(&mut p, 2, &placement, &[fault(11, AccessKind::Read, 1), fault(2, AccessKind::Read, 1)], 12);
-        assert_eq!(
-            plan.moves,
-            vec![Move { page: 0, to: S }, Move { page: 1, to: S }, Move { page: 11, to: F }]
-        );
+        let hot = [fault(11, AccessKind::Read, 1), fault(2, AccessKind::Read, 1)];
+        let plan = tick(&mut p, 2, &placement, &hot, 12);
+        // kswapd demotes the least recently used page to reach its target (3 free); the
+        // promotion fails for want of room now: the demotion's room is there once it lands.
+        assert_eq!(plan.moves, vec![Move { page: 0, to: S }]);
+        // While the demotion is in flight, page 0 still holds its room: nothing more happens.
+        let again = [fault(11, AccessKind::Read, 1)];
+        assert!(tick_moving(&mut p, 3, &placement, &again, 12, &plan.moves).is_empty());
+        // It has landed: the page that faults again goes up.
+        placement[0] = S;
+        let plan = tick(&mut p, 4, &placement, &[fault(11, AccessKind::Read, 1)], 12);
+        assert_eq!(plan.moves, vec![Move { page: 11, to: F }]);
     }
 
     #[test]
@@ -541,23 +576,34 @@ mod tests {
         let mut placement = vec![F; 1000];
         placement.extend([S; 100]);
         let hot: Vec<HintFault> = (1000..1030).map(|pg| fault(pg, AccessKind::Read, 1)).collect();
-        // Full: kswapd demotes 22 + 30 pages and the 30 go up.
+        // Full: kswapd demotes 22 pages, its target; the 30 hot pages find no room yet.
         let plan = tick(&mut p, 10, &placement, &hot[..], 1000);
-        assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (52, 30));
-        p.applied(&Applied { pages_moved: 82, time_ns: 1640, ..Default::default() });
-        for m in &plan.moves {
-            placement[m.page as usize] = m.to;
-        }
-        // 20 free above the high watermark; 30 more hot pages while kswapd is still moving:
-        // 20 go up, 10 fail, nothing is demoted.
+        assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (22, 0));
+        let land = |placement: &mut Vec<TierId>, moves: &[Move]| {
+            for m in moves {
+                placement[m.page as usize] = m.to;
+            }
+        };
+        land(&mut placement, &plan.moves);
+        // 22 free: 20 of 30 more hot pages go up, above the high watermark; kswapd, at its
+        // target, demotes nothing.
         let more: Vec<HintFault> = (1030..1060).map(|pg| fault(pg, AccessKind::Read, 1)).collect();
         let plan = tick(&mut p, 500, &placement, &more, 1000);
         assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (0, 20));
-        for m in &plan.moves {
-            placement[m.page as usize] = m.to;
-        }
-        // Once it is done, kswapd makes room again.
-        let plan = tick(&mut p, 2000, &placement, &more[20..], 1000);
+        land(&mut placement, &plan.moves);
+        // At the high watermark, the last 10 fault again: kswapd demotes 20, and they wait.
+        let plan = tick(&mut p, 600, &placement, &more[20..], 1000);
+        assert_eq!((demoted(&plan).len(), promoted(&plan).len()), (20, 0));
+        // While those demotions are in flight, kswapd takes no other batch (even below its low
+        // watermark), and faults that find no room fail.
+        let mut full = placement.clone();
+        full[1050] = F;
+        full[1051] = F;
+        let plan = tick_moving(&mut p, 700, &full, &more[20..], 1000, &plan.moves);
+        assert!(plan.is_empty(), "{plan:?}");
+        // Once nothing of its is in flight, kswapd takes a batch again (the fast tier is full
+        // here, as something else filled it meanwhile).
+        let plan = tick(&mut p, 2000, &full, &[], 1000);
         assert!(!demoted(&plan).is_empty());
     }
 
@@ -575,6 +621,7 @@ mod tests {
             samples: &[],
             future: None,
             hint_faults: &faults,
+            in_flight: &[],
         };
         assert_eq!(promoted(&p.tick(&obs)), vec![0, 1]);
     }

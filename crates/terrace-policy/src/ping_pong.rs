@@ -6,7 +6,7 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    MachineInfo, Mechanism, Move, MoveOptions, Observations, Plan, Policy, Requirements, TierId,
+    MachineInfo, Mechanism, Move, MoveOptions, Mover, Observations, Plan, Policy, Requirements, TierId,
 };
 
 pub const NAME: &str = "ping-pong";
@@ -67,6 +67,8 @@ impl Policy for PingPong {
             mechanisms: if self.protected { vec![Mechanism::WriteProtectedCopies] } else { vec![] },
             // It moves pages between the fast and the slow tier.
             max_tiers: Some(2),
+            // move_pages from the policy's thread, as the live machine's migrator calls it.
+            mover: Mover::PolicyThread,
             ..Requirements::default()
         }
     }
@@ -109,6 +111,7 @@ mod tests {
             samples: &[],
             future: None,
             hint_faults: &[],
+            in_flight: &[],
         };
         let plan = PingPong::default().tick(&obs);
         assert_eq!(plan.moves, vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::FAST }]);

@@ -197,8 +197,19 @@ impl TierLists {
 
     /// The page that has been in this list the longest.
     pub fn front(&self, side: Side, class: usize) -> Option<PageIdx> {
-        let p = self.head[self.list(side, class)];
-        (p != NIL).then_some(p)
+        self.first(side, class, |_| true)
+    }
+
+    /// The page that has been in this list the longest of those `keep` accepts.
+    pub fn first(&self, side: Side, class: usize, keep: impl Fn(PageIdx) -> bool) -> Option<PageIdx> {
+        let mut p = self.head[self.list(side, class)];
+        while p != NIL {
+            if keep(p) {
+                return Some(p);
+            }
+            p = self.links[p as usize].next;
+        }
+        None
     }
 
     fn unlink(&mut self, page: PageIdx) {
@@ -273,19 +284,29 @@ impl TierLists {
 /// front page of the first non-empty fast list among the classes the policy allows as victims
 /// (demoted first, so the fast tier never overflows); at most `budget` promotions per pass, as
 /// HeMem caps the bytes it promotes per round. Moves update the lists as planned; the next
-/// [`TierLists::sync`] corrects any that fail.
+/// [`TierLists::sync`] corrects any that fail. Pages the machine's mover still has in flight are
+/// neither promoted nor demoted (a move of one would fail `Busy`); the lists should hold them
+/// where they are going ([`terrace_model::Observations::placement_after_moves`]).
 pub struct Promoter {
     free_fast: u64,
     free_slow: u64,
     left: usize,
     moves: Vec<Move>,
+    in_flight: Vec<PageIdx>,
 }
 
 impl Promoter {
-    /// A pass on a machine whose tiers (fastest first) are as `tiers` reports.
-    pub fn new(tiers: &[TierStatus], budget: usize) -> Self {
+    /// A pass on a machine whose tiers (fastest first) are as `tiers` reports, with the pages in
+    /// `in_flight` still being moved.
+    pub fn new(tiers: &[TierStatus], budget: usize, in_flight: &[Move]) -> Self {
         let free = |t: usize| tiers.get(t).map_or(0, TierStatus::free_pages);
-        Promoter { free_fast: free(0), free_slow: free(1), left: budget, moves: Vec::new() }
+        Promoter {
+            free_fast: free(0),
+            free_slow: free(1),
+            left: budget,
+            moves: Vec::new(),
+            in_flight: in_flight.iter().map(|m| m.page).collect(),
+        }
     }
 
     /// Promotions this pass may still make.
@@ -295,10 +316,13 @@ impl Promoter {
 
     /// Promotes `page`, demoting the front page of the first non-empty fast list of `victims` if
     /// the fast tier is full. Returns false, planning nothing, when the budget is spent or no room
-    /// can be made.
+    /// can be made; true, planning nothing, for a page in flight (the pass goes on).
     pub fn promote(&mut self, lists: &mut TierLists, page: PageIdx, victims: &[usize]) -> bool {
         if self.left == 0 {
             return false;
+        }
+        if self.in_flight.contains(&page) {
+            return true;
         }
         if self.free_fast > 0 {
             self.free_fast -= 1;
@@ -308,7 +332,10 @@ impl Promoter {
             if self.free_slow == 0 {
                 return false;
             }
-            let Some(victim) = victims.iter().find_map(|&c| lists.front(Side::Fast, c)) else {
+            let moving = &self.in_flight;
+            let Some(victim) =
+                victims.iter().find_map(|&c| lists.first(Side::Fast, c, |p| !moving.contains(&p)))
+            else {
                 return false;
             };
             self.moves.push(Move { page: victim, to: Side::Slow.tier() });

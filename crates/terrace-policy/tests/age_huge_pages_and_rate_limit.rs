@@ -34,6 +34,7 @@ fn promote_one(p: &mut dyn Policy) -> terrace_model::Plan {
         samples: &[],
         future: None,
         hint_faults: &[],
+        in_flight: &[],
     })
 }
 

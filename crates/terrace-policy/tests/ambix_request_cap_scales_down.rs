@@ -34,6 +34,7 @@ fn first_period(spec: &str, scale: f64) -> Plan {
         samples: &[],
         future: None,
         hint_faults: &[],
+        in_flight: &[],
     };
     assert!(p.tick(&obs(1_950_000_000, &none)).is_empty());
     p.tick(&obs(2_000_000_000, &bits))

@@ -39,6 +39,7 @@ fn tick(p: &mut dyn Policy, now: u64, placement: &[TierId], faults: &[HintFault]
         samples: &[],
         future: None,
         hint_faults: faults,
+        in_flight: &[],
     })
 }
 

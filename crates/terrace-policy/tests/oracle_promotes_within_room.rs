@@ -59,6 +59,7 @@ fn plan_for(capacity: u64, placement: &[TierId], counts: &[PageCounts]) -> Plan 
         samples: &[],
         future: Some(counts),
         hint_faults: &[],
+        in_flight: &[],
     })
 }
 
@@ -110,6 +111,7 @@ fn a_plan_that_moved_nothing_teaches_the_oracle_no_cost() {
         samples: &[],
         future: Some(&counts),
         hint_faults: &[],
+        in_flight: &[],
     };
     assert_eq!(p.tick(&obs(100_000_000)).moves.len(), 2);
     // Every move failed (say the tier was full after all): nothing was learned.

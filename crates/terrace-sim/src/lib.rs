@@ -5,6 +5,7 @@
 //! docs/hardware.md, and implements `terrace_model::Machine`, so every policy runs on
 //! it unchanged. The modules follow the model's parts: [`profile`] (the numbers), [`timing`]
 //! (latency, bandwidth and loaded latency per slice), [`migration`] (what moving pages costs),
+//! [`movers`] (who copies, when each page lands, and who waits),
 //! [`trackers`] (modelled page-table bits and access sampling), [`memory_mode`] (the fast tier
 //! as a hardware cache), [`energy`], [`placement`] (capacity and first touch) and [`machine`]
 //! (the replay loop). docs/model.md states every equation and the source of every number.
@@ -15,6 +16,7 @@ pub mod energy;
 pub mod machine;
 pub mod memory_mode;
 pub mod migration;
+pub mod movers;
 pub mod placement;
 pub mod profile;
 pub mod report;

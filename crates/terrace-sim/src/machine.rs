@@ -3,10 +3,13 @@
 //!
 //! Replay works in slices of [`SLICE_ACCESSES`] accesses: each access is placed (first touch),
 //! counted against its tier and seen by the enabled trackers; then the slice's time comes from
-//! [`timing::slice_ns`]. Policies tick between slices.
+//! [`timing::slice_ns`]. Policies tick between slices. A plan's pages go to the policy's movers
+//! ([`crate::movers`]) and change tier when their copies complete, which is looked at before
+//! each slice.
 
 use crate::memory_mode::{CacheOutcome, DirectMappedCache};
 use crate::migration::{self, MoveWork};
+use crate::movers::MoverQueue;
 use crate::placement::Placement;
 use crate::profile::{Profile, MAX_TIERS};
 use crate::report::{RunReport, TierTotals};
@@ -19,8 +22,9 @@ use crate::{energy, SimError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
-    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanisms, MemoryMode, MoveFailure,
-    Observations, PageSize, Plan, Progress, RateBudget, Requirements, Tier, TierId, TierStatus, TrackerKind,
+    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanisms, MemoryMode, Move,
+    MoveFailure, Mover, Observations, PageIdx, PageSize, Plan, Progress, RateBudget, Requirements, Tier,
+    TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::AccessSource;
 
@@ -29,14 +33,10 @@ pub const SLICE_ACCESSES: usize = 1024;
 /// Accesses fetched from the source at a time.
 const BATCH_ACCESSES: usize = 1 << 16;
 
-/// Background copy traffic of the mover, spread evenly over the time it is busy.
-#[derive(Clone, Copy, Debug, Default)]
-struct CopyWindow {
-    until_ns: f64,
-    /// Bytes still to copy, per tier: read from it, written to it.
-    read_left: [f64; MAX_TIERS],
-    write_left: [f64; MAX_TIERS],
-}
+/// `page_state`: the page is in no mover's queue.
+const IDLE: u8 = 0;
+/// `page_state`: a mover has taken the page on and it has not landed (a move of it is `Busy`).
+const QUEUED: u8 = 1;
 
 pub struct SimMachine {
     info: MachineInfo,
@@ -72,9 +72,23 @@ pub struct SimMachine {
     last_observe_ns: f64,
     last_apply_ns: f64,
     accesses_since_observe: u64,
-    copy: CopyWindow,
-    /// Program time owed to shootdowns and tracking, paid by the next slice.
+    /// The policy's movers: its mover first, then its demotion mover if it has one
+    /// (docs/model.md §4, "Movers").
+    movers: Vec<MoverQueue>,
+    /// Per page: `IDLE` or `QUEUED`.
+    page_state: Vec<u8>,
+    /// The copies under way at the start of the slice being replayed: (mover, index in its queue).
+    copying: Vec<(usize, usize)>,
+    /// The pages of `copying` (at most two a mover): a write to one of them in the slice waits,
+    /// or makes the copy redone.
+    copying_pages: Vec<PageIdx>,
+    /// Writes of the slice to pages being copied: (page, thread).
+    write_hits: Vec<(PageIdx, u8)>,
+    /// Program time owed to tracking (its CPU time and shootdowns), paid by the next slice.
     stall_owed_ns: f64,
+    /// Program time owed to moves (their shootdowns, the faulting threads' copies, writes
+    /// waiting for protected copies), paid by the next slice.
+    move_wait_owed_ns: f64,
     since_observe: Vec<TierStatus>,
     /// What the last observation handed out: tier status, bits and samples of the interval it closed.
     observed_tiers: Vec<TierStatus>,
@@ -86,9 +100,12 @@ pub struct SimMachine {
     pages_migrated: u64,
     failed_moves: u64,
     tlb_shootdowns: u64,
-    migration_ns: f64,
     tracking_ns: f64,
     stall_ns: f64,
+    /// The part of `stall_ns` the program waited for moves.
+    move_wait_ns: f64,
+    /// What the last observation handed out as in flight.
+    observed_in_flight: Vec<Move>,
     error: Option<SimError>,
     policy_name: String,
     progress: Option<Arc<AtomicU64>>,
@@ -185,8 +202,13 @@ impl SimMachine {
             last_observe_ns: 0.0,
             last_apply_ns: 0.0,
             accesses_since_observe: 0,
-            copy: CopyWindow::default(),
+            movers: vec![MoverQueue::new(Mover::PolicyThread)],
+            page_state: Vec::new(),
+            copying: Vec::new(),
+            copying_pages: Vec::new(),
+            write_hits: Vec::new(),
             stall_owed_ns: 0.0,
+            move_wait_owed_ns: 0.0,
             since_observe: vec![TierStatus::default(); n],
             observed_tiers: vec![TierStatus::default(); n],
             observed_bits: Vec::new(),
@@ -197,9 +219,10 @@ impl SimMachine {
             pages_migrated: 0,
             failed_moves: 0,
             tlb_shootdowns: 0,
-            migration_ns: 0.0,
             tracking_ns: 0.0,
             stall_ns: 0.0,
+            move_wait_ns: 0.0,
+            observed_in_flight: Vec::new(),
             error: None,
             policy_name: String::new(),
             progress: None,
@@ -239,8 +262,11 @@ impl SimMachine {
             pages_migrated: self.pages_migrated,
             bytes_migrated,
             failed_moves: self.failed_moves,
+            pages_not_done: self.movers.iter().map(|m| m.queued_pages).sum(),
             tlb_shootdowns: self.tlb_shootdowns,
-            migration_ns: self.migration_ns,
+            migration_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).sum(),
+            mover_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).collect(),
+            move_wait_ns: self.move_wait_ns,
             tracking_ns: self.tracking_ns,
             stall_ns: self.stall_ns,
         }
@@ -269,8 +295,9 @@ impl SimMachine {
         self.buf.len() - self.pos
     }
 
-    /// Replays one slice in flat mode: places and counts each access against its tier, and,
-    /// when a tracker is enabled (`record`), lists the pages touched for the trackers.
+    /// Replays one slice in flat mode: places and counts each access against its tier (a page
+    /// in flight is still in its old tier), and, when a tracker is enabled (`record`), lists the
+    /// pages touched for the trackers.
     fn replay_flat(&mut self, end: usize, loads: &mut [TierLoad; MAX_TIERS], record: bool) -> u64 {
         let shift = self.page_shift;
         let mut gran_shift = [0u32; MAX_TIERS];
@@ -310,6 +337,23 @@ impl SimMachine {
             self.fail_replay(a);
         }
         instructions
+    }
+
+    /// Lists the slice's writes to the pages being copied (`copying_pages`), with their threads:
+    /// a pass of its own, so that the replay loop costs nothing more while no copy is under way
+    /// (and little while one is).
+    fn find_write_hits(&mut self, end: usize) {
+        let Some(&first) = self.copying_pages.first() else { return };
+        let shift = self.page_shift;
+        let watched = &self.copying_pages[..];
+        let hits = &mut self.write_hits;
+        for a in &self.buf[self.pos..end] {
+            let page = (a.addr >> shift) as PageIdx;
+            // Most slices copy one page: test it first, the rest (a pair, a second mover) after.
+            if a.kind == AccessKind::Write && (page == first || watched[1..].contains(&page)) {
+                hits.push((page, a.thread));
+            }
+        }
     }
 
     /// Hands the slice just replayed to every enabled tracker.
@@ -399,11 +443,24 @@ impl SimMachine {
 
     /// Replays one slice and advances the clock by its time.
     fn step(&mut self) -> bool {
+        self.land_copies();
         if self.buffer_ahead(1) == 0 {
             return false;
         }
         let end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
         let mut loads = [TierLoad::default(); MAX_TIERS];
+        // The copies under way load the tiers they read and write, each at its pages' bytes over
+        // its duration, for the slice.
+        self.mark_copying();
+        let page_bytes = self.info.page_size.bytes() as f64;
+        for &(q, i) in &self.copying {
+            let c = &self.movers[q].items[i];
+            let rate = page_bytes / c.dur_ns.max(1e-9);
+            for &(_, from, to) in c.pages() {
+                loads[from.index()].copy_read_bytes_per_ns += rate;
+                loads[to.index()].copy_write_bytes_per_ns += rate;
+            }
+        }
         if let Some(h) = self.hints.as_mut() {
             h.now_ns = self.now_ns as u64;
         }
@@ -412,6 +469,7 @@ impl SimMachine {
         } else {
             let record = self.bits.is_some() || self.sampler.is_some() || self.hints.is_some();
             let instructions = self.replay_flat(end, &mut loads, record);
+            self.find_write_hits(end);
             if record {
                 self.feed_trackers();
             }
@@ -438,25 +496,14 @@ impl SimMachine {
             }
         }
         self.accesses_since_observe += n;
-        // The mover's copies share the tiers' bandwidth while it is busy.
-        let window = self.copy.until_ns - self.now_ns;
-        if window > 0.0 {
-            for (t, load) in loads.iter_mut().enumerate() {
-                load.copy_read_bytes_per_ns = self.copy.read_left[t] / window;
-                load.copy_write_bytes_per_ns = self.copy.write_left[t] / window;
-            }
-        }
         let mut dt = timing::slice_ns(&self.timing, loads, instructions);
-        if window > 0.0 {
-            let done = (dt / window).min(1.0);
-            for t in 0..tiers {
-                self.copy.read_left[t] *= 1.0 - done;
-                self.copy.write_left[t] *= 1.0 - done;
-            }
-        }
-        dt += self.stall_owed_ns;
-        self.stall_ns += self.stall_owed_ns;
+        self.charge_write_hits();
+        let owed = self.stall_owed_ns + self.move_wait_owed_ns;
+        dt += owed;
+        self.stall_ns += owed;
+        self.move_wait_ns += self.move_wait_owed_ns;
         self.stall_owed_ns = 0.0;
+        self.move_wait_owed_ns = 0.0;
         self.now_ns += dt;
         for (t, l) in loads.iter().enumerate() {
             let tot = &mut self.totals[t];
@@ -501,44 +548,159 @@ impl SimMachine {
         for (t, st) in s.iter_mut().enumerate() {
             st.read_bytes = st.read_bytes.or(Some(0));
             st.write_bytes = st.write_bytes.or(Some(0));
-            st.used_pages = self.placement.used[t];
+            st.used_pages = self.placement.occupied(t);
             st.capacity_pages = self.placement.capacity[t];
         }
         s
     }
 
-    /// Performs what [`Plan::check`] leaves of a plan (the rules both machines share), with the
-    /// room in each tier checked here as the kernel would; returns the work done.
-    fn perform(&mut self, plan: &Plan, applied: &mut Applied) -> MoveWork {
+    /// Lands every copy completed by now: its pages change tier (docs/model.md §4, "Movers").
+    fn land_copies(&mut self) {
+        let now = self.now_ns;
         let page_bytes = self.info.page_size.bytes();
-        let mut work = MoveWork::default();
+        for m in &mut self.movers {
+            let (state, hints, totals, migrated) =
+                (&mut self.page_state, &mut self.hints, &mut self.totals, &mut self.pages_migrated);
+            m.complete(now, &mut self.placement, |page, from, to| {
+                state[page as usize] = IDLE;
+                // Migration maps the page afresh: a hint-fault scan's arming is gone.
+                if let Some(h) = hints.as_mut() {
+                    h.disarm(page as usize);
+                }
+                totals[from.index()].copy_read_bytes += page_bytes;
+                totals[to.index()].copy_write_bytes += page_bytes;
+                *migrated += 1;
+            });
+        }
+    }
+
+    /// Lists the copies under way now, and their pages, for the slice about to be replayed.
+    fn mark_copying(&mut self) {
+        self.copying_pages.clear();
+        self.copying.clear();
+        let now = self.now_ns;
+        for (q, m) in self.movers.iter().enumerate() {
+            if let Some(i) = m.running(now) {
+                self.copying.push((q, i));
+                self.copying_pages.extend(m.items[i].pages().iter().map(|&(page, _, _)| page));
+            }
+        }
+    }
+
+    /// What the slice's writes to pages being copied cost (docs/model.md §4, "Movers"): a write
+    /// to a write-protected copy waits until it completes (each thread once per copy, charged
+    /// as its wait over the threads, like other per-thread stalls); a write racing an
+    /// unprotected copy makes the mover copy the page again, once, after which writes wait.
+    fn charge_write_hits(&mut self) {
+        if self.write_hits.is_empty() {
+            return;
+        }
+        let now = self.now_ns;
+        let threads = self.timing.threads;
+        let hits = std::mem::take(&mut self.write_hits);
+        for &(q, i) in &self.copying {
+            let mover = &mut self.movers[q];
+            let mut raced = false;
+            for &(page, thread) in &hits {
+                if !mover.items[i].pages().iter().any(|&(p, _, _)| p == page) {
+                    continue;
+                }
+                let c = &mover.items[i];
+                if !c.protected && !c.redone {
+                    raced = true;
+                    break;
+                }
+                let wait = (c.done_ns - now).max(0.0);
+                if mover.items[i].wait(thread) {
+                    self.move_wait_owed_ns += wait / threads;
+                }
+            }
+            if raced {
+                let added = mover.redo(i);
+                if mover.kind == Mover::FaultingThread {
+                    // The faulting thread copies again, and the program waits for it.
+                    self.move_wait_owed_ns += added / threads;
+                }
+            }
+        }
+        self.write_hits = hits;
+        self.write_hits.clear();
+    }
+
+    /// The policy's thread is still copying (a synchronous mover of its own): it cannot be
+    /// asked anything until it is done.
+    fn policy_thread_busy(&self) -> bool {
+        self.movers.iter().any(|m| m.kind == Mover::PolicyThread && !m.items.is_empty())
+    }
+
+    /// The mover of a move from `from` to `to`: the demotion mover for a move to a slower tier,
+    /// if the policy has one, else its mover.
+    fn mover_for(&self, from: TierId, to: TierId) -> usize {
+        if to.index() > from.index() && self.movers.len() > 1 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Hands what [`Plan::check`] leaves of a plan (the rules both machines share) to the
+    /// movers, after refusing moves of pages already in flight (`Busy`); room in each tier is
+    /// checked here as the kernel would. Returns the work each mover took on.
+    fn perform(&mut self, plan: &Plan, protected: bool, applied: &mut Applied) -> Vec<MoveWork> {
+        let page_bytes = self.info.page_size.bytes();
+        let mut work = vec![MoveWork::default(); self.movers.len()];
+        let busy = |p: PageIdx| self.page_state.get(p as usize).is_some_and(|&s| s != IDLE);
+        let mut free = Plan { options: plan.options, ..Plan::none() };
+        for mv in &plan.moves {
+            if busy(mv.page) {
+                applied.fail(MoveFailure::Busy);
+            } else {
+                free.moves.push(*mv);
+            }
+        }
+        for ex in &plan.exchanges {
+            if busy(ex.a) || busy(ex.b) {
+                applied.fail(MoveFailure::Busy);
+            } else {
+                free.exchanges.push(*ex);
+            }
+        }
         let mut budget = RateBudget::new(&plan.options, self.now_ns - self.last_apply_ns);
         let checked =
-            plan.check(&self.placement.tiers, self.info.tiers.len(), &mut budget, page_bytes, applied);
+            free.check(&self.placement.tiers, self.info.tiers.len(), &mut budget, page_bytes, applied);
         for mv in &checked.moves {
-            let from = self.placement.tiers[mv.page as usize];
-            if !self.placement.has_room(mv.to.index()) {
-                applied.fail(MoveFailure::NoSpace);
+            // A page the plan has already handed to a mover is in flight too (Plan::check lets
+            // a plan move a page twice; a mover takes it once).
+            if self.page_state[mv.page as usize] != IDLE {
+                applied.fail(MoveFailure::Busy);
                 continue;
             }
-            self.placement.relocate(mv.page, mv.to);
-            if let Some(h) = self.hints.as_mut() {
-                h.disarm(mv.page as usize);
+            let from = self.placement.tiers[mv.page as usize];
+            let q = self.mover_for(from, mv.to);
+            if let Err(why) = self.movers[q].take_move(&mut self.placement, mv.page, from, mv.to, protected) {
+                applied.fail(why);
+                continue;
             }
-            work.pages += 1;
-            work.bytes[from.index()][mv.to.index()] += page_bytes;
+            self.page_state[mv.page as usize] = QUEUED;
+            work[q].pages += 1;
+            work[q].bytes[from.index()][mv.to.index()] += page_bytes;
         }
         // A swap needs no free page in either tier (Nimble §3.1.4).
         for ex in &checked.exchanges {
             let (down, up) = (ex.down, ex.up);
-            self.placement.swap(down.page, up.page);
-            if let Some(h) = self.hints.as_mut() {
-                h.disarm(down.page as usize);
-                h.disarm(up.page as usize);
+            if self.page_state[down.page as usize] != IDLE || self.page_state[up.page as usize] != IDLE {
+                applied.fail(MoveFailure::Busy);
+                continue;
             }
-            work.pairs += 1;
-            work.bytes[up.to.index()][down.to.index()] += page_bytes;
-            work.bytes[down.to.index()][up.to.index()] += page_bytes;
+            if let Err(why) = self.movers[0].take_exchange(down, up, protected) {
+                applied.fail(why);
+                continue;
+            }
+            self.page_state[down.page as usize] = QUEUED;
+            self.page_state[up.page as usize] = QUEUED;
+            work[0].pairs += 1;
+            work[0].bytes[up.to.index()][down.to.index()] += page_bytes;
+            work[0].bytes[down.to.index()][up.to.index()] += page_bytes;
         }
         work
     }
@@ -672,6 +834,8 @@ impl Machine for SimMachine {
             tier.capacity_pages = capacity[t];
         }
         self.placement = Placement::new(self.info.pages, capacity, req.initial.clone());
+        self.page_state = vec![IDLE; self.info.pages as usize];
+        self.movers = std::iter::once(req.mover).chain(req.demotion_mover).map(MoverQueue::new).collect();
         self.touches.clear();
         for tr in &req.trackers {
             match tr.kind {
@@ -687,13 +851,18 @@ impl Machine for SimMachine {
         Ok(())
     }
 
+    /// Runs the program to `until_ns`, and on while the policy's own thread is still copying
+    /// (a [`Mover::PolicyThread`] policy is not asked again before its copies are done).
     fn advance(&mut self, until_ns: u64) -> Progress {
-        while self.now_ns < until_ns as f64 {
+        loop {
+            self.land_copies();
+            if self.now_ns >= until_ns as f64 && !self.policy_thread_busy() {
+                return Progress::Running { now_ns: self.now_ns as u64 };
+            }
             if !self.step() {
                 return Progress::Finished { now_ns: self.now_ns as u64 };
             }
         }
-        Progress::Running { now_ns: self.now_ns as u64 }
     }
 
     fn observe(&mut self) -> Observations<'_> {
@@ -740,6 +909,10 @@ impl Machine for SimMachine {
             self.observed_hint_faults.clear();
             std::mem::swap(&mut self.observed_hint_faults, &mut h.faults);
         }
+        self.observed_in_flight.clear();
+        for m in &self.movers {
+            m.in_flight(&mut self.observed_in_flight);
+        }
         Observations {
             now_ns: self.now_ns as u64,
             previous_ns: previous as u64,
@@ -749,6 +922,7 @@ impl Machine for SimMachine {
             samples: &self.observed_samples,
             future: self.future.as_ref().map(|f| f.counts.as_slice()),
             hint_faults: &self.observed_hint_faults,
+            in_flight: &self.observed_in_flight,
         }
     }
 
@@ -756,41 +930,52 @@ impl Machine for SimMachine {
         let mut applied = Applied::default();
         let (options, not_honoured) = self.info.mechanisms.honour(plan);
         applied.not_honoured = not_honoured;
-        let work = self.perform(plan, &mut applied);
+        let work = self.perform(plan, options.protected_copies, &mut applied);
         self.last_apply_ns = self.now_ns;
-        let c = migration::cost(
-            &self.profile.migration,
-            &self.profile.tiers,
-            &options,
-            self.info.page_size,
-            &work,
-        );
-        applied.pages_moved = work.pages + 2 * work.pairs;
-        applied.pairs_exchanged = work.pairs;
-        applied.bytes_copied = work.total_bytes();
-        applied.time_ns = c.mover_ns as u64;
-        applied.tlb_shootdowns = c.tlb_shootdowns;
-        self.pages_migrated += applied.pages_moved;
-        self.failed_moves += applied.failed_total();
-        self.tlb_shootdowns += c.tlb_shootdowns;
-        self.migration_ns += c.mover_ns;
-        // Every shootdown interrupts all program threads (mtier §5.2.1, Figs 5.2/5.3).
-        let stall = c.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3;
-        applied.program_stall_ns = stall as u64;
-        self.stall_owed_ns += stall;
-        // The mover works after whatever it was already doing; its copies share bandwidth meanwhile.
-        let start = self.copy.until_ns.max(self.now_ns);
-        self.copy.until_ns = start + c.mover_ns;
-        let tiers = self.info.tiers.len();
-        for from in 0..tiers {
-            for to in 0..tiers {
-                let b = work.bytes[from][to];
-                self.copy.read_left[from] += b as f64;
-                self.copy.write_left[to] += b as f64;
-                self.totals[from].copy_read_bytes += b;
-                self.totals[to].copy_write_bytes += b;
+        let threads = self.timing.threads;
+        let mut move_wait = 0.0;
+        for (q, w) in work.iter().enumerate() {
+            let pages = w.total_pages();
+            if pages == 0 {
+                continue;
             }
+            let c = if self.movers[q].kind == Mover::FaultingThread {
+                // The fault path migrates the page it faulted on, without a move_pages call: it
+                // pays each page's cost and copy, not the call's (docs/model.md §4, "Movers").
+                let fault_path =
+                    migration::MigrationProfile { call_us: 0.0, ..self.profile.migration.clone() };
+                migration::cost(&fault_path, &self.profile.tiers, &options, self.info.page_size, w)
+            } else {
+                migration::cost(
+                    &self.profile.migration,
+                    &self.profile.tiers,
+                    &options,
+                    self.info.page_size,
+                    w,
+                )
+            };
+            let mover = &mut self.movers[q];
+            mover.schedule(self.now_ns, c.mover_ns / pages as f64);
+            if mover.kind == Mover::FaultingThread {
+                // Each faulting thread copies its pages before it goes on: n of them side by
+                // side, so the program loses the copies' time over n.
+                move_wait += c.mover_ns / threads;
+            }
+            applied.pages_moved += pages;
+            applied.pairs_exchanged += w.pairs;
+            applied.bytes_copied += w.total_bytes();
+            applied.time_ns += c.mover_ns as u64;
+            applied.tlb_shootdowns += c.tlb_shootdowns;
         }
+        // On this machine every copy takes machine time: what the movers took on is in flight.
+        applied.pages_in_flight = applied.pages_moved;
+        self.failed_moves += applied.failed_total();
+        self.tlb_shootdowns += applied.tlb_shootdowns;
+        // Every shootdown interrupts all program threads (mtier §5.2.1, Figs 5.2/5.3); Linux
+        // unmaps a page, and flushes, before it copies it, so they are paid as the plan starts.
+        let stall = applied.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3 + move_wait;
+        applied.program_stall_ns = stall as u64;
+        self.move_wait_owed_ns += stall;
         applied
     }
 }

@@ -1,7 +1,8 @@
 //! Cost of carrying a plan out: the mechanisms of Linux move_pages and of Nimble (§3.1), charged
 //! from the profile's migration row (docs/model.md §Migration).
 
-use crate::profile::{interpolate, MigrationProfile, TierProfile, MAX_TIERS};
+pub use crate::profile::MigrationProfile;
+use crate::profile::{interpolate, TierProfile, MAX_TIERS};
 use terrace_model::{MoveOptions, PageSize, TlbFlush};
 
 /// The work a plan turned into, after validation.

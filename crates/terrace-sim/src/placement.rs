@@ -3,11 +3,18 @@
 use terrace_model::{InitialPlacement, PageIdx, TierId};
 
 /// Page-to-tier map of the simulated machine.
+///
+/// A page in flight (docs/model.md §4, "Movers") stays in `tiers` and `used` at its old tier
+/// until its copy completes, and holds a page of room at its destination meanwhile
+/// (`reserved`), as the kernel holds both the old and the new page during a copy. A tier's
+/// occupancy is `used + reserved`, never above its capacity.
 #[derive(Clone, Debug)]
 pub struct Placement {
     pub tiers: Vec<TierId>,
     pub used: Vec<u64>,
-    /// Highest occupancy ever seen, per tier (checked against capacity by tests).
+    /// Pages of room held, per tier, for pages on their way there.
+    pub reserved: Vec<u64>,
+    /// Highest occupancy (`used + reserved`) ever seen, per tier (checked against capacity by tests).
     pub peak: Vec<u64>,
     pub capacity: Vec<Option<u64>>,
     rule: InitialPlacement,
@@ -22,6 +29,7 @@ impl Placement {
         Placement {
             tiers: vec![TierId::UNPLACED; pages as usize],
             used: vec![0; n],
+            reserved: vec![0; n],
             peak: vec![0; n],
             capacity,
             rule,
@@ -30,7 +38,16 @@ impl Placement {
     }
 
     pub fn has_room(&self, t: usize) -> bool {
-        self.capacity[t].is_none_or(|c| self.used[t] < c)
+        self.capacity[t].is_none_or(|c| self.occupied(t) < c)
+    }
+
+    /// Pages placed in tier `t` plus the room held there for pages on their way.
+    pub fn occupied(&self, t: usize) -> u64 {
+        self.used[t] + self.reserved[t]
+    }
+
+    fn note_peak(&mut self, t: usize) {
+        self.peak[t] = self.peak[t].max(self.occupied(t));
     }
 
     fn first_with_room_from(&self, t: usize) -> Option<usize> {
@@ -74,11 +91,18 @@ impl Placement {
         }
         *slot = to;
         self.used[to.index()] += 1;
-        self.peak[to.index()] = self.peak[to.index()].max(self.used[to.index()]);
+        self.note_peak(to.index());
     }
 
-    /// Moves a placed page to another tier (capacity checked by the caller).
-    pub fn relocate(&mut self, page: PageIdx, to: TierId) {
+    /// Holds a page of room in tier `t` for a page on its way there (room checked by the caller).
+    pub fn reserve(&mut self, t: usize) {
+        self.reserved[t] += 1;
+        self.note_peak(t);
+    }
+
+    /// A page arrives in tier `to`, on the room held for it there.
+    pub fn land(&mut self, page: PageIdx, to: TierId) {
+        self.reserved[to.index()] -= 1;
         self.set(page, to);
     }
 
@@ -99,7 +123,7 @@ impl Placement {
                 count[t.index()] += 1;
             }
         }
-        count == self.used && (0..n).all(|t| self.capacity[t].is_none_or(|c| self.used[t] <= c))
+        count == self.used && (0..n).all(|t| self.capacity[t].is_none_or(|c| self.occupied(t) <= c))
     }
 }
 

@@ -34,15 +34,31 @@ pub struct RunReport {
     pub runtime_ns: f64,
     /// Per tier, fastest first.
     pub tiers: Vec<TierTotals>,
+    /// Pages whose copies completed during the run (each changed tier), and their bytes.
     pub pages_migrated: u64,
     pub bytes_migrated: u64,
     pub failed_moves: u64,
+    /// Pages a mover took on whose copies had not completed when the program ended: not moved,
+    /// and not in `pages_migrated` (docs/model.md §4, "Movers").
+    #[serde(default)]
+    pub pages_not_done: u64,
     pub tlb_shootdowns: u64,
-    /// Mover time (runs beside the program; its effect on the program is copy traffic and shootdowns).
+    /// Mover time, "t migrate": the time threads (or a copy engine) spent copying during the
+    /// run, whoever they are: the policy's thread, a kernel thread, a copy engine, or the
+    /// faulting program threads (their times summed). Copies done again after a write raced
+    /// them count twice; copying after the program ended does not count.
     pub migration_ns: f64,
+    /// Each mover's part of `migration_ns`: the policy's mover, then its demotion mover if it has
+    /// one. None is ever more than `runtime_ns`.
+    #[serde(default)]
+    pub mover_ns: Vec<f64>,
+    /// Program time lost to moves, "t wait": their TLB shootdowns, copies the faulting threads
+    /// made, and writes waiting for write-protected copies. Part of `stall_ns`.
+    #[serde(default)]
+    pub move_wait_ns: f64,
     /// Tracker CPU time (scans and sample handling).
     pub tracking_ns: f64,
-    /// Program time lost to shootdowns and tracking.
+    /// Program time lost to shootdowns, tracking and moves (`move_wait_ns` included).
     pub stall_ns: f64,
     pub energy_j: f64,
 }

@@ -159,6 +159,12 @@ fn no_tier_ever_exceeds_its_capacity_and_migrated_bytes_are_whole_pages() {
                 }
             }
             assert_eq!(r.bytes_migrated, r.pages_migrated * r.page_bytes, "{w}/{}", p.name);
+            // The program never waits for moves longer than it runs, and no mover copies longer
+            // than the run (docs/model.md §4, "Movers").
+            assert!(r.move_wait_ns <= r.stall_ns && r.stall_ns <= r.runtime_ns, "{w}/{}: {r:?}", p.name);
+            for &ns in &r.mover_ns {
+                assert!(ns <= r.runtime_ns, "{w}/{}: a mover copied {ns} ns in {} ns", p.name, r.runtime_ns);
+            }
             if p.name == "first-touch" {
                 assert_eq!(r.pages_migrated, 0);
             }
@@ -247,16 +253,39 @@ fn touched_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine
     m
 }
 
+/// A machine whose program has touched `touched` pages in order (first touch) and goes on
+/// reading them for about a simulated second, so that moves have time to complete.
+fn running_machine(fast_pages: u64, slow_pages: u64, touched: u64) -> SimMachine {
+    let mut v: Vec<Access> = (0..touched).map(|p| Access::write(p * 4096, 64, 0, 0)).collect();
+    v.extend((0..2_000_000u64).map(|i| Access::read((i % touched) * 4096, 64, 0, 1000)));
+    let mut m =
+        SimMachine::new(profile(), in_memory(PAGES * 4096, 1, v), fast_pages * 4096, Some(slow_pages * 4096))
+            .unwrap();
+    m.prepare(&Idle.requirements(m.info())).unwrap();
+    m.advance(1);
+    m
+}
+
+/// Lets the program run until every copy taken on has landed.
+fn settle(m: &mut SimMachine) {
+    while !m.observe().in_flight.is_empty() {
+        let now = m.observe().now_ns;
+        assert!(matches!(m.advance(now + 10_000), terrace_model::Progress::Running { .. }));
+    }
+}
+
 /// The machine contract (terrace_model::contract), which the live machine passes in the guest.
 #[test]
 fn the_simulated_machine_keeps_the_machine_contract() {
-    // First touch fills the 40-page fast tier, 3 pages spill; two demotions make room.
-    let mut m = touched_machine(40, PAGES, 43);
+    // First touch fills the 40-page fast tier, 3 pages spill; two demotions make room. The
+    // program runs on while the contract waits for the copies.
+    let mut m = running_machine(40, PAGES, 43);
     let down = Plan {
         moves: vec![Move { page: 0, to: TierId::SLOW }, Move { page: 1, to: TierId::SLOW }],
         ..Plan::none()
     };
     assert_eq!(m.apply(&down).pages_moved, 2);
+    settle(&mut m);
     let failures = terrace_model::contract::check(&mut m);
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -307,7 +336,7 @@ fn an_exchange_swaps_the_two_pages_tiers_and_nothing_else() {
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
     // Pages 0-7 first touched in order with room for 4 in the fast tier: 0-3 fast, 4-7 slow.
-    let mut m = touched_machine(4, PAGES, 8);
+    let mut m = running_machine(4, PAGES, 8);
     let before = m.placement().tiers.clone();
     assert_eq!(before[..8], [F, F, F, F, S, S, S, S]);
     let used = m.placement().used.clone();
@@ -315,6 +344,8 @@ fn an_exchange_swaps_the_two_pages_tiers_and_nothing_else() {
     let applied = m.apply(&plan);
     assert_eq!((applied.pairs_exchanged, applied.pages_moved, applied.failed_total()), (2, 4, 0));
     assert_eq!(applied.bytes_copied, 4 * 4096);
+    assert_eq!(m.placement().tiers, before, "nothing has changed tier before its copy completes");
+    settle(&mut m);
     let mut expected = before.clone();
     expected.swap(1, 6);
     expected.swap(5, 2);

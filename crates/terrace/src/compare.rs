@@ -64,7 +64,9 @@ struct CsvRow<'a> {
     slow_bytes_written: u64,
     bytes_migrated: u64,
     pages_migrated: u64,
+    pages_not_done: u64,
     migration_s: f64,
+    move_wait_s: f64,
     tracking_s: f64,
     energy_j: f64,
 }
@@ -128,7 +130,9 @@ pub fn compare(args: CompareArgs) -> Result<()> {
                 slow_bytes_written: r.slow_bytes_written,
                 bytes_migrated: r.report.bytes_migrated,
                 pages_migrated: r.report.pages_migrated,
+                pages_not_done: r.report.pages_not_done,
                 migration_s: r.report.migration_ns / 1e9,
+                move_wait_s: r.report.move_wait_ns / 1e9,
                 tracking_s: r.report.tracking_ns / 1e9,
                 energy_j: r.report.energy_j,
             })

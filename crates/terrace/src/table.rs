@@ -66,20 +66,29 @@ pub fn print_report(r: &RunReport) {
         }
     }
     println!(
-        "migrated            {} ({} pages of {}, {} failed)",
+        "migrated            {} ({} pages of {}, {} failed, {} not done when the program ended)",
         human_bytes(r.bytes_migrated),
         r.pages_migrated,
         human_bytes(r.page_bytes),
-        r.failed_moves
+        r.failed_moves,
+        r.pages_not_done
     );
-    println!("time in migration   {}", human_time(r.migration_ns));
+    let each: Vec<String> = r.mover_ns.iter().map(|&ns| human_time(ns)).collect();
+    println!("time copying        {} (its movers: {})", human_time(r.migration_ns), each.join(" + "));
+    println!(
+        "program waited      {} for moves (shootdowns, copies in its threads, writes)",
+        human_time(r.move_wait_ns)
+    );
     println!("time in tracking    {}", human_time(r.tracking_ns));
     println!("program stalls      {} ({} TLB shootdowns)", human_time(r.stall_ns), r.tlb_shootdowns);
     println!("energy              {}", human_energy(r.energy_j));
 }
 
-/// The comparison table's columns.
-pub const HEADER: [&str; 12] = [
+/// Columns of the comparison table.
+pub const COLUMNS: usize = 14;
+
+/// The comparison table's columns ([`LEGEND`] says what the less obvious ones mean).
+pub const HEADER: [&str; COLUMNS] = [
     "workload",
     "fast tier",
     "policy",
@@ -89,12 +98,23 @@ pub const HEADER: [&str; 12] = [
     "fast hit W",
     "slow written",
     "migrated",
+    "not done",
     "t migrate",
+    "t wait",
     "t track",
     "energy",
 ];
 
-pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 12] {
+/// What the migration columns mean, printed under the table (docs/model.md §4, "Movers").
+pub const LEGEND: &str = "\
+migrated: bytes whose copies completed; not done: pages still being copied when the program ended
+  (not counted as migrated)
+t migrate: time movers spent copying (the policy's thread, a kernel thread or copy engine, or the
+  faulting program threads, summed)
+t wait: program time lost to moves (TLB shootdowns, copies in its faulting threads, writes waiting
+  for protected copies), part of the run time; t track: tracker CPU time";
+
+pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; COLUMNS] {
     [
         r.workload.clone(),
         fast_tier(r),
@@ -105,14 +125,16 @@ pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; 12] {
         percent(r.fast_write_hit_rate()),
         human_bytes(r.slow_bytes_written()),
         human_bytes(r.bytes_migrated),
+        r.pages_not_done.to_string(),
         human_time(r.migration_ns),
+        human_time(r.move_wait_ns),
         human_time(r.tracking_ns),
         human_energy(r.energy_j),
     ]
 }
 
 /// Prints rows with columns padded to their widest cell.
-pub fn print_table(rows: &[[String; 12]]) {
+pub fn print_table(rows: &[[String; COLUMNS]]) {
     let mut width = HEADER.map(str::len);
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -132,6 +154,7 @@ pub fn print_table(rows: &[[String; 12]]) {
     for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
+    println!("{LEGEND}");
 }
 
 /// Runs `work` with a progress bar over `total` accesses, shown only on a terminal.

@@ -18,8 +18,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    Applied, FreeRoom, MachineInfo, Move, MoveOptions, Observations, PageIdx, Plan, Policy, Requirements,
-    TierId, TrackerRequest,
+    Applied, FreeRoom, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, Plan, Policy,
+    Requirements, TierId, TrackerRequest,
 };
 
 pub const NAME: &str = "oracle";
@@ -111,6 +111,9 @@ impl Policy for Oracle {
         Requirements {
             trackers: vec![TrackerRequest::future(self.horizon_ticks)],
             tick_ns: Some(self.tick_ns),
+            // Stock move_pages from its own thread, which waits for it (docs/policies.md, "The
+            // oracle"): what it learns per page moved is then what its next tick waits.
+            mover: Mover::PolicyThread,
             ..Requirements::default()
         }
     }
@@ -252,6 +255,7 @@ mod tests {
             samples: &[],
             future: Some(&future),
             hint_faults: &[],
+            in_flight: &[],
         };
         o.tick(&obs)
     }

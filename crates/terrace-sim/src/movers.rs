@@ -1,0 +1,316 @@
+//! The movers of docs/model.md §4 ("Movers"): each page a plan moves is a copy that takes
+//! machine time, and the page changes tier when its copy completes.
+//!
+//! A mover is a first-in, first-out queue of copies, done one page (or exchanged pair) after
+//! another, each taking its share of the plan's mover time ([`crate::migration::cost`]). The
+//! faulting program threads are one such queue too: their 4 KiB copies share the source tier,
+//! and concurrent 4 KiB migrations pay off only at large page counts (Nimble §4.2.2-4.2.3), so
+//! they land one after another at one copier's pace, while each faulting thread's wait is
+//! charged to the program (docs/model.md §4, "Movers"). The destination's room is held from the moment the
+//! mover takes a page on; a page queued behind a page leaving the same tier in the same queue
+//! may take that page's room instead (it is copied after the other has left), which is how a
+//! plan that demotes and then promotes fills a full tier. The faulting threads never do that:
+//! each copies its own page and makes no room for another's.
+
+use crate::placement::Placement;
+use crate::profile::MAX_TIERS;
+use std::collections::VecDeque;
+use terrace_model::{Move, MoveFailure, Mover, PageIdx, TierId};
+
+/// One copy: a page on its way to another tier, or the two pages of an exchange.
+#[derive(Clone, Debug)]
+pub struct Copy {
+    /// (page, from, to) of each page: the first only for a move, both for an exchange.
+    pages: [(PageIdx, TierId, TierId); 2],
+    len: u8,
+    /// When the copy starts and completes, machine time, ns.
+    pub start_ns: f64,
+    pub done_ns: f64,
+    /// How long one copy of these pages takes, ns.
+    pub dur_ns: f64,
+    /// Writes wait for the copy (write-protected copies), instead of making the mover copy again.
+    pub protected: bool,
+    /// The copy was done again after a write raced it; writes now wait for it.
+    pub redone: bool,
+    /// The destination's room is promised by a page leaving it earlier in the same queue, and
+    /// not yet held in the placement.
+    backed: bool,
+    /// Program threads already waiting for this copy (a thread waits once per copy).
+    waiting: [u64; 4],
+}
+
+impl Copy {
+    /// (page, from, to) of each page of the copy.
+    pub fn pages(&self) -> &[(PageIdx, TierId, TierId)] {
+        &self.pages[..self.len as usize]
+    }
+
+    /// Marks `thread` as waiting; false if it already was.
+    pub fn wait(&mut self, thread: u8) -> bool {
+        let (word, bit) = (thread as usize / 64, 1u64 << (thread % 64));
+        let new = self.waiting[word] & bit == 0;
+        self.waiting[word] |= bit;
+        new
+    }
+}
+
+/// A mover's queue: what it has taken on and not yet landed.
+#[derive(Clone, Debug)]
+pub struct MoverQueue {
+    pub kind: Mover,
+    pub items: VecDeque<Copy>,
+    /// Pages queued or being copied.
+    pub queued_pages: u64,
+    /// Per tier: pages queued to leave it whose room is not promised to a later page of this queue.
+    leaving: [u64; MAX_TIERS],
+    /// Per tier: pages queued to arrive on room that a page leaving it earlier in this queue frees.
+    promised: [u64; MAX_TIERS],
+    /// Thread time of the copies completed, ns.
+    busy_ns: f64,
+    /// Items taken on by the plan being applied, not yet given their times.
+    unscheduled: usize,
+}
+
+impl MoverQueue {
+    pub fn new(kind: Mover) -> Self {
+        MoverQueue {
+            kind,
+            items: VecDeque::new(),
+            queued_pages: 0,
+            leaving: [0; MAX_TIERS],
+            promised: [0; MAX_TIERS],
+            busy_ns: 0.0,
+            unscheduled: 0,
+        }
+    }
+
+    /// A page may take the room a page leaving its tier ahead of it in this queue frees: not in
+    /// the faulting threads, each of which copies its own page.
+    fn hands_room_on(&self) -> bool {
+        self.kind != Mover::FaultingThread
+    }
+
+    fn refuse_for_queue(&self, pages: u64) -> bool {
+        self.kind.queue_pages().is_some_and(|q| self.queued_pages + pages > q)
+    }
+
+    fn push(&mut self, pages: [(PageIdx, TierId, TierId); 2], len: u8, protected: bool, backed: bool) {
+        self.items.push_back(Copy {
+            pages,
+            len,
+            start_ns: f64::INFINITY,
+            done_ns: f64::INFINITY,
+            dur_ns: 0.0,
+            protected,
+            redone: false,
+            backed,
+            waiting: [0; 4],
+        });
+        self.queued_pages += len as u64;
+    }
+
+    /// Takes on moving `page` from `from` to `to`, holding room for it there: refused when the
+    /// queue is full, or when `to` has no room and no page leaving it is queued ahead here.
+    pub fn take_move(
+        &mut self,
+        placement: &mut Placement,
+        page: PageIdx,
+        from: TierId,
+        to: TierId,
+        protected: bool,
+    ) -> Result<(), MoveFailure> {
+        if self.refuse_for_queue(1) {
+            return Err(MoveFailure::QueueFull);
+        }
+        let (f, t) = (from.index(), to.index());
+        let backed = if placement.has_room(t) {
+            placement.reserve(t);
+            false
+        } else if self.hands_room_on() && self.leaving[t] > 0 {
+            self.leaving[t] -= 1;
+            self.promised[t] += 1;
+            true
+        } else {
+            return Err(MoveFailure::NoSpace);
+        };
+        if self.hands_room_on() {
+            self.leaving[f] += 1;
+        }
+        self.push([(page, from, to), (page, from, to)], 1, protected, backed);
+        Ok(())
+    }
+
+    /// Takes on swapping two pages of different tiers: no room needed (Nimble §3.1.4).
+    pub fn take_exchange(&mut self, down: Move, up: Move, protected: bool) -> Result<(), MoveFailure> {
+        if self.refuse_for_queue(2) {
+            return Err(MoveFailure::QueueFull);
+        }
+        self.push([(down.page, up.to, down.to), (up.page, down.to, up.to)], 2, protected, false);
+        Ok(())
+    }
+
+    /// Gives the copies taken on since the last call their times: `per_page_ns` of copying per
+    /// page, one after another from `now` or from the end of the copies ahead.
+    pub fn schedule(&mut self, now: f64, per_page_ns: f64) {
+        for i in self.unscheduled..self.items.len() {
+            let dur = per_page_ns * self.items[i].len as f64;
+            let start = if i > 0 { self.items[i - 1].done_ns.max(now) } else { now };
+            let c = &mut self.items[i];
+            c.dur_ns = dur;
+            c.start_ns = start;
+            c.done_ns = start + dur;
+        }
+        self.unscheduled = self.items.len();
+    }
+
+    /// Lands every copy completed by `now`: each page goes to its new tier (`land` is told of
+    /// it, with its bytes' tiers), and the room a page leaves passes to a page promised it.
+    pub fn complete(
+        &mut self,
+        now: f64,
+        placement: &mut Placement,
+        mut land: impl FnMut(PageIdx, TierId, TierId),
+    ) {
+        while self.items.front().is_some_and(|c| c.done_ns <= now) {
+            let Some(c) = self.items.pop_front() else { break };
+            self.unscheduled = self.unscheduled.saturating_sub(1);
+            self.busy_ns += c.done_ns - c.start_ns;
+            self.queued_pages -= c.len as u64;
+            if c.len == 2 {
+                let ((a, _, to_a), (b, _, to_b)) = (c.pages[0], c.pages[1]);
+                placement.swap(a, b);
+                land(a, to_b, to_a);
+                land(b, to_a, to_b);
+                continue;
+            }
+            let (page, from, to) = c.pages[0];
+            if c.backed {
+                // The page leaving `to` ahead of it has always landed first (first in, first
+                // out), handing its room over; kept safe should that ever not hold.
+                debug_assert!(false, "a promised page landed before the room it was promised");
+                placement.reserve(to.index());
+            }
+            placement.land(page, to);
+            let f = from.index();
+            if self.hands_room_on() {
+                if self.promised[f] > 0 {
+                    // The room this page leaves goes to the first page queued to arrive on it.
+                    self.promised[f] -= 1;
+                    placement.reserve(f);
+                    if let Some(next) = self.items.iter_mut().find(|x| x.backed && x.pages[0].2 == from) {
+                        next.backed = false;
+                    }
+                } else {
+                    self.leaving[f] -= 1;
+                }
+            }
+            land(page, from, to);
+        }
+    }
+
+    /// The copy under way at `now`, if any: the head of the queue once it has started.
+    pub fn running(&self, now: f64) -> Option<usize> {
+        self.items.front().filter(|c| c.start_ns <= now && now < c.done_ns).map(|_| 0)
+    }
+
+    /// The copy `i` is done again after a write raced it: it completes one copy's time later,
+    /// and so does every copy queued behind it. Returns the time added.
+    pub fn redo(&mut self, i: usize) -> f64 {
+        let d = self.items[i].dur_ns;
+        self.items[i].redone = true;
+        self.items[i].done_ns += d;
+        for later in self.items.iter_mut().skip(i + 1) {
+            later.start_ns += d;
+            later.done_ns += d;
+        }
+        d
+    }
+
+    /// When the last copy taken on completes (`now` when idle).
+    pub fn done_ns(&self, now: f64) -> f64 {
+        self.items.back().map_or(now, |c| c.done_ns.max(now))
+    }
+
+    /// Time spent copying up to `now`: the copies completed, and the part of the one under way
+    /// (a copy a write raced counts both its copies). Never more than the time since the start.
+    pub fn time_copying(&self, now: f64) -> f64 {
+        self.busy_ns + self.items.front().map_or(0.0, |c| (now.min(c.done_ns) - c.start_ns).max(0.0))
+    }
+
+    /// The pages taken on and not landed, each with its destination.
+    pub fn in_flight(&self, out: &mut Vec<Move>) {
+        for c in &self.items {
+            out.extend(c.pages().iter().map(|&(page, _, to)| Move { page, to }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_model::InitialPlacement;
+
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+
+    /// A full fast tier of `fast` pages (0..fast) and slow pages after them.
+    fn full(fast: u64, slow: u64) -> Placement {
+        let mut p = Placement::new(fast + slow, vec![Some(fast), None], InitialPlacement::FirstTouch);
+        for page in 0..(fast + slow) as u32 {
+            p.first_touch(page);
+        }
+        p
+    }
+
+    #[test]
+    fn a_promotion_queued_behind_a_demotion_takes_its_room_when_it_has_left() {
+        let mut p = full(2, 2);
+        let mut q = MoverQueue::new(Mover::CopyEngine { queue_pages: 8 });
+        // Full: a promotion alone finds no room.
+        assert_eq!(q.take_move(&mut p, 2, S, F, false), Err(MoveFailure::NoSpace));
+        q.take_move(&mut p, 0, F, S, false).unwrap();
+        q.take_move(&mut p, 2, S, F, false).unwrap();
+        assert_eq!(p.occupied(0), 2, "the promotion holds no room of its own yet");
+        q.schedule(0.0, 10.0);
+        let mut landed = Vec::new();
+        q.complete(10.0, &mut p, |page, _, to| landed.push((page, to)));
+        assert_eq!(landed, [(0, S)]);
+        assert_eq!((p.used[0], p.reserved[0]), (1, 1), "the demotion's room passed to the promotion");
+        q.complete(20.0, &mut p, |page, _, to| landed.push((page, to)));
+        assert_eq!(landed, [(0, S), (2, F)]);
+        assert_eq!((p.used[0], p.reserved[0], p.reserved[1]), (2, 0, 0));
+        assert!(p.is_consistent() && p.peak[0] <= 2);
+    }
+
+    #[test]
+    fn an_asynchronous_queue_refuses_past_its_bound() {
+        let mut p = full(4, 4);
+        let mut engine = MoverQueue::new(Mover::KernelThread { queue_pages: 2 });
+        assert!(engine.take_move(&mut p, 0, F, S, false).is_ok());
+        assert!(engine.take_move(&mut p, 1, F, S, false).is_ok());
+        assert_eq!(engine.take_move(&mut p, 2, F, S, false), Err(MoveFailure::QueueFull));
+        let ex = |page, to| Move { page, to };
+        assert_eq!(engine.take_exchange(ex(3, S), ex(4, F), false), Err(MoveFailure::QueueFull));
+    }
+
+    #[test]
+    fn copies_run_one_after_another_and_the_faulting_threads_make_no_room() {
+        let mut p = full(2, 4);
+        let mut faulting = MoverQueue::new(Mover::FaultingThread);
+        faulting.take_move(&mut p, 0, F, S, false).unwrap();
+        faulting.take_move(&mut p, 1, F, S, false).unwrap();
+        assert_eq!(faulting.take_move(&mut p, 2, S, F, false), Err(MoveFailure::NoSpace));
+        faulting.schedule(100.0, 10.0);
+        let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
+        assert_eq!(times, [(100.0, 110.0), (110.0, 120.0)]);
+        assert_eq!(faulting.running(105.0), Some(0));
+        assert_eq!(faulting.done_ns(0.0), 120.0);
+        assert_eq!(faulting.redo(0), 10.0);
+        let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
+        assert_eq!(times, [(100.0, 120.0), (120.0, 130.0)], "a redone copy delays those behind it");
+        let mut landed = 0;
+        faulting.complete(125.0, &mut p, |_, _, _| landed += 1);
+        assert_eq!(landed, 1);
+        assert_eq!(faulting.time_copying(125.0), 25.0, "both copies of the first page, half the second");
+    }
+}
