@@ -267,6 +267,7 @@ fn detail_rows(runs: &Runs, workloads: &[String], policies: &[&str], stall: bool
             ];
             if stall {
                 row.push(human_time(r.tracking_ns));
+                row.push(human_time(r.move_wait_ns));
                 row.push(human_time(r.stall_ns));
             }
             rows.push(row);
@@ -331,7 +332,7 @@ fn kernel_tiering_runs() -> Vec<(String, String)> {
 
 fn kernel_tiering(runs: &Runs) -> String {
     let mut header = DETAIL_HEADER.to_vec();
-    header.extend(["t track", "stall"]);
+    header.extend(["t track", "t wait", "stall"]);
     md(&header, &detail_rows(runs, &suite(), &KERNEL_TIERING, true))
 }
 
