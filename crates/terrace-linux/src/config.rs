@@ -11,6 +11,7 @@
 //! referenced = "auto"             # auto | idle-page | damon | soft-dirty: the referenced bit's source
 //! sampling = "auto"               # auto | perf | faults: the access sampler
 //! fault_sample = 256              # pages (or 2 MiB ranges) the fault sampler protects per epoch
+//! fault_epoch_ms = 250            # how often it draws a new sample
 //!
 //! [daemon]                        # optional; when present, every key but metrics is required
 //! socket = "/run/terrace.sock"    # where `terrace bind` finds the daemon
@@ -135,9 +136,13 @@ pub struct TrackerConfig {
     #[serde(default)]
     pub sampling: SamplingSource,
     /// How many pages (2 MiB ranges for a 2 MiB policy) the fault sampler write-protects per
-    /// epoch (one policy tick): each costs the program at most one fault per epoch.
+    /// epoch: each costs the program at most one fault per epoch.
     #[serde(default = "default_fault_sample")]
     pub fault_sample: usize,
+    /// The fault sampler's epoch in milliseconds: how long a sample stays armed before a new one
+    /// is drawn (at most one sampled write per unit per epoch).
+    #[serde(default = "default_fault_epoch_ms")]
+    pub fault_epoch_ms: u64,
 }
 
 impl Default for TrackerConfig {
@@ -146,14 +151,19 @@ impl Default for TrackerConfig {
             referenced: ReferencedSource::default(),
             sampling: SamplingSource::default(),
             fault_sample: default_fault_sample(),
+            fault_epoch_ms: default_fault_epoch_ms(),
         }
     }
 }
 
-/// 256 a tick: at hemem's 10 ms tick at most 25,600 faults a second, a few percent of one core
-/// at the few microseconds a fault round trip costs natively.
+/// 256 an epoch: with the default 250 ms epoch at most 1,024 faults a second.
 fn default_fault_sample() -> usize {
     256
+}
+
+/// [`crate::trackers::write_faults::DEFAULT_EPOCH`], where the choice is explained.
+fn default_fault_epoch_ms() -> u64 {
+    crate::trackers::write_faults::DEFAULT_EPOCH.as_millis() as u64
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,6 +283,12 @@ impl Config {
                 c.trackers.fault_sample
             )));
         }
+        if !(1..=60_000).contains(&c.trackers.fault_epoch_ms) {
+            return Err(invalid(format!(
+                "trackers.fault_epoch_ms = {} is out of range; give 1 to 60000 milliseconds",
+                c.trackers.fault_epoch_ms
+            )));
+        }
         if c.daemon.socket.as_os_str().is_empty() {
             return Err(invalid("daemon.socket is empty; give the path of the daemon's socket".into()));
         }
@@ -361,6 +377,12 @@ mod tests {
         assert!(e.contains("fault_sample"), "{e}");
         assert_eq!(Config::parse("t", "[trackers]\nfault_sample = 64\n").unwrap().trackers.fault_sample, 64);
         assert_eq!(Config::default().trackers.fault_sample, 256);
+        assert_eq!(Config::default().trackers.fault_epoch_ms, 250);
+        assert!(error("[trackers]\nfault_epoch_ms = 0\n").contains("fault_epoch_ms"));
+        assert_eq!(
+            Config::parse("t", "[trackers]\nfault_epoch_ms = 250\n").unwrap().trackers.fault_epoch_ms,
+            250
+        );
         let c = Config::parse("t", "[trackers]\nreferenced = \"idle-page\"\n").unwrap();
         assert_eq!(c.trackers.referenced, ReferencedSource::IdlePage);
         let e = error("[trackers]\nreferenced = \"pebs\"\n");

@@ -652,6 +652,35 @@ impl Shared {
             if let Some(m) = managed.get(&key) {
                 return Err(format!("{key} is already managed (policy {}); unbind it first", m.policy));
             }
+            // A process is managed once: two policies would both move its pages.
+            match &key {
+                Bound::Pid(pid) => {
+                    let holder = managed.iter().find_map(|(k, m)| {
+                        k.cgroup().filter(|d| process_group::cgroup_holds(d, *pid)).map(|d| (d, m))
+                    });
+                    if let Some((dir, m)) = holder {
+                        return Err(format!(
+                            "pid {pid} is in cgroup {}, which is managed already (policy {}); a process is managed \
+                             once: unbind that cgroup first, or move the process out of it",
+                            dir.display(),
+                            m.policy
+                        ));
+                    }
+                }
+                Bound::Cgroup(dir) => {
+                    let alone = managed.iter().find_map(|(k, m)| match k {
+                        Bound::Pid(p) if process_group::cgroup_holds(dir, *p) => Some((*p, m)),
+                        _ => None,
+                    });
+                    if let Some((pid, m)) = alone {
+                        return Err(format!(
+                            "{key} holds pid {pid}, which is managed already on its own (policy {}); a process is \
+                             managed once: unbind it first (`terrace unbind {pid}`)",
+                            m.policy
+                        ));
+                    }
+                }
+            }
             // Nested cgroups share processes, which two policies would then both move.
             if let Bound::Cgroup(dir) = &key {
                 let overlap = managed
@@ -1183,6 +1212,16 @@ mod tests {
         assert_eq!(e, format!("cgroup {} is already managed (policy idle); unbind it first", dir.display()));
         let e = error_of(d.handle(Request::BindCgroup { cgroup: cg.join("workers"), policy: None }, me));
         assert!(e.contains(&format!("overlaps cgroup {}", dir.display())), "{e}");
+        // One of its processes on its own: refused, a process is managed once.
+        let e = error_of(d.handle(Request::Bind { pid: pids[1] as i32, policy: None }, me));
+        assert!(
+            e.starts_with(&format!(
+                "pid {} is in cgroup {}, which is managed already",
+                pids[1],
+                dir.display()
+            )),
+            "{e}"
+        );
         let stranger = me.wrapping_add(4242);
         let e = error_of(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, stranger));
         assert!(e.starts_with(&format!("permission denied: uid {stranger} may not manage cgroup")), "{e}");
@@ -1214,6 +1253,12 @@ mod tests {
             assert!(d.handle(Request::UnbindCgroup { cgroup: cg.clone() }, nobody).ok);
             std::os::unix::fs::chown(&cg, Some(0), None).unwrap();
         }
+
+        // A process bound on its own keeps a cgroup that holds it from being bound.
+        assert!(d.handle(Request::Bind { pid: pids[0] as i32, policy: None }, me).ok);
+        let e = error_of(d.handle(Request::BindCgroup { cgroup: cg.clone(), policy: None }, me));
+        assert!(e.contains(&format!("holds pid {}, which is managed already on its own", pids[0])), "{e}");
+        assert!(d.handle(Request::Unbind { pid: pids[0] as i32 }, me).ok);
 
         // A cgroup that is removed ends its binding.
         assert!(d.handle(Request::BindCgroup { cgroup: cg.clone(), policy: None }, me).ok);

@@ -3,7 +3,7 @@
 //! two page sizes. The scan reads the kernel at 4 KiB granularity; this view is derived from it
 //! after every full scan, and kept up to date with the machine's own moves in between.
 
-use crate::process::{PageIndex, PAGE_BYTES};
+use crate::process::{PageIndex, PAGE_BYTES, PAGE_SHIFT};
 use std::collections::HashMap;
 use terrace_model::{TierId, TierStatus};
 
@@ -108,17 +108,28 @@ impl HugeView {
     pub fn rebuild(&mut self, index: &PageIndex, placement: &[TierId], bits: &[u8], status: &[TierStatus]) {
         self.placement.fill(TierId::UNPLACED);
         self.bits.fill(0);
-        for i in 0..index.len() as u32 {
-            let j = self.index(index.addr(i)) as usize;
-            if j >= self.placement.len() {
-                self.placement.resize(j + 1, TierId::UNPLACED);
-                self.bits.resize(j + 1, 0);
-            }
-            if !self.placement[j].is_placed() {
-                self.placement[j] = placement[i as usize];
-            }
-            if let Some(b) = bits.get(i as usize) {
-                self.bits[j] |= b;
+        // Run by run of the index, one range lookup per 2 MiB of a run: this runs at every full
+        // scan, over every indexed page.
+        for (first, vpn, pages) in index.runs() {
+            let mut k = 0;
+            while k < pages {
+                let addr = (vpn + k) << PAGE_SHIFT;
+                let in_range = (SUBPAGES - (vpn + k) % SUBPAGES).min(pages - k);
+                let j = self.index(addr) as usize;
+                if j >= self.placement.len() {
+                    self.placement.resize(j + 1, TierId::UNPLACED);
+                    self.bits.resize(j + 1, 0);
+                }
+                let (from, to) = ((first as u64 + k) as usize, (first as u64 + k + in_range) as usize);
+                if !self.placement[j].is_placed() {
+                    if let Some(&t) = placement[from..to].iter().find(|t| t.is_placed()) {
+                        self.placement[j] = t;
+                    }
+                }
+                if let Some(run_bits) = bits.get(from..to) {
+                    self.bits[j] |= run_bits.iter().fold(0, |a, b| a | b);
+                }
+                k += in_range;
             }
         }
         self.status = status.to_vec();

@@ -57,10 +57,24 @@ pub fn counters() -> Vec<u64> {
 }
 
 /// A run carried out by the kernel's tiering: switched on for the run, with its counters at the
-/// last look.
+/// last look, and the processes whose memory policies were looked at.
 pub struct TieringRun {
     _on: KernelTiering,
     last: Vec<u64>,
+    checked: std::collections::HashSet<i32>,
+}
+
+/// Of a process's `/proc/PID/numa_maps`, the first memory policy of a mapping that NUMA
+/// balancing leaves alone: the kernel scans and migrates only memory whose policy has MPOL_F_MOF
+/// (the default policy, or a bind with MPOL_F_NUMA_BALANCING, shown as `balancing`), so
+/// `numactl --preferred=1` or `--membind=1` alone turns kernel tiering off for the program. (A
+/// task's policy shows on every mapping without one of its own, so a program just started, with
+/// hardly any memory yet, shows it too.)
+pub fn blocking_policy(numa_maps: &str) -> Option<&str> {
+    numa_maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .find(|policy| !policy.starts_with("default") && !policy.contains("balancing"))
 }
 
 impl TieringRun {
@@ -71,7 +85,25 @@ impl TieringRun {
             "the kernel's own tiering carries this policy out: numa_balancing = 2 and demotion on for \
              the run (restored afterwards); its /proc/vmstat counters follow"
         );
-        Ok(TieringRun { _on: on, last: counters() })
+        Ok(TieringRun { _on: on, last: counters(), checked: Default::default() })
+    }
+
+    /// Warns, once per process, when `pid`'s memory policy keeps NUMA balancing away from its
+    /// memory ([`blocking_policy`]): the run would otherwise end with nothing moved and no word
+    /// why.
+    pub fn check_policy(&mut self, pid: i32) {
+        if !self.checked.insert(pid) {
+            return;
+        }
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")) else { return };
+        if let Some(policy) = blocking_policy(&maps) {
+            tracing::warn!(
+                "kernel-tiering: pid {pid} runs under the memory policy `{policy}` (numactl or set_mempolicy), \
+                 and the kernel's NUMA balancing neither scans nor migrates memory under such a policy, so none \
+                 of it will move: start the program without a memory policy, add `--balancing` to numactl's \
+                 `--membind`, or use a policy that moves pages itself (hemem, ambix, age)"
+            );
+        }
     }
 
     /// Logs the counters that changed since the last look.
@@ -87,5 +119,21 @@ impl TieringRun {
             tracing::info!(target: "terrace::kernel", "kernel tiering: {}", delta.join(", "));
             self.last = now;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_policies_without_migrate_on_fault_are_found() {
+        let maps = "7f00 default file=/usr/lib/libc.so.6 mapped=40 N0=40\n\
+                    55aa00000000 prefer:1 heap anon=12 dirty=12 N1=12\n\
+                    7f10 default anon=3 dirty=3 N0=3\n";
+        assert_eq!(blocking_policy(maps), Some("prefer:1"));
+        assert_eq!(blocking_policy("7f10 bind:1=static|balancing anon=3 N1=3\n"), None);
+        assert_eq!(blocking_policy("7f10 bind:1 anon=3 N1=3\n"), Some("bind:1"));
+        assert_eq!(blocking_policy("7f10 default anon=3 N0=3\n7ff0 default stack anon=1\n"), None);
     }
 }

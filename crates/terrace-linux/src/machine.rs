@@ -188,8 +188,9 @@ pub struct LiveMachine {
     last_observe: Duration,
     /// When the last plan was applied (since `start`): a rate limit's budget is the time since.
     last_apply: Duration,
-    /// When the last full scan (mappings, pagemap, nodes) ran.
+    /// When the last full scan (mappings, pagemap, nodes) ran, and how long it took.
     scanned_at: Option<Instant>,
+    scan_took: Duration,
     /// When the last observation ended, until the policy's decision is timed.
     deciding_since: Option<Instant>,
     stats: LiveStats,
@@ -272,6 +273,7 @@ impl LiveMachine {
             last_observe: Duration::ZERO,
             last_apply: Duration::ZERO,
             scanned_at: None,
+            scan_took: Duration::ZERO,
             deciding_since: None,
             stats: LiveStats { pages_per_tier: vec![0; n], ..Default::default() },
             departed: LiveStats::default(),
@@ -313,10 +315,12 @@ impl LiveMachine {
     }
 
     /// Gives the machine a userfaultfd of the program (created inside it at its start, see
-    /// [`crate::remote_syscall`]), for the fault sampler; set before driving.
-    pub fn set_fault_source(&mut self, uffd: Userfaultfd, sample_per_epoch: usize) {
+    /// [`crate::remote_syscall`]), for the fault sampler, which protects `sample_per_epoch`
+    /// units every `epoch`; set before driving.
+    pub fn set_fault_source(&mut self, uffd: Userfaultfd, sample_per_epoch: usize, epoch: Duration) {
         self.fault_fd = Some(uffd);
         self.choice.fault_sample = sample_per_epoch.max(1);
+        self.choice.fault_epoch = epoch;
         self.info.mechanisms = migrate::host_mechanisms(true);
     }
 
@@ -804,7 +808,21 @@ impl Machine for LiveMachine {
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req, Attach::Start, self.choice.sampling)?;
         if req.memory_mode == MemoryMode::KernelTiering {
-            self.kernel_tiering = Some(TieringRun::start().map_err(MachineError::Other)?);
+            if self.dry_run {
+                // A dry run changes nothing on the host: the kernel's setting is left as it is,
+                // and the policy's modelled plans are logged as any dry run's are.
+                tracing::info!(
+                    "dry run: NUMA balancing's tiering mode is not switched on (kernel.numa_balancing stays as \
+                     it is); kernel-tiering's modelled plans are logged instead"
+                );
+            } else {
+                let mut run = TieringRun::start().map_err(MachineError::Other)?;
+                // Now, not at the first look a second later: a short program is gone by then.
+                for m in &self.members {
+                    run.check_policy(m.pid);
+                }
+                self.kernel_tiering = Some(run);
+            }
         }
         if req.page_size == PageSize::Huge2M {
             self.huge = true;
@@ -858,11 +876,15 @@ impl Machine for LiveMachine {
         let t0 = Instant::now();
         // Page-table bits are per tick, so a policy on them gets a scan at every tick. Otherwise
         // placement changes only by Terrace's own moves (recorded as they land) and new memory, so
-        // a fast-ticking policy (hemem's 10 ms) gets a full scan every 100 ms, not every tick.
-        let due = self.page_bits || self.scanned_at.is_none_or(|t| t.elapsed() >= FULL_SCAN_EVERY);
+        // a fast-ticking policy (hemem's 10 ms) gets a full scan every 100 ms, not every tick, or
+        // less often for a program so large that its scan would take more than its budget.
+        let due =
+            self.page_bits || self.scanned_at.is_none_or(|t| t.elapsed() >= scan_interval(self.scan_took));
         if due {
             self.scanned_at = Some(Instant::now());
-            match self.scan() {
+            let result = self.scan();
+            self.scan_took = self.scanned_at.map_or(Duration::ZERO, |t| t.elapsed());
+            match result {
                 Ok(()) => {}
                 Err(ProcessError::Gone(_)) => self.program.gone = true,
                 Err(e) => tracing::warn!("scan of {} failed: {e}", self.program.who()),
@@ -871,6 +893,9 @@ impl Machine for LiveMachine {
         self.check_nothing_present();
         if let Some(k) = self.kernel_tiering.as_mut() {
             k.report();
+            for m in &self.members {
+                k.check_policy(m.pid);
+            }
         }
         // Each member's samples, renamed from its pages to the policy's.
         self.samples.clear();
@@ -943,8 +968,20 @@ impl Machine for LiveMachine {
     }
 }
 
-/// The longest a policy that ticks faster waits for a full scan of the program's memory.
+/// The longest a policy that ticks faster waits for a full scan of the program's memory, unless
+/// the scan is too costly for that ([`scan_interval`]).
 const FULL_SCAN_EVERY: Duration = Duration::from_millis(100);
+
+/// The share of one CPU that full scans between ticks may take: reading a large program's
+/// pagemap and asking for its pages' nodes costs milliseconds per GiB, and Terrace's CPU is taken
+/// from the program's on a small machine (docs/live.md, "Tracking cost").
+pub const SCAN_BUDGET: f64 = 0.02;
+
+/// How long after a full scan that took `took` the next one is due: [`FULL_SCAN_EVERY`], or
+/// longer, so scans take at most [`SCAN_BUDGET`] of a CPU.
+fn scan_interval(took: Duration) -> Duration {
+    FULL_SCAN_EVERY.max(took.div_f64(SCAN_BUDGET))
+}
 
 /// Whether a policy needs a userfaultfd of its program: to write-protect its copies, or to sample
 /// accesses with the fault sampler (where the CPU has no perf sampler, or `sampling` chooses it).
@@ -1026,6 +1063,14 @@ pub fn check_requirements(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_scans_take_at_most_their_budget_of_a_cpu() {
+        assert_eq!(scan_interval(Duration::ZERO), FULL_SCAN_EVERY);
+        assert_eq!(scan_interval(Duration::from_millis(1)), FULL_SCAN_EVERY);
+        // A 10 ms scan at a 2% budget: one every 500 ms.
+        assert_eq!(scan_interval(Duration::from_millis(10)), Duration::from_millis(500));
+    }
     use crate::migrate::PageMove;
 
     fn moves(tag: u32, n: usize) -> Vec<PageMove> {

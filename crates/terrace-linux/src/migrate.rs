@@ -58,8 +58,9 @@ pub fn tally(failed: &[(u32, MoveFailure)]) -> Vec<(MoveFailure, usize)> {
 pub fn meaning(why: MoveFailure) -> &'static str {
     match why {
         MoveFailure::NotPresent => {
-            "the program freed or unmapped those pages since the scan, or never touched them; nothing to do \
-             unless it persists, which means the policy plans from memory the program no longer uses"
+            "the program freed or unmapped those pages since the scan, never touched them, or exited during \
+             the batch; nothing to do unless it persists, which means the policy plans from memory the program \
+             no longer uses"
         }
         MoveFailure::NoSpace => {
             "the target node is full: free memory there (`numastat -m`), or lower the program's share of the \
@@ -255,7 +256,10 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
     let mut out = MoveOutcome::default();
     if let Err(e) = numa_sys::move_pages(pid, &addrs, &nodes, &mut status, 0) {
         // The whole call failed (the process went away, no permission): nothing moved.
-        let why = failure_of(-e.raw_os_error().unwrap_or(libc::EINVAL));
+        let mut why = failure_of(-e.raw_os_error().unwrap_or(libc::EINVAL));
+        if why == MoveFailure::Invalid && has_exited(pid) {
+            why = MoveFailure::NotPresent;
+        }
         out.failed.extend(chunk.iter().map(|m| (m.tag, why)));
         return out;
     }
@@ -272,7 +276,27 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
             out.moved += 1;
         }
     }
+    // A program that exits during the batch takes its pages with it: the kernel then refuses
+    // their addresses (EINVAL) as it would a bad one, but nothing is wrong with the plan.
+    if out.failed.iter().any(|&(_, w)| w == MoveFailure::Invalid) && has_exited(pid) {
+        for (_, w) in &mut out.failed {
+            if *w == MoveFailure::Invalid {
+                *w = MoveFailure::NotPresent;
+            }
+        }
+    }
     out
+}
+
+/// Whether `pid` has exited or is exiting (gone, a zombie, or its memory already torn down).
+fn has_exited(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
+        Err(_) => true,
+    }
 }
 
 #[cfg(test)]
@@ -286,6 +310,8 @@ mod tests {
         assert_eq!(failure_of(-libc::EFAULT), MoveFailure::NotPresent);
         assert_eq!(failure_of(-libc::ENOENT), MoveFailure::NotPresent);
         assert_eq!(failure_of(-libc::EACCES), MoveFailure::Permission);
+        assert!(!has_exited(std::process::id() as i32));
+        assert!(has_exited(i32::MAX), "no such process");
     }
 
     #[test]

@@ -125,6 +125,14 @@ impl PageIndex {
         (vpn < s.vpn + s.pages).then(|| s.first_index + (vpn - s.vpn) as u32)
     }
 
+    /// The indexed run holding page `vpn`: the index of `vpn` and how many pages from it on are
+    /// indexed consecutively (so a walk over addresses looks the index up once per run).
+    pub fn run_at(&self, vpn: u64) -> Option<(u32, u64)> {
+        let pos = self.by_vpn.partition_point(|&i| self.spans[i].vpn <= vpn);
+        let s = self.spans[*self.by_vpn.get(pos.checked_sub(1)?)?];
+        (vpn < s.vpn + s.pages).then(|| (s.first_index + (vpn - s.vpn) as u32, s.vpn + s.pages - vpn))
+    }
+
     /// Runs of (first index, first vpn, pages), in index order.
     pub fn runs(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
         self.spans.iter().map(|s| (s.first_index, s.vpn, s.pages))
@@ -248,11 +256,20 @@ impl ProcessMemory {
                 }
                 return Err(ProcessError::from_io(self.pid, "pagemap", e));
             }
-            for (i, chunk) in raw.chunks_exact(8).enumerate() {
-                let addr = (vpn + i as u64) << PAGE_SHIFT;
-                if let Some(idx) = self.index.index_of(addr) {
-                    entries[idx as usize] = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+            // One index lookup per indexed run, not per page: this runs at every full scan.
+            let mut i = 0;
+            while i < pages {
+                let Some((idx, run)) = self.index.run_at(vpn + i) else {
+                    i += 1;
+                    continue;
+                };
+                let n = run.min(pages - i) as usize;
+                let (at, from) = (idx as usize, i as usize * 8);
+                for (e, chunk) in entries[at..at + n].iter_mut().zip(raw[from..from + n * 8].chunks_exact(8))
+                {
+                    *e = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
                 }
+                i += n as u64;
             }
         }
         Ok(())

@@ -77,6 +77,13 @@ fn cgroup_pids(dir: &Path, pids: &mut BTreeSet<i32>) {
     }
 }
 
+/// Whether `pid` is in the cgroup `dir` or a cgroup below it now.
+pub fn cgroup_holds(dir: &Path, pid: i32) -> bool {
+    let mut pids = BTreeSet::new();
+    cgroup_pids(dir, &mut pids);
+    pids.contains(&pid)
+}
+
 /// Why `dir` cannot be managed as a cgroup, if it cannot: it must be a directory of the cgroup v2
 /// hierarchy (it has `cgroup.procs`).
 pub fn check_cgroup(dir: &Path) -> Result<(), String> {

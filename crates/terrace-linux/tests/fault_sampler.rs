@@ -102,7 +102,7 @@ fn run_writer(wrapper: &[&str]) -> Seen {
     // however soon, is seen.
     let mut m = LiveMachine::attach(Target::Child(child), tiers, true).unwrap();
     stopped.release().expect("the child runs on");
-    m.set_fault_source(Userfaultfd::from_fd(uffd), 1 << 20);
+    m.set_fault_source(Userfaultfd::from_fd(uffd), 1 << 20, std::time::Duration::from_millis(1));
     let req = Requirements { trackers: vec![TrackerRequest::sampling(1)], ..Requirements::default() };
     m.prepare(&req).expect("sampling starts");
     // The test harness prints its own words first, on the same line.

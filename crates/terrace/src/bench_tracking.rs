@@ -29,6 +29,10 @@ pub struct TrackingArgs {
     /// Also write every figure to this file as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The live machine's config for the runs under Terrace (`terrace run --config`), for
+    /// example to measure another `[trackers] fault_sample` or `fault_epoch_ms`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 /// One program under one policy.
@@ -41,6 +45,11 @@ pub struct Row {
     pub plain_seconds: f64,
     pub terrace_seconds: f64,
     pub slowdown: f64,
+    /// CPU seconds (user and system, of every process of the run: the program, and Terrace with
+    /// its threads), the least of the rounds: less disturbed than wall-clock time by other jobs
+    /// on a shared machine, and it counts what tracking takes from other programs too.
+    pub plain_cpu_seconds: f64,
+    pub terrace_cpu_seconds: f64,
     /// What `terrace run` counted as tracking time in the best run (its `done:` line).
     pub tracking_seconds: Option<f64>,
 }
@@ -73,9 +82,9 @@ pub fn tracker_label(log: &str) -> String {
                 let n = rest
                     .split("fault sampler, ")
                     .nth(1)
-                    .and_then(|r| r.split(" write-protected").next())
+                    .and_then(|r| r.split(';').next())
                     .unwrap_or("")
-                    .to_string();
+                    .replace(" write-protected every ", " every ");
                 let reads = if rest.contains("no reads") { "" } else { " + DAMON reads" };
                 parts.push(format!("fault sampler ({n}){reads}"));
             }
@@ -197,22 +206,41 @@ mod live {
         Program { name, argv }
     }
 
-    /// One run: wall-clock seconds, the program's output, terrace's log, and success.
-    fn once(argv: &[String], policy: Option<&str>) -> Result<(f64, Vec<u8>, String, bool)> {
+    /// CPU seconds (user and system) of every child process this one has waited for.
+    fn children_cpu() -> f64 {
+        // SAFETY: getrusage fills the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; RUSAGE_CHILDREN is always valid.
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        secs(u.ru_utime) + secs(u.ru_stime)
+    }
+
+    /// One run: wall-clock seconds, CPU seconds, the program's output, terrace's log, and
+    /// success.
+    fn once(
+        argv: &[String],
+        policy: Option<&str>,
+        config: Option<&Path>,
+    ) -> Result<(f64, f64, Vec<u8>, String, bool)> {
         let mut cmd = match policy {
             None => Command::new(&argv[0]),
             Some(p) => {
                 let mut c = Command::new(std::env::current_exe().context("cannot find this terrace")?);
-                c.args(["run", "--dry-run", "--policy", p, "--"]).arg(&argv[0]);
+                c.args(["run", "--dry-run", "--policy", p]);
+                if let Some(config) = config {
+                    c.arg("--config").arg(config);
+                }
+                c.arg("--").arg(&argv[0]);
                 c.env("RUST_LOG", "info");
                 c
             }
         };
         cmd.args(&argv[1..]).stdin(Stdio::null()).env("NO_COLOR", "1");
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), children_cpu());
         let out = cmd.output().with_context(|| format!("cannot start {}", argv[0]))?;
-        let secs = t.elapsed().as_secs_f64();
-        Ok((secs, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.success()))
+        let (secs, cpu) = (t.elapsed().as_secs_f64(), children_cpu() - cpu);
+        Ok((secs, cpu, out.stdout, String::from_utf8_lossy(&out.stderr).into_owned(), out.status.success()))
     }
 
     pub fn run(args: &TrackingArgs) -> Result<()> {
@@ -250,7 +278,7 @@ mod live {
         let mut policies = Vec::new();
         let mut unavailable = Vec::new();
         for p in &args.policies {
-            let (_, _, log, ok) = once(&["true".to_string()], Some(p))?;
+            let (_, _, _, log, ok) = once(&["true".to_string()], Some(p), args.config.as_deref())?;
             if ok {
                 policies.push((p.clone(), tracker_label(&log)));
             } else {
@@ -265,35 +293,31 @@ mod live {
         );
         let mut rows = Vec::new();
         for prog in &programs {
-            let best = |policy: Option<&str>| -> Result<(f64, Vec<u8>, String)> {
-                let mut out: Option<(f64, Vec<u8>, String)> = None;
-                for i in 0..args.repeat {
-                    bar.set_message(format!(
-                        "{} {} ({}/{})",
-                        prog.name,
-                        policy.map_or("plain".to_string(), |p| format!("under {p}")),
-                        i + 1,
-                        args.repeat
-                    ));
-                    let (secs, stdout, log, ok) = once(&prog.argv, policy)?;
+            // Round by round, plain and under each policy in turn, so that a slow spell of a
+            // shared machine hits every variant alike; each figure is the best of its rounds.
+            let variants: Vec<Option<&str>> =
+                std::iter::once(None).chain(policies.iter().map(|(p, _)| Some(p.as_str()))).collect();
+            let mut best: Vec<Option<(f64, Vec<u8>, String)>> = vec![None; variants.len()];
+            let mut least_cpu = vec![f64::INFINITY; variants.len()];
+            for i in 0..args.repeat {
+                for (v, policy) in variants.iter().enumerate() {
+                    let what = policy.map_or("plain".to_string(), |p| format!("under {p}"));
+                    bar.set_message(format!("{} {what} ({}/{})", prog.name, i + 1, args.repeat));
+                    let (secs, cpu, stdout, log, ok) = once(&prog.argv, *policy, args.config.as_deref())?;
+                    least_cpu[v] = least_cpu[v].min(cpu);
                     bar.inc(1);
                     if !ok {
-                        bail!(
-                            "{} {} failed: {}",
-                            prog.name,
-                            policy.map_or("plain".to_string(), |p| format!("under {p}")),
-                            log.lines().last().unwrap_or("no message")
-                        );
+                        bail!("{} {what} failed: {}", prog.name, log.lines().last().unwrap_or("no message"));
                     }
-                    if out.as_ref().is_none_or(|b| secs < b.0) {
-                        out = Some((secs, stdout, log));
+                    if best[v].as_ref().is_none_or(|b| secs < b.0) {
+                        best[v] = Some((secs, stdout, log));
                     }
                 }
-                Ok(out.expect("at least one run"))
-            };
-            let (plain, want, _) = best(None)?;
-            for (policy, tracker) in &policies {
-                let (secs, got, log) = best(Some(policy))?;
+            }
+            let mut best = best.into_iter().map(|b| b.expect("at least one round"));
+            let (plain, want, _) = best.next().expect("the plain runs");
+            for (((policy, tracker), (secs, got, log)), cpu) in policies.iter().zip(best).zip(&least_cpu[1..])
+            {
                 if got != want {
                     bail!("{} under {policy} printed other output than without Terrace", prog.name);
                 }
@@ -304,6 +328,8 @@ mod live {
                     plain_seconds: plain,
                     terrace_seconds: secs,
                     slowdown: secs / plain,
+                    plain_cpu_seconds: least_cpu[0],
+                    terrace_cpu_seconds: *cpu,
                     tracking_seconds: tracking_seconds(&log),
                 });
             }
@@ -324,11 +350,25 @@ mod live {
                     format!("{:.2}", row.plain_seconds),
                     format!("{:.2}", row.terrace_seconds),
                     format!("{:+.1}%", (row.slowdown - 1.0) * 100.0),
+                    format!("{:.2}", row.plain_cpu_seconds),
+                    format!("{:.2}", row.terrace_cpu_seconds),
+                    format!("{:+.1}%", (row.terrace_cpu_seconds / row.plain_cpu_seconds - 1.0) * 100.0),
                     row.tracking_seconds.map_or("-".into(), |t| format!("{t:.2}")),
                 ]
             })
             .collect();
-        let header = ["program", "policy", "tracker", "plain s", "terrace s", "slowdown", "tracking s"];
+        let header = [
+            "program",
+            "policy",
+            "tracker",
+            "plain s",
+            "terrace s",
+            "slowdown",
+            "plain cpu s",
+            "terrace cpu s",
+            "cpu",
+            "tracking s",
+        ];
         let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
         for row in &table {
             for (w, c) in width.iter_mut().zip(row) {
@@ -345,7 +385,8 @@ mod live {
             println!("{}", padded.join("  ").trim_end());
         };
         println!(
-            "Tracking cost: wall-clock seconds, best of {}, plain and under `terrace run --dry-run`",
+            "Tracking cost: plain and under `terrace run --dry-run`, rounds of each in turn, best of {}: \
+             wall-clock seconds, and CPU seconds of the program and Terrace together",
             r.repeat
         );
         line(header.to_vec());
@@ -369,9 +410,9 @@ mod tests {
     fn the_log_names_the_trackers_and_the_tracking_time() {
         let log = "2026 INFO no perf sampling (x); using the fault sampler\n\
                    2026 INFO access sampling (substitute for PEBS/IBS, which this machine lacks): writes from the \
-                   fault sampler, 256 2 MiB ranges write-protected per tick; no reads (DAMON is busy)\n\
+                   fault sampler, 256 2 MiB ranges write-protected every 100 ms; no reads (DAMON is busy)\n\
                    2026 INFO pid 1 done: 0 pages moved, 0 not moved, 3 plans; tracking 0.125 s, decisions 0.000 s\n";
-        assert_eq!(tracker_label(log), "fault sampler (256 2 MiB ranges)");
+        assert_eq!(tracker_label(log), "fault sampler (256 2 MiB ranges every 100 ms)");
         assert_eq!(tracking_seconds(log), Some(0.125));
         let log = "INFO page-table bits: dirty from soft-dirty, referenced from DAMON regions\n";
         assert_eq!(

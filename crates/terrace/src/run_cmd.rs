@@ -115,6 +115,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         machine.set_fault_source(
             terrace_linux::userfaultfd::Userfaultfd::from_fd(uffd),
             config.trackers.fault_sample,
+            std::time::Duration::from_millis(config.trackers.fault_epoch_ms),
         );
     }
     if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {

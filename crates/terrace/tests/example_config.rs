@@ -85,7 +85,7 @@ fn every_key_in_the_example_is_documented() {
         let in_a_row = doc.lines().any(|l| l.starts_with('|') && l.contains(key.as_str()));
         assert!(in_backticks || in_a_row, "{key} is in examples/terrace.toml but not in docs/live.md");
     }
-    assert_eq!(found.len(), 11, "{found:?}");
+    assert_eq!(found.len(), 12, "{found:?}");
 }
 
 #[test]

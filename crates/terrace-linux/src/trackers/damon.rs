@@ -349,7 +349,8 @@ pub const AGGREGATION_US: u64 = 100_000;
 /// DAMON's sampling interval as the live machine sets it (DAMON's default): 5 ms.
 pub const SAMPLE_US: u64 = 5_000;
 
-/// Policy ticks in one DAMON aggregation, for scaling its counts to read samples (1 to 1000).
+/// Periods of `tick_ns` (the policy's tick, or the fault sampler's epoch where that is longer) in
+/// one DAMON aggregation, for scaling its counts to read samples (1 to 1000).
 pub fn ticks_per_aggregation(tick_ns: Option<u64>) -> u32 {
     tick_ns.map_or(1, |t| (AGGREGATION_US * 1000 / t.max(1)).clamp(1, 1000) as u32)
 }
@@ -452,10 +453,10 @@ impl LiveTracker for Damon {
 }
 
 /// Read samples for a page whose DAMON region saw an access in `accessed` of `per_aggregation`
-/// samples: put on the fault sampler's scale, which catches at most one write per page per tick,
-/// so a page read all the time earns as many read samples as one written all the time earns
-/// write samples (`ticks` per aggregation), and a page touched once in the aggregation (a single
-/// pass) earns at most one.
+/// samples: put on the fault sampler's scale, which catches at most one write per page per epoch
+/// (and per tick), so a page read all the time earns as many read samples as one written all the
+/// time earns write samples (`ticks`: the sampler's epochs per aggregation), and a page touched
+/// once in the aggregation (a single pass) earns at most one.
 fn read_samples(accessed: u32, per_aggregation: u32, ticks: u32) -> u32 {
     let scaled = (accessed as u64 * ticks as u64 + per_aggregation as u64 / 2) / per_aggregation as u64;
     (scaled as u32).clamp(u32::from(accessed > 0), ticks)

@@ -18,6 +18,7 @@ use crate::huge_view::HUGE_BYTES;
 use crate::machine::Attach;
 use crate::process::{ProcessMemory, PAGE_BYTES};
 use crate::userfaultfd::{self, Unavailable, Userfaultfd};
+use std::time::Duration;
 use terrace_model::{MachineError, Mechanism, MemoryMode, Requirements, TrackerKind};
 
 /// What the kernel offers the trackers, and starting each one on it.
@@ -36,13 +37,14 @@ pub trait Kernel {
     fn start_damon(&self, pid: i32) -> Result<Box<dyn Regions>, String>;
     /// The perf sampler on every thread of `pid`, one sample in `period`.
     fn open_perf(&self, pid: i32, period: u64) -> Result<Box<dyn LiveTracker>, String>;
-    /// The fault sampler on the program's userfaultfd, in units of `unit` bytes, `per_tick` of
-    /// them protected each tick if `sampling` (else it only guards copies).
+    /// The fault sampler on the program's userfaultfd, in units of `unit` bytes, `per_epoch` of
+    /// them protected each `epoch` if `sampling` (else it only guards copies).
     fn start_fault_sampler(
         &self,
         uffd: Userfaultfd,
         unit: u64,
-        per_tick: usize,
+        per_epoch: usize,
+        epoch: Duration,
         sampling: bool,
     ) -> Result<Box<dyn LiveTracker>, String>;
 }
@@ -77,10 +79,11 @@ impl Kernel for HostKernel {
         &self,
         uffd: Userfaultfd,
         unit: u64,
-        per_tick: usize,
+        per_epoch: usize,
+        epoch: Duration,
         sampling: bool,
     ) -> Result<Box<dyn LiveTracker>, String> {
-        Ok(Box::new(FaultTracker::start(uffd, unit, per_tick, sampling).map_err(|e| e.to_string())?))
+        Ok(Box::new(FaultTracker::start(uffd, unit, per_epoch, epoch, sampling).map_err(|e| e.to_string())?))
     }
 }
 
@@ -89,8 +92,10 @@ impl Kernel for HostKernel {
 pub struct Choice {
     pub referenced: ReferencedSource,
     pub sampling: SamplingSource,
-    /// Units the fault sampler protects per tick.
+    /// Units the fault sampler protects per epoch.
     pub fault_sample: usize,
+    /// The fault sampler's epoch.
+    pub fault_epoch: Duration,
 }
 
 impl Default for Choice {
@@ -101,7 +106,12 @@ impl Default for Choice {
 
 impl From<&TrackerConfig> for Choice {
     fn from(c: &TrackerConfig) -> Self {
-        Choice { referenced: c.referenced, sampling: c.sampling, fault_sample: c.fault_sample }
+        Choice {
+            referenced: c.referenced,
+            sampling: c.sampling,
+            fault_sample: c.fault_sample,
+            fault_epoch: Duration::from_millis(c.fault_epoch_ms),
+        }
     }
 }
 
@@ -288,14 +298,11 @@ pub fn build(
             return Err(MachineError::MissingTracker { tracker, hint: needs_run(choice.sampling) });
         };
         let unit = if program.huge { HUGE_BYTES } else { PAGE_BYTES };
-        let faults =
-            kernel.start_fault_sampler(fd, unit, choice.fault_sample, faults_sample).map_err(|e| {
-                MachineError::MissingTracker {
-                    tracker: "access sampling",
-                    hint: format!(
-                        "the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"
-                    ),
-                }
+        let faults = kernel
+            .start_fault_sampler(fd, unit, choice.fault_sample, choice.fault_epoch, faults_sample)
+            .map_err(|e| MachineError::MissingTracker {
+                tracker: "access sampling",
+                hint: format!("the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"),
             })?;
         set.push(faults);
         if faults_sample {
@@ -316,20 +323,24 @@ pub fn build(
             };
             say!(
                 quiet,
-                "access sampling ({}): writes from the fault sampler, {} {} write-protected per tick; {reads}",
+                "access sampling ({}): writes from the fault sampler, {} {} write-protected every {} ms; {reads}",
                 match choice.sampling {
                     SamplingSource::Faults => "the fault sampler, as [trackers] sampling = \"faults\" asks",
                     _ => "substitute for PEBS/IBS, which this machine lacks",
                 },
                 choice.fault_sample.max(1),
                 if unit == PAGE_BYTES { "pages" } else { "2 MiB ranges" },
+                choice.fault_epoch.as_millis(),
             );
         } else {
             say!(quiet, "copies are write-protected with userfaultfd: writes wait for the copy");
         }
     }
     if let Some(regions) = damon {
-        let reads = damon_reads.then(|| damon::ticks_per_aggregation(req.tick_ns));
+        // The fault sampler catches at most one write per unit per epoch (and per tick): reads
+        // are put on that scale.
+        let epoch_ns = choice.fault_epoch.as_nanos() as u64;
+        let reads = damon_reads.then(|| damon::ticks_per_aggregation(req.tick_ns.map(|t| t.max(epoch_ns))));
         set.push(Box::new(Damon::new(regions, damon_referenced, reads)));
     }
     Ok(set)
@@ -456,10 +467,11 @@ impl Kernel for WithoutDamon<'_> {
         &self,
         uffd: Userfaultfd,
         unit: u64,
-        per_tick: usize,
+        per_epoch: usize,
+        epoch: Duration,
         sampling: bool,
     ) -> Result<Box<dyn LiveTracker>, String> {
-        self.0.start_fault_sampler(uffd, unit, per_tick, sampling)
+        self.0.start_fault_sampler(uffd, unit, per_epoch, epoch, sampling)
     }
 }
 
@@ -569,11 +581,12 @@ mod tests {
             &self,
             _: Userfaultfd,
             unit: u64,
-            per_tick: usize,
+            per_epoch: usize,
+            epoch: Duration,
             sampling: bool,
         ) -> Result<Box<dyn LiveTracker>, String> {
             assert!(unit == PAGE_BYTES || unit == HUGE_BYTES);
-            assert_eq!(per_tick, 256);
+            assert_eq!((per_epoch, epoch), (256, Duration::from_millis(250)));
             Ok(Box::new(Named(if sampling { "fault sampler" } else { "fault sampler (copies only)" })))
         }
     }
