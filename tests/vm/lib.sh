@@ -105,6 +105,10 @@ host_program() {
 	[ -x "/host/bin/$1" ] || fail "no host program $1 in /host/bin (name it on the case's '# host-programs:' line)"
 	echo "/host/bin/$1"
 }
+# random_lines N SEED FILE: N lines "NUMBER INDEX" with seeded random numbers, for sort to sort.
+random_lines() {
+	awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed); for (i = 0; i < n; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >"$3"
+}
 # pages_per_node PID: "node0=N node1=M", the pages the process has on each node (from
 # /proc/PID/numa_maps; empty once it has exited).
 pages_per_node() {

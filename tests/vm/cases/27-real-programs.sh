@@ -15,7 +15,7 @@ export PYTHONHOME=/usr
 # Inputs: 100,000 random lines to sort; a table of 50,000 rows to build and query; a Python
 # dictionary of 100,000 entries, sorted and hashed: each run lasts a few seconds under TCG, long
 # enough for age's and ambix's 1 s ticks to act on most of them (about 45 s in all in CI).
-awk 'BEGIN { srand(7); for (i = 0; i < 100000; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >/tmp/lines
+random_lines 100000 7 /tmp/lines
 cat >/tmp/q.sql <<'SQL'
 CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000)

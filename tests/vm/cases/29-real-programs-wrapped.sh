@@ -18,7 +18,7 @@ py=$(host_program python3)
 numactl=$(host_program numactl)
 export PYTHONHOME=/usr
 
-awk 'BEGIN { srand(7); for (i = 0; i < 100000; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >/tmp/lines
+random_lines 100000 7 /tmp/lines
 cat >/tmp/p.py <<'PY'
 import hashlib
 d = {i: str(i * 7919 % 1000003) for i in range(150000)}

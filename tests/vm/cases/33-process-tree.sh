@@ -55,7 +55,7 @@ note "hemem tree: $faults write faults sampled, hot on node0: $h/1024"
 sort=$(host_program sort)
 py=$(host_program python3)
 export PYTHONHOME=/usr
-awk 'BEGIN { srand(11); for (i = 0; i < 150000; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >/tmp/lines
+random_lines 150000 11 /tmp/lines
 cat >/tmp/p.py <<'PY'
 import hashlib
 d = {i: str(i * 7919 % 1000003) for i in range(150000)}
