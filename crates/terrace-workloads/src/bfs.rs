@@ -69,23 +69,42 @@ fn log2_vertices(size: Size) -> u32 {
     }
 }
 
-pub(crate) fn summary(size: Size) -> String {
+/// Which arrays are first touched first, so which of them first touch leaves in the fast tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TouchOrder {
+    /// The per-BFS arrays (parent, queue), then the graph: GAP allocates parent and queue in each
+    /// trial, after its builder has freed the edge list and the unsquished graph it touched first
+    /// (`builder.h` `MakeGraph`), so first touch finds fast-tier room for them (docs/workloads.md).
+    PerBfsFirst,
+    /// The graph first: as if nothing the builder touched had been freed before the trials.
+    GraphFirst,
+}
+
+pub(crate) fn summary(size: Size, order: TouchOrder) -> String {
     format!(
-        "GAP direction-optimising BFS (Ambix §5.4.2), 32 threads, Kronecker graph of 2^{} vertices in {} MiB",
+        "GAP direction-optimising BFS (Ambix §5.4.2), 32 threads, Kronecker graph of 2^{} vertices in {} MiB{}",
         log2_vertices(size) - 10,
-        seed_bytes(size) >> 20
+        seed_bytes(size) >> 20,
+        match order {
+            TouchOrder::PerBfsFirst => "",
+            TouchOrder::GraphFirst => ", the graph first-touched before parent and queue",
+        }
     )
 }
 
-pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
+pub(crate) fn build(
+    name: &str,
+    size: Size,
+    order: TouchOrder,
+    seed: u64,
+    size_scale: f64,
+) -> Result<Generator, WorkloadError> {
     let footprint = scaled_bytes(name, seed_bytes(size), size_scale, THREADS)?;
     let n = footprint / VERTEX_BYTES;
     let mut rng = Rng::new(seed);
     let graph = Arc::new(Graph::new(Layout::new(n), &mut rng));
     let l = graph.layout;
-    // First touch: the per-BFS arrays (parent, queue), then the graph. GAP allocates parent and
-    // queue in each trial, after its builder has freed the edge list and the unsquished graph it
-    // touched first (`builder.h` `MakeGraph`), so first touch finds DRAM room for them.
+    // First touch in `order` ([`TouchOrder`]).
     let per_bfs = Sweep::new(
         (footprint - l.parent) / LINE,
         THREADS,
@@ -94,7 +113,10 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
         true,
     );
     let graph_init = Sweep::new(l.parent / LINE, THREADS, vec![Step::write(0, INSTRUCTIONS)], 1, true);
-    let mut phases = vec![Phase::Sweep(per_bfs), Phase::Sweep(graph_init)];
+    let mut phases = match order {
+        TouchOrder::PerBfsFirst => vec![Phase::Sweep(per_bfs), Phase::Sweep(graph_init)],
+        TouchOrder::GraphFirst => vec![Phase::Sweep(graph_init), Phase::Sweep(per_bfs)],
+    };
     let parent_lines = (n * 8).div_ceil(LINE);
     for _ in 0..ITERATIONS {
         // GAP's InitParent: parent[v] = -degree(v), from the offsets, in a parallel loop.
@@ -594,7 +616,7 @@ mod tests {
     #[test]
     fn sizes_follow_ambix() {
         for (size, log2) in [(Size::Small, 17), (Size::Medium, 18), (Size::Large, 19)] {
-            let g = build("bfs", size, 1, 1.0).unwrap();
+            let g = build("bfs", size, TouchOrder::PerBfsFirst, 1, 1.0).unwrap();
             assert_eq!(g.info().footprint_bytes / VERTEX_BYTES, 1 << log2);
             assert_eq!(g.info().suggested_fast_bytes, 27 << 20);
         }
@@ -602,7 +624,7 @@ mod tests {
 
     #[test]
     fn a_real_bfs_writes_each_parent_once_and_never_the_graph() {
-        let mut g = build("bfs", Size::Small, 5, 1.0 / 16.0).unwrap();
+        let mut g = build("bfs", Size::Small, TouchOrder::PerBfsFirst, 5, 1.0 / 16.0).unwrap();
         let info = g.info().clone();
         let l = Layout::new(info.footprint_bytes / VERTEX_BYTES);
         let init = info.footprint_bytes / LINE;
@@ -659,16 +681,24 @@ mod tests {
     }
 
     #[test]
-    fn the_per_bfs_arrays_are_first_touched_before_the_graph() {
-        let mut g = build("bfs", Size::Medium, 2, 1.0 / 16.0).unwrap();
-        let info = g.info().clone();
-        let l = Layout::new(info.footprint_bytes / VERTEX_BYTES);
-        let per_bfs = (info.footprint_bytes - l.parent) / LINE;
-        let mut buf = Vec::new();
-        g.fill(&mut buf, (info.footprint_bytes / LINE) as usize);
-        let (first, rest) = buf.split_at(per_bfs as usize);
-        assert!(first.iter().all(|a| a.kind == AccessKind::Write && a.addr >= l.parent));
-        assert!(rest.iter().all(|a| a.kind == AccessKind::Write && a.addr < l.parent));
+    fn the_arrays_are_first_touched_in_the_order_asked_for() {
+        for order in [TouchOrder::PerBfsFirst, TouchOrder::GraphFirst] {
+            let mut g = build("bfs", Size::Medium, order, 2, 1.0 / 16.0).unwrap();
+            let info = g.info().clone();
+            let l = Layout::new(info.footprint_bytes / VERTEX_BYTES);
+            let (per_bfs, graph) = ((info.footprint_bytes - l.parent) / LINE, l.parent / LINE);
+            let mut buf = Vec::new();
+            g.fill(&mut buf, (info.footprint_bytes / LINE) as usize);
+            let per_bfs_first = order == TouchOrder::PerBfsFirst;
+            let (first, rest) = buf.split_at(if per_bfs_first { per_bfs } else { graph } as usize);
+            // Every first touch is a write; those of the per-BFS arrays lie from `l.parent` on.
+            let in_per_bfs = |a: &Access| {
+                assert_eq!(a.kind, AccessKind::Write);
+                a.addr >= l.parent
+            };
+            assert!(first.iter().all(|a| in_per_bfs(a) == per_bfs_first), "{order:?}");
+            assert!(rest.iter().all(|a| in_per_bfs(a) != per_bfs_first), "{order:?}");
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ enum Recipe {
     },
     Stream(Kernel),
     Npb(npb::Kernel, npb::Size),
-    Bfs(bfs::Size),
+    Bfs(bfs::Size, bfs::TouchOrder),
     KvStore {
         set_percent: u32,
     },
@@ -197,12 +197,16 @@ fn entries() -> &'static [Entry] {
                 });
             }
         }
-        for size in bfs::SIZES {
-            v.push(Entry {
-                name: leak(format!("bfs-{}", size.name())),
-                summary: leak(bfs::summary(size)),
-                recipe: Recipe::Bfs(size),
-            });
+        for (suffix, order) in
+            [("", bfs::TouchOrder::PerBfsFirst), ("-graph-first", bfs::TouchOrder::GraphFirst)]
+        {
+            for size in bfs::SIZES {
+                v.push(Entry {
+                    name: leak(format!("bfs-{}{suffix}", size.name())),
+                    summary: leak(bfs::summary(size, order)),
+                    recipe: Recipe::Bfs(size, order),
+                });
+            }
         }
         for set_percent in kvstore::SET_PERCENTS {
             v.push(Entry {
@@ -258,7 +262,7 @@ fn generate(entry: &Entry, name: &str, seed: u64, size_scale: f64) -> Result<Gen
         }
         Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
         Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
-        Recipe::Bfs(size) => bfs::build(name, size, seed, size_scale)?,
+        Recipe::Bfs(size, order) => bfs::build(name, size, order, seed, size_scale)?,
         Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,
     })
 }

@@ -57,6 +57,7 @@ fn the_new_names_are_all_listed() {
     }
     for s in ["small", "medium", "large"] {
         assert!(names.contains(&format!("bfs-{s}").as_str()));
+        assert!(names.contains(&format!("bfs-{s}-graph-first").as_str()));
     }
     for p in [10, 30, 50, 70, 90] {
         assert!(names.contains(&format!("kvstore-set{p}").as_str()));
@@ -68,7 +69,7 @@ fn the_new_names_are_all_listed() {
             }
         }
     }
-    assert_eq!(names.len(), 12 + 3 + 5 + 24);
+    assert_eq!(names.len(), 12 + 3 + 3 + 5 + 24);
     for spec in list() {
         assert!(!spec.summary.is_empty() && !spec.summary.contains('\n'), "{}", spec.name);
     }

@@ -97,6 +97,12 @@ const TABLES: &[Table] = &[
         render: bfs,
     },
     Table {
+        name: "bfs-graph-first",
+        what: "Ambix §5.5.2: GAP BFS throughput against first-touch, the graph first-touched first",
+        runs: bfs_graph_first_runs,
+        render: bfs_graph_first,
+    },
+    Table {
         name: "pmbench",
         what: "Ambix §5.5.1: pmbench, improvement of average access latency over first-touch, every point",
         runs: pmbench_runs,
@@ -512,30 +518,47 @@ const SEED_BFS_BEST: [&str; 3] = ["MemM -6.8%", "ambix -17%", "autonuma -10%"];
 /// first-touch: ambix -17.6%, ambix with Switch off -2%, autonuma -16%, MemM -17.8%.
 const SEED_BFS_MEAN: [&str; 4] = ["-17.6%", "-2%", "-16%", "-17.8%"];
 
+/// The BFS workloads, `bfs-SIZE` with `suffix` (the first-touch order, docs/workloads.md).
+fn bfs_workloads(suffix: &str) -> Vec<String> {
+    BFS_SIZES.iter().map(|s| format!("bfs-{s}{suffix}")).collect()
+}
+
 fn bfs_runs() -> Vec<(String, String)> {
-    grid(&BFS_SIZES.iter().map(|s| format!("bfs-{s}")).collect::<Vec<_>>(), &BFS_POLICIES)
+    grid(&bfs_workloads(""), &BFS_POLICIES)
+}
+
+fn bfs_graph_first_runs() -> Vec<(String, String)> {
+    grid(&bfs_workloads("-graph-first"), &BFS_POLICIES)
 }
 
 fn bfs(runs: &Runs) -> String {
+    bfs_table(runs, "")
+}
+
+fn bfs_graph_first(runs: &Runs) -> String {
+    bfs_table(runs, "-graph-first")
+}
+
+fn bfs_table(runs: &Runs, suffix: &str) -> String {
     let change = |w: &str, p: &str| runs.speedup(w, p) - 1.0;
+    let workloads = bfs_workloads(suffix);
     let mut rows = Vec::new();
-    for (s, seed_best) in BFS_SIZES.iter().zip(SEED_BFS_BEST) {
-        let w = format!("bfs-{s}");
+    for ((s, w), seed_best) in BFS_SIZES.iter().zip(&workloads).zip(SEED_BFS_BEST) {
         let mut row = vec![s.to_string()];
-        row.extend(BFS_POLICIES[1..].iter().map(|p| pct(change(&w, p))));
+        row.extend(BFS_POLICIES[1..].iter().map(|p| pct(change(w, p))));
         let best = BFS_DYNAMIC
             .iter()
-            .max_by(|a, b| change(&w, a).total_cmp(&change(&w, b)))
+            .max_by(|a, b| change(w, a).total_cmp(&change(w, b)))
             .expect("BFS_DYNAMIC is not empty");
-        row.push(format!("{best} {}", pct(change(&w, best))));
+        row.push(format!("{best} {}", pct(change(w, best))));
         row.push(seed_best.to_string());
         rows.push(row);
     }
     let mut row = vec!["mean".to_string()];
     row.extend(
-        BFS_POLICIES[1..].iter().map(|p| {
-            pct(mean(&BFS_SIZES.iter().map(|s| change(&format!("bfs-{s}"), p)).collect::<Vec<_>>()))
-        }),
+        BFS_POLICIES[1..]
+            .iter()
+            .map(|p| pct(mean(&workloads.iter().map(|w| change(w, p)).collect::<Vec<_>>()))),
     );
     row.extend(["".into(), "".into()]);
     rows.push(row);
