@@ -977,10 +977,14 @@ const FULL_SCAN_EVERY: Duration = Duration::from_millis(100);
 /// from the program's on a small machine (docs/live.md, "Tracking cost").
 pub const SCAN_BUDGET: f64 = 0.02;
 
+/// The longest the budget may space full scans: new memory is seen within a second.
+const FULL_SCAN_AT_LEAST: Duration = Duration::from_secs(1);
+
 /// How long after a full scan that took `took` the next one is due: [`FULL_SCAN_EVERY`], or
-/// longer, so scans take at most [`SCAN_BUDGET`] of a CPU.
+/// longer, so scans take at most [`SCAN_BUDGET`] of a CPU, but never longer than
+/// [`FULL_SCAN_AT_LEAST`].
 fn scan_interval(took: Duration) -> Duration {
-    FULL_SCAN_EVERY.max(took.div_f64(SCAN_BUDGET))
+    FULL_SCAN_EVERY.max(took.div_f64(SCAN_BUDGET)).min(FULL_SCAN_AT_LEAST)
 }
 
 /// Whether a policy needs a userfaultfd of its program: to write-protect its copies, or to sample
@@ -1068,8 +1072,9 @@ mod tests {
     fn full_scans_take_at_most_their_budget_of_a_cpu() {
         assert_eq!(scan_interval(Duration::ZERO), FULL_SCAN_EVERY);
         assert_eq!(scan_interval(Duration::from_millis(1)), FULL_SCAN_EVERY);
-        // A 10 ms scan at a 2% budget: one every 500 ms.
+        // A 10 ms scan at a 2% budget: one every 500 ms; a 100 ms one still once a second.
         assert_eq!(scan_interval(Duration::from_millis(10)), Duration::from_millis(500));
+        assert_eq!(scan_interval(Duration::from_millis(100)), FULL_SCAN_AT_LEAST);
     }
     use crate::migrate::PageMove;
 

@@ -21,7 +21,7 @@ const THREADS_CHILD: &str = "TERRACE_INJECTION_THREADS_CHILD";
 const PAGES: usize = 64;
 const HOT: usize = 8;
 
-/// The child: touches 64 pages, prints their address, writes the first 8 for two seconds, then
+/// The child: touches 64 pages, prints their address, writes the first 8 for 3.5 seconds, then
 /// checks every page holds what it wrote last and exits 0 (3 if not).
 #[test]
 #[ignore = "a child process that the test in this file starts (with --ignored); not a test of its own"]
@@ -36,7 +36,7 @@ fn child_writer() {
         buf[off + p * 512] = p as u64;
     }
     println!("{base:#x}");
-    let end = Instant::now() + Duration::from_secs(2);
+    let end = Instant::now() + Duration::from_millis(3500);
     let mut n = 1u64;
     while Instant::now() < end {
         for p in 0..HOT {
@@ -116,7 +116,9 @@ fn run_writer(wrapper: &[&str]) -> Seen {
 
     let mut per_page = vec![0u32; PAGES];
     let (mut observe_time, mut observations) = (Duration::ZERO, 0u32);
-    let end = Instant::now() + Duration::from_millis(1500);
+    // Long enough for the first full scan to find the buffer and the sampler to re-arm many
+    // times, even when an emulated, loaded guest makes Terrace space its scans (at most 1 s).
+    let end = Instant::now() + Duration::from_millis(3000);
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(20));
         let t0 = Instant::now();

@@ -135,18 +135,26 @@ fn bfs_reads_outnumber_writes_as_a_direction_optimising_bfs_does() {
 }
 
 #[test]
-fn kvstore_set_share_matches_its_name() {
-    // A GET is 65 reads (bucket + 64 item lines); a SET is 1 read and 65 writes (item + log),
-    // so the write share w of the accesses gives the SET share s = 65 w / (65 - w).
+fn kvstore_is_a_log_of_its_working_set_and_its_mix_follows_its_set_share() {
+    // The log holds the working set (50 MiB at a quarter of the size) and a quarter more, in
+    // segments (with at least 17 free ones: a small store has more room), then the hash table
+    // (16 B a key). A GET is 65 reads (bucket + 64 item lines); a
+    // SET 1 read and 65 writes (the item appended, the bucket's entry updated), so without the
+    // cleaner the write share of a SET share s is 65 s / (65 + s); each item the cleaner moves is
+    // 64 reads and 65 writes, so the stream's share lies between that and 65/129.
     for p in [10u32, 30, 50, 70, 90] {
         let mut w = build(&format!("kvstore-set{p}"), 6, 1.0 / 4.0).unwrap();
         let info = w.info().clone();
         assert_eq!((info.threads, info.suggested_fast_bytes), (8, 12 << 20));
-        assert_eq!(info.footprint_bytes, 50 << 20);
+        let log = (50u64 << 20) * 5 / 4;
+        let table = (50u64 << 20) / 4096 * 16;
+        let most = log + table + 17 * (2 << 20);
+        assert!((log + table..most).contains(&info.footprint_bytes), "{}", info.footprint_bytes);
         let (_, _, r, wr) = run(w.as_mut());
-        let ws = wr as f64 / (r + wr) as f64;
-        let sets = 65.0 * ws / (65.0 - ws);
-        assert!((sets - f64::from(p) / 100.0).abs() < 0.01, "kvstore-set{p}: {sets}");
+        let (ws, s) = (wr as f64 / (r + wr) as f64, f64::from(p) / 100.0);
+        let (requests, cleaner) = (65.0 * s / (65.0 + s), 65.0 / 129.0);
+        let (lo, hi) = (requests.min(cleaner) - 0.01, requests.max(cleaner) + 0.01);
+        assert!((lo..hi).contains(&ws), "kvstore-set{p}: write share {ws}, not within {lo}..{hi}");
     }
 }
 

@@ -325,9 +325,10 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_millis(250);
 pub const REARM_BUDGET: f64 = 0.02;
 
 /// How long after a re-arm that took `took` the next one is due: the epoch, or longer, so
-/// re-arming takes at most [`REARM_BUDGET`] of a CPU.
+/// re-arming takes at most [`REARM_BUDGET`] of a CPU, but at most four epochs (a slow machine
+/// still samples).
 fn rearm_interval(epoch: Duration, took: Duration) -> Duration {
-    epoch.max(took.div_f64(REARM_BUDGET))
+    epoch.max(took.div_f64(REARM_BUDGET)).min(4 * epoch)
 }
 
 pub struct FaultTracker {
@@ -515,6 +516,7 @@ mod tests {
         assert_eq!(rearm_interval(epoch, Duration::ZERO), epoch);
         assert_eq!(rearm_interval(epoch, Duration::from_millis(1)), epoch);
         assert_eq!(rearm_interval(epoch, Duration::from_millis(4)), Duration::from_millis(200));
+        assert_eq!(rearm_interval(epoch, Duration::from_millis(50)), 4 * epoch);
     }
 
     #[test]
