@@ -14,7 +14,7 @@
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
 use crate::params::{Param, Params, Value};
-use crate::{age, ambix, hemem, hpwp, kernel_tiering, ping_pong};
+use crate::{age, ambix, hemem, hpwp, kernel_tiering, nimble, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy or preset.
@@ -81,6 +81,8 @@ const INTERLEAVE: PolicySpec = policy(
 );
 const AMBIX: PolicySpec =
     policy(ambix::NAME, ambix::SUMMARY, ambix::PARAMS, |p| Box::new(ambix::Ambix::with(p)), ambix::check);
+const NIMBLE: PolicySpec =
+    policy(nimble::NAME, nimble::SUMMARY, nimble::PARAMS, |p| Box::new(nimble::Nimble::new(p)), no_check);
 const AGE: PolicySpec =
     policy(age::NAME, age::SUMMARY, age::PARAMS, |p| Box::new(age::Age::new(p)), no_check);
 const PING_PONG: PolicySpec = policy(
@@ -111,6 +113,11 @@ const POLICIES: &[PolicySpec] = &[
         |p| Box::new(kernel_tiering::KernelTiering::new(p)),
         kernel_tiering::check,
     ),
+    NIMBLE,
+    preset(NIMBLE, nimble::LINUX_NAME, nimble::LINUX_SUMMARY, &[("mechanism", "linux")]),
+    preset(NIMBLE, nimble::EXCHANGE_4K_NAME, nimble::EXCHANGE_4K_SUMMARY, &[("mechanism", "exchange-4k")]),
+    preset(NIMBLE, nimble::THP_NAME, nimble::THP_SUMMARY, &[("mechanism", "thp")]),
+    preset(NIMBLE, nimble::OPT_NAME, nimble::OPT_SUMMARY, &[("mechanism", "opt")]),
     AGE,
     preset(AGE, age::HUGE_NAME, age::HUGE_SUMMARY, &[("page_size", "2m")]),
     PING_PONG,

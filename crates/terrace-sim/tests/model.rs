@@ -142,7 +142,10 @@ fn placements_without_migration_lie_between_all_fast_and_all_slow() {
         for p in ["first-touch", "interleave", "weighted-interleave"] {
             let r = run(build(&w), p, Capacity::Suggested);
             assert_eq!(r.pages_migrated, 0, "{w}/{p} migrated");
-            assert!(fast <= r.runtime_ns * 1.0001, "{w}/{p}: {} faster than all-fast {fast}", r.runtime_ns);
+            // Interleaving adds the slow tier's bandwidth to the fast tier's, so a bandwidth-bound
+            // program (CG) can beat all-fast by a little; never by more than that bandwidth gives.
+            let bound = if p == "first-touch" { 1.0001 } else { 1.10 };
+            assert!(fast <= r.runtime_ns * bound, "{w}/{p}: {} faster than all-fast {fast}", r.runtime_ns);
             assert!(r.runtime_ns <= slow * 1.0001, "{w}/{p}: {} slower than all-slow {slow}", r.runtime_ns);
         }
     }
@@ -359,4 +362,46 @@ fn an_exchange_swaps_the_two_pages_tiers_and_nothing_else() {
     let applied = m.apply(&Plan { exchanges: vec![Exchange { a: 0, b: 3 }], ..Plan::none() });
     assert_eq!((applied.pairs_exchanged, applied.pages_moved, applied.failed_total()), (0, 0, 1));
     assert_eq!(m.placement().tiers, expected);
+}
+
+/// Nimble's configurations differ in mechanism only (docs/policies.md, "nimble"). A program
+/// works on the first half of its 8 MiB, then on the second: the first half goes inactive and
+/// the second active, so every configuration brings the second half up. The huge-page ones move
+/// whole 2 MiB pages, the base-page ones 4 KiB pages; neither tier ever holds more than it can;
+/// and the optimised mechanisms copy in less mover time per byte than native THP migration (copy
+/// threads and pages in flight, docs/model.md §4). The seed's machine: a remote socket as the
+/// slow tier, local memory half the footprint (Nimble §4.3). The period is 1 ms so that the
+/// short stream spans many of them.
+#[test]
+fn nimble_configurations_differ_in_their_mechanism_only() {
+    const HALF: u64 = 4 << 20;
+    let lines = HALF / 64;
+    let sweep = |base: u64, n: u64| (0..n).map(move |i| Access::read(base + (i * 64 * 97) % HALF, 64, 0, 0));
+    let accesses: Vec<Access> = sweep(0, 40_000).chain(sweep(HALF, 20 * lines)).collect();
+    let r = |p: &str| {
+        let mut policy = terrace_policy::build(&format!("{p}:period=1ms")).unwrap();
+        let opts = SimOptions { fast_capacity: Capacity::Bytes(HALF), ..Default::default() };
+        let w = in_memory(2 * HALF, 1, accesses.clone());
+        simulate(w, policy.as_mut(), &Profile::load("remote-socket").unwrap(), &opts).unwrap()
+    };
+    let runs: Vec<_> = ["nimble-linux", "nimble-exchange-4k", "nimble-thp", "nimble-opt", "nimble"]
+        .into_iter()
+        .map(|p| (p, r(p)))
+        .collect();
+    for (p, run) in &runs {
+        let huge = !p.starts_with("nimble-linux") && !p.ends_with("-4k");
+        assert_eq!(run.page_bytes, if huge { 2 << 20 } else { 4096 }, "{p}: huge pages are never split");
+        assert!(run.pages_migrated > 0, "{p}: the second half was never promoted: {run:?}");
+        assert!(run.fast_read_hit_rate() > 0.5, "{p}: {}", run.fast_read_hit_rate());
+        for t in &run.tiers {
+            assert!(t.peak_pages <= t.capacity_pages.unwrap_or(u64::MAX), "{p}: {t:?}");
+        }
+    }
+    let per_byte = |i: usize| runs[i].1.migration_ns / runs[i].1.bytes_migrated as f64;
+    assert!(
+        per_byte(3) < per_byte(2),
+        "4 threads and 8 pages in flight copy faster per byte than one: {} vs {} ns/B",
+        per_byte(3),
+        per_byte(2)
+    );
 }
