@@ -3,8 +3,10 @@
 //! `<!-- reproduce: NAME -->` and `<!-- /reproduce -->`; `--check FILE` compares every marked
 //! block of FILE with what the runs give now, and `--write FILE` rewrites the blocks in place.
 //!
-//! The runs are `terrace compare`'s (`compare::run_pairs`: in parallel, one progress bar) on the
-//! default profile, each workload's seed-sized fast tier, generator seed 1. Everything derived
+//! The runs are `terrace compare`'s (`compare::run_pairs`: in parallel, one progress bar) with
+//! generator seed 1, on each table's machine: the default profile with each workload's seed-sized
+//! fast tier for the Optane seeds, the remote-socket profile with half of each footprint fast for
+//! Nimble. Everything derived
 //! (geometric means, ratios, hit rates, improvements of average access latency) is computed here
 //! from the runs. The seeds' figures are constants below, each citing its section: they are the
 //! seeds' data, not values fitted to anything.
@@ -44,7 +46,23 @@ struct Table {
     /// The (workload, policy) runs it is made from.
     runs: fn() -> Vec<(String, String)>,
     render: fn(&Runs) -> String,
+    /// The simulated machine its runs use.
+    machine: Machine,
 }
+
+/// A reproduction's machine: a profile and a fast tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Machine {
+    profile: &'static str,
+    /// A share of each footprint ("50%"); `None`: each workload's seed-sized fast tier.
+    fast_capacity: Option<&'static str>,
+}
+
+/// The machine of every reproduction of a seed that ran on Optane: the default profile, each
+/// workload's seed-sized DRAM.
+const SEED_DRAM: Machine = Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None };
+/// Nimble's machine (§4.3): a remote socket as the slow tier, local memory half the footprint.
+const NIMBLE_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("50%") };
 
 /// Every table, in the doc's order.
 const TABLES: &[Table] = &[
@@ -53,60 +71,70 @@ const TABLES: &[Table] = &[
         what: "The built-in comparison: `terrace compare`, the suite under the default comparison",
         runs: builtin_runs,
         render: builtin,
+        machine: SEED_DRAM,
     },
     Table {
         name: "hpwp-gups",
         what: "hemem and hpwp on the simulator: GUPS across hot-set sizes (HPWP §6.2, Fig 8)",
         runs: gups_runs,
         render: hpwp_gups,
+        machine: SEED_DRAM,
     },
     Table {
         name: "hpwp-gups-summary",
         what: "hemem and hpwp on the simulator: hpwp against hemem per hot set, beside HPWP §6.2",
         runs: gups_runs,
         render: hpwp_gups_summary,
+        machine: SEED_DRAM,
     },
     Table {
         name: "kernel-tiering",
         what: "kernel-tiering on the simulator: the suite under first-touch, kernel-tiering, oracle",
         runs: kernel_tiering_runs,
         render: kernel_tiering,
+        machine: SEED_DRAM,
     },
     Table {
         name: "npb",
         what: "Ambix §5.5.3: NPB speedup over first-touch, geometric mean of BT, FT, MG, CG",
         runs: npb_runs,
         render: npb,
+        machine: SEED_DRAM,
     },
     Table {
         name: "npb-kernels",
         what: "Ambix §5.5.3: NPB speedup over first-touch per kernel and size",
         runs: npb_runs,
         render: npb_kernels,
+        machine: SEED_DRAM,
     },
     Table {
         name: "npb-hits",
         what: "Ambix §5.5.3, Table 5.2: NPB fast-tier hit rates",
         runs: npb_runs,
         render: npb_hits,
+        machine: SEED_DRAM,
     },
     Table {
         name: "bfs",
         what: "Ambix §5.5.2: GAP BFS throughput against first-touch",
         runs: bfs_runs,
         render: bfs,
+        machine: SEED_DRAM,
     },
     Table {
         name: "bfs-graph-first",
         what: "Ambix §5.5.2: GAP BFS throughput against first-touch, the graph first-touched first",
         runs: bfs_graph_first_runs,
         render: bfs_graph_first,
+        machine: SEED_DRAM,
     },
     Table {
         name: "pmbench",
         what: "Ambix §5.5.1: pmbench, improvement of average access latency over first-touch, every point",
         runs: pmbench_runs,
         render: pmbench,
+        machine: SEED_DRAM,
     },
     Table {
         name: "pmbench-seed",
@@ -114,12 +142,21 @@ const TABLES: &[Table] = &[
             "Ambix §5.5.1: each figure the seed states about pmbench, beside the same statistic of the model",
         runs: pmbench_runs,
         render: pmbench_seed,
+        machine: SEED_DRAM,
     },
     Table {
         name: "kvstore",
         what: "HPWP §6.3: the FlexKVS-like store across SET shares",
         runs: kvstore_runs,
         render: kvstore,
+        machine: SEED_DRAM,
+    },
+    Table {
+        name: "nimble-fig12",
+        what: "Nimble §4.4, Fig. 12: speedup over all-remote of the migration configurations, local = half",
+        runs: nimble_runs,
+        render: nimble_fig12,
+        machine: NIMBLE_MACHINE,
     },
 ];
 
@@ -805,6 +842,59 @@ fn kvstore(runs: &Runs) -> String {
     md(&header.iter().map(String::as_str).collect::<Vec<_>>(), &rows)
 }
 
+// ---- Nimble §4.4: the migration configurations end to end ----
+
+/// Fig. 12's workloads as far as the simulator has their shapes (docs/policies.md, "nimble"):
+/// graph500's BFS, and the NPB kernels that SPEC ACCEL's OpenMP codes derive from or share
+/// their solvers with.
+const NIMBLE_WORKLOADS: [&str; 5] =
+    ["bfs-medium", "npb-bt-medium", "npb-cg-medium", "npb-mg-medium", "npb-ft-medium"];
+/// Fig. 12's configurations in its order, then All Local; All Remote is the reference.
+const NIMBLE_CONFIGS: [&str; 7] =
+    [FIRST_TOUCH, "nimble-linux", "nimble-exchange-4k", "nimble-thp", "nimble-opt", "nimble", "all-fast"];
+const ALL_REMOTE: &str = "all-slow";
+/// Nimble §4.4, Fig. 12 (16 GB local): geometric-mean speedup over All Remote, in
+/// `NIMBLE_CONFIGS` order; first touch alone and Table 2's "Opt." are not in the figure.
+const NIMBLE_SEED: [&str; 7] = ["-", "1.09x", "1.16x", "1.31x", "-", "1.48x", "about 2x"];
+
+fn nimble_runs() -> Vec<(String, String)> {
+    let mut policies = vec![ALL_REMOTE];
+    policies.extend(NIMBLE_CONFIGS);
+    grid(&names(&NIMBLE_WORKLOADS), &policies)
+}
+
+fn nimble_fig12(runs: &Runs) -> String {
+    let over_remote = |w: &str, p: &str| runs.time(w, ALL_REMOTE) / runs.time(w, p);
+    let mut header = vec!["workload"];
+    header.extend(NIMBLE_CONFIGS);
+    let mut rows: Vec<Vec<String>> = NIMBLE_WORKLOADS
+        .iter()
+        .map(|w| {
+            let mut row = vec![w.to_string()];
+            row.extend(NIMBLE_CONFIGS.iter().map(|p| times(over_remote(w, p))));
+            row
+        })
+        .collect();
+    let mut mean_row = vec!["geometric mean".to_string()];
+    mean_row.extend(
+        NIMBLE_CONFIGS
+            .iter()
+            .map(|p| times(geomean(&NIMBLE_WORKLOADS.iter().map(|w| over_remote(w, p)).collect::<Vec<_>>()))),
+    );
+    rows.push(mean_row);
+    let mut moved_row = vec!["migrated, all five".to_string()];
+    moved_row.extend(
+        NIMBLE_CONFIGS.iter().map(|p| {
+            human_bytes(NIMBLE_WORKLOADS.iter().map(|w| runs.get(w, p).bytes_migrated).sum::<u64>())
+        }),
+    );
+    rows.push(moved_row);
+    let mut seed_row = vec!["seed, geometric mean (Fig. 12)".to_string()];
+    seed_row.extend(NIMBLE_SEED.iter().map(|s| s.to_string()));
+    rows.push(seed_row);
+    md(&header, &rows)
+}
+
 // ---- Markers, check and write ----
 
 const START: &str = "<!-- reproduce: ";
@@ -916,22 +1006,50 @@ fn selected(only: &[String]) -> Result<Vec<&'static Table>> {
     Ok(TABLES.iter().filter(|t| only.is_empty() || only.iter().any(|n| n == t.name)).collect())
 }
 
-/// Runs what the tables need, each (workload, policy) once, and renders them.
+/// Runs what the tables need, each (workload, policy) once per machine, and renders them.
 fn render(tables: &[&Table]) -> Result<Vec<String>> {
-    let mut seen = HashSet::new();
-    let pairs: Vec<(String, String)> =
-        tables.iter().flat_map(|t| (t.runs)()).filter(|pair| seen.insert(pair.clone())).collect();
-    let machine = MachineArgs {
-        profile: terrace_sim::DEFAULT_PROFILE.to_string(),
-        fast_capacity: None,
+    let mut machines: Vec<Machine> = Vec::new();
+    for t in tables {
+        if !machines.contains(&t.machine) {
+            machines.push(t.machine);
+        }
+    }
+    let mut runs: HashMap<Machine, Runs> = HashMap::new();
+    for machine in machines {
+        let mut seen = HashSet::new();
+        let pairs: Vec<(String, String)> = tables
+            .iter()
+            .filter(|t| t.machine == machine)
+            .flat_map(|t| (t.runs)())
+            .filter(|pair| seen.insert(pair.clone()))
+            .collect();
+        runs.insert(machine, run_on(machine, pairs, tables.len())?);
+    }
+    Ok(tables.iter().map(|t| (t.render)(&runs[&t.machine])).collect())
+}
+
+/// The reports of `pairs` on `machine`; an error if any run fails.
+fn run_on(machine: Machine, pairs: Vec<(String, String)>, tables: usize) -> Result<Runs> {
+    let args = MachineArgs {
+        profile: machine.profile.to_string(),
+        fast_capacity: machine
+            .fast_capacity
+            .map(crate::run_spec::parse_capacity)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
         slow_capacity: None,
         seed: 1,
         size_scale: 1.0,
     };
-    let profile = machine.profile()?;
-    let n = tables.len();
-    eprintln!("terrace: reproduce: {} runs for {n} table{}", pairs.len(), if n == 1 { "" } else { "s" });
-    let results = run_pairs(&machine, &profile, &pairs)?;
+    let profile = args.profile()?;
+    eprintln!(
+        "terrace: reproduce: {} runs for {tables} table{} on {}{}",
+        pairs.len(),
+        if tables == 1 { "" } else { "s" },
+        machine.profile,
+        machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default()
+    );
+    let results = run_pairs(&args, &profile, &pairs)?;
     let mut reports = HashMap::new();
     let mut failures = Vec::new();
     for (pair, r) in pairs.into_iter().zip(results) {
@@ -948,8 +1066,7 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
         }
         bail!("{} runs failed (above); no table is made from a partial set of runs", failures.len());
     }
-    let runs = Runs(reports);
-    Ok(tables.iter().map(|t| (t.render)(&runs)).collect())
+    Ok(Runs(reports))
 }
 
 pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
