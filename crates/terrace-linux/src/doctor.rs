@@ -48,6 +48,30 @@ pub struct TrackerCheck {
     pub enable: Option<String>,
 }
 
+/// Whether the live migrator offers one of the mechanisms plans can ask for (Nimble's, mtier's,
+/// HPWP's), and how it does it or why not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MechanismCheck {
+    pub mechanism: String,
+    pub available: bool,
+    /// How the live machine does it, or why this kernel cannot.
+    pub detail: String,
+}
+
+/// The migration mechanisms of the kernel under `sys` and `proc_`, for a program `terrace run`
+/// starts (which gives write-protected copies their userfaultfd).
+pub fn migration_checks(sys: &Path, proc_: &Path) -> Vec<MechanismCheck> {
+    let m = crate::migrate::kernel_mechanisms(sys, proc_, true);
+    terrace_model::Mechanism::ALL
+        .iter()
+        .map(|&k| MechanismCheck {
+            mechanism: k.name().to_string(),
+            available: m.offers(k),
+            detail: if m.offers(k) { crate::migrate::how(k) } else { m.why_not(k) },
+        })
+        .collect()
+}
+
 /// What the running user may do; decides which processes Terrace can manage.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Permissions {
@@ -90,6 +114,7 @@ pub struct Report {
     pub topology: Topology,
     pub classification: Classification,
     pub trackers: Vec<TrackerCheck>,
+    pub migration: Vec<MechanismCheck>,
     pub permissions: Permissions,
     pub findings: Vec<Finding>,
 }
@@ -104,6 +129,7 @@ pub fn examine_with(sys: &Path, proc_: &Path, overrides: &TierOverride) -> Resul
     let topology = Topology::read(sys, proc_)?;
     let classification = topology.classify(overrides);
     let trackers = file_trackers(sys, &topology);
+    let migration = migration_checks(sys, proc_);
     let permissions = read_permissions(proc_);
     let mut findings = findings(&topology, &classification);
     let unknown: Vec<u32> = overrides.unknown_nodes(&topology).into_iter().flat_map(|(_, n)| n).collect();
@@ -118,7 +144,7 @@ pub fn examine_with(sys: &Path, proc_: &Path, overrides: &TierOverride) -> Resul
             ),
         });
     }
-    Ok(Report { topology, classification, trackers, permissions, findings })
+    Ok(Report { topology, classification, trackers, migration, permissions, findings })
 }
 
 fn file_trackers(sys: &Path, topo: &Topology) -> Vec<TrackerCheck> {
@@ -568,6 +594,13 @@ impl Report {
             }
         }
 
+        let _ = writeln!(s, "\nMigration (what plans can ask of the live migrator)");
+        let label_w = self.migration.iter().map(|c| c.mechanism.len()).max().unwrap_or(0);
+        for c in &self.migration {
+            let mark = if c.available { "yes" } else { "no " };
+            let _ = writeln!(s, "  [{mark}] {:<label_w$}  {}", c.mechanism, c.detail);
+        }
+
         let p = &self.permissions;
         let _ = writeln!(s, "\nPermissions");
         let _ = writeln!(s, "  effective uid {}{}", p.euid, if p.root { " (root)" } else { "" });
@@ -609,5 +642,28 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1 << 30), "1.0 GiB");
         assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
+    }
+
+    /// The migration section follows the kernel under the roots: its release decides the TLB
+    /// flush, its THP directory huge-page moves; multi-threaded copy is never offered.
+    #[test]
+    fn migration_checks_follow_the_kernel_under_the_roots() {
+        let root = tempfile::tempdir().unwrap();
+        let (sys, proc_) = (root.path().join("sys"), root.path().join("proc"));
+        fs::create_dir_all(proc_.join("sys/kernel")).unwrap();
+        fs::create_dir_all(&sys).unwrap();
+        fs::write(proc_.join("sys/kernel/osrelease"), "6.1.0-18-amd64\n").unwrap();
+        let offered = |checks: &[MechanismCheck], name: &str| {
+            checks.iter().find(|c| c.mechanism == name).map(|c| (c.available, c.detail.clone())).unwrap()
+        };
+        let without_thp = migration_checks(&sys, &proc_);
+        assert_eq!(without_thp.len(), terrace_model::Mechanism::ALL.len());
+        let (huge, why) = offered(&without_thp, "huge-page moves");
+        assert!(!huge && why.contains("transparent huge pages"), "{why}");
+        assert!(offered(&without_thp, "a TLB flush per page").0);
+        assert!(!offered(&without_thp, "a TLB flush per batch").0);
+        assert!(!offered(&without_thp, "multi-threaded copy").0);
+        fs::create_dir_all(sys.join("kernel/mm/transparent_hugepage")).unwrap();
+        assert!(offered(&migration_checks(&sys, &proc_), "huge-page moves").0);
     }
 }

@@ -188,6 +188,8 @@ pub struct LiveMachine {
     last_observe: Duration,
     /// When the last plan was applied (since `start`): a rate limit's budget is the time since.
     last_apply: Duration,
+    /// Mechanisms plans asked for that this kernel lacks, each warned about once.
+    warned_lacking: Vec<terrace_model::Mechanism>,
     /// When the last full scan (mappings, pagemap, nodes) ran, and how long it took.
     scanned_at: Option<Instant>,
     scan_took: Duration,
@@ -272,6 +274,7 @@ impl LiveMachine {
             start: Instant::now(),
             last_observe: Duration::ZERO,
             last_apply: Duration::ZERO,
+            warned_lacking: Vec::new(),
             scanned_at: None,
             scan_took: Duration::ZERO,
             deciding_since: None,
@@ -634,9 +637,19 @@ impl LiveMachine {
         applied: &mut Applied,
     ) -> (MoveOptions, CheckedPlan) {
         let (mut options, not_honoured) = self.info.mechanisms.honour(plan);
-        if !not_honoured.is_empty() {
-            let names: Vec<&str> = not_honoured.iter().map(|m| m.name()).collect();
-            tracing::debug!(target: "terrace::plan", "carried out without {} (not offered here)", names.join(", "));
+        // What the kernel cannot do is said once, with why, in the policy's log; the plan is
+        // carried out without it (issue 13: never pretend a mechanism).
+        for &m in &not_honoured {
+            if !self.warned_lacking.contains(&m) {
+                self.warned_lacking.push(m);
+                tracing::warn!(
+                    target: "terrace::plan",
+                    "{}: {} is not available here, so plans are carried out without it: {}",
+                    plan.reason,
+                    m.name(),
+                    self.info.mechanisms.why_not(m)
+                );
+            }
         }
         applied.not_honoured = not_honoured;
         let mut budget = RateBudget::new(&options, now.saturating_sub(self.last_apply).as_nanos() as f64);

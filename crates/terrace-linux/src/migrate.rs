@@ -5,6 +5,7 @@
 //! stopping between (or during) batches leaves every page intact on one node or the other.
 
 use crate::numa_sys;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -118,7 +119,9 @@ fn kernel_release(release: &str) -> Option<(u32, u32)> {
 ///   once per page (docs/hardware.md §10).
 /// - Rate limit: yes, by dropping what exceeds it ([`terrace_model::RateBudget`]).
 /// - Write-protected copies: with the program's userfaultfd, which only `terrace run` can give.
-pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool) -> Mechanisms {
+/// - Huge-page moves: move_pages moves a transparent huge page whole since Linux 4.14 (Nimble's
+///   native THP migration, Nimble §3.1.1), on a kernel with THP (`thp`: its sysfs directory).
+pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> Mechanisms {
     let mut m = Mechanisms::new(
         [
             Mechanism::Exchange,
@@ -147,6 +150,19 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool) -> Mechanisms 
             "this kernel flushes the TLB once per migrated page; batched flushing came with Linux 6.3",
         ),
     };
+    if !thp {
+        m = m.lacking(
+            Mechanism::HugePageMoves,
+            "this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage): use a 4 KiB \
+             policy or a kernel built with CONFIG_TRANSPARENT_HUGEPAGE=y",
+        );
+    } else if release.is_some_and(|r| r < (4, 14)) {
+        m = m.lacking(
+            Mechanism::HugePageMoves,
+            "before Linux 4.14 move_pages splits a huge page into 512 base pages: use a 4 KiB policy or a newer \
+             kernel",
+        );
+    }
     if !userfaultfd {
         m = m.lacking(
             Mechanism::WriteProtectedCopies,
@@ -159,8 +175,36 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool) -> Mechanisms 
 
 /// The running kernel's [`mechanisms`].
 pub fn host_mechanisms(userfaultfd: bool) -> Mechanisms {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok();
-    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd)
+    kernel_mechanisms(Path::new("/sys"), Path::new("/proc"), userfaultfd)
+}
+
+/// The [`mechanisms`] of the kernel whose sysfs and procfs are at `sys` and `proc_`.
+pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool) -> Mechanisms {
+    let release = std::fs::read_to_string(proc_.join("sys/kernel/osrelease")).ok();
+    let thp = sys.join("kernel/mm/transparent_hugepage").is_dir();
+    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp)
+}
+
+/// How the live machine carries out an offered mechanism, for `terrace doctor`.
+pub fn how(m: Mechanism) -> String {
+    match m {
+        Mechanism::Exchange => "as paired move_pages batches, the demotions first (stock kernels have no \
+                                exchange_pages, Nimble §3.1.4)"
+            .into(),
+        Mechanism::ConcurrentBatches => {
+            format!("up to {MAX_CONCURRENT_BATCHES} threads issuing move_pages batches at once")
+        }
+        Mechanism::CopyThreads => "several kernel threads copying one page".into(),
+        Mechanism::TlbFlushPerPage => "migrate_pages flushes once per page (before Linux 6.3)".into(),
+        Mechanism::TlbFlushPerBatch => "migrate_pages flushes once per batch (Linux 6.3 and later)".into(),
+        Mechanism::RateLimit => "bytes beyond the limit are dropped and asked for again".into(),
+        Mechanism::WriteProtectedCopies => {
+            "userfaultfd write-protection around each copy, for programs started by `terrace run`".into()
+        }
+        Mechanism::HugePageMoves => {
+            "move_pages moves a transparent huge page whole (thp_migration_success)".into()
+        }
+    }
 }
 
 /// Something that must hold while a batch is copied: hpwp's write protection
@@ -378,12 +422,22 @@ mod tests {
         assert_eq!(kernel_release("6.12.48+deb13-cloud-amd64"), Some((6, 12)));
         assert_eq!(kernel_release("5.15.0-91-generic"), Some((5, 15)));
         assert_eq!(kernel_release("garbage"), None);
-        let m = mechanisms(Some((6, 3)), true);
+        let m = mechanisms(Some((6, 3)), true, true);
         assert!(m.offers(Mechanism::TlbFlushPerBatch) && !m.offers(Mechanism::TlbFlushPerPage));
         assert!(m.why_not(Mechanism::TlbFlushPerPage).contains("6.3"));
-        let m = mechanisms(Some((6, 2)), false);
+        let m = mechanisms(Some((6, 2)), false, true);
         assert!(m.offers(Mechanism::TlbFlushPerPage) && !m.offers(Mechanism::TlbFlushPerBatch));
         assert!(!m.offers(Mechanism::WriteProtectedCopies) && !m.offers(Mechanism::CopyThreads));
         assert!(m.offers(Mechanism::Exchange) && m.offers(Mechanism::RateLimit));
+        assert!(m.offers(Mechanism::HugePageMoves));
+    }
+
+    #[test]
+    fn huge_pages_move_whole_only_on_a_kernel_with_thp_since_4_14() {
+        assert!(!mechanisms(Some((6, 12)), true, false).offers(Mechanism::HugePageMoves));
+        let old = mechanisms(Some((4, 9)), true, true);
+        assert!(!old.offers(Mechanism::HugePageMoves));
+        assert!(old.why_not(Mechanism::HugePageMoves).contains("4.14"));
+        assert!(mechanisms(Some((4, 14)), true, true).offers(Mechanism::HugePageMoves));
     }
 }
