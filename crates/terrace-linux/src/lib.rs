@@ -11,6 +11,7 @@
 pub mod bench_migrate;
 pub mod config;
 pub mod control;
+pub mod cpu_budget;
 pub mod daemon;
 pub mod doctor;
 pub mod huge_view;

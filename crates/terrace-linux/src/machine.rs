@@ -985,19 +985,14 @@ impl Machine for LiveMachine {
 /// the scan is too costly for that ([`scan_interval`]).
 const FULL_SCAN_EVERY: Duration = Duration::from_millis(100);
 
-/// The share of one CPU that full scans between ticks may take: reading a large program's
-/// pagemap and asking for its pages' nodes costs milliseconds per GiB, and Terrace's CPU is taken
-/// from the program's on a small machine (docs/live.md, "Tracking cost").
-pub const SCAN_BUDGET: f64 = 0.02;
-
-/// The longest the budget may space full scans: new memory is seen within a second.
+/// The longest the CPU budget may space full scans: new memory is seen within a second.
 const FULL_SCAN_AT_LEAST: Duration = Duration::from_secs(1);
 
 /// How long after a full scan that took `took` the next one is due: [`FULL_SCAN_EVERY`], or
-/// longer, so scans take at most [`SCAN_BUDGET`] of a CPU, but never longer than
+/// longer, so scans take at most [`crate::cpu_budget::SHARE`] of a CPU, but never longer than
 /// [`FULL_SCAN_AT_LEAST`].
 fn scan_interval(took: Duration) -> Duration {
-    FULL_SCAN_EVERY.max(took.div_f64(SCAN_BUDGET)).min(FULL_SCAN_AT_LEAST)
+    crate::cpu_budget::spaced(FULL_SCAN_EVERY, took, FULL_SCAN_AT_LEAST)
 }
 
 /// Whether a policy needs a userfaultfd of its program: to write-protect its copies, or to sample

@@ -339,15 +339,12 @@ impl Drop for WriteFaultSampler {
 /// after a second of steady writing, not 40 ms.
 pub const DEFAULT_EPOCH: Duration = Duration::from_millis(250);
 
-/// The share of one CPU that re-arming may take: write-protecting a sample of 2 MiB ranges
-/// rewrites every page-table entry in them and flushes the TLB of every CPU the program runs on.
-pub const REARM_BUDGET: f64 = 0.02;
-
 /// How long after a re-arm that took `took` the next one is due: the epoch, or longer, so
-/// re-arming takes at most [`REARM_BUDGET`] of a CPU, but at most four epochs (a slow machine
-/// still samples).
+/// re-arming (write-protecting a sample of 2 MiB ranges rewrites every page-table entry in them
+/// and flushes the TLB of every CPU the program runs on) takes at most
+/// [`crate::cpu_budget::SHARE`] of a CPU, but at most four epochs (a slow machine still samples).
 fn rearm_interval(epoch: Duration, took: Duration) -> Duration {
-    epoch.max(took.div_f64(REARM_BUDGET)).min(4 * epoch)
+    crate::cpu_budget::spaced(epoch, took, 4 * epoch)
 }
 
 pub struct FaultTracker {
