@@ -136,6 +136,7 @@ pub const DEFAULT_COMPARISON: &[&str] = &[
     ambix::NAME,
     hemem::NAME,
     hpwp::NAME,
+    nimble::NAME,
     kernel_tiering::NAME,
 ];
 
