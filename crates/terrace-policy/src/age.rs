@@ -189,11 +189,13 @@ impl Policy for Age {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use terrace_model::TierStatus;
 
-    fn tick(p: &mut Age, placement: &[TierId], bits: &[u8], fast_capacity: u64) -> Plan {
+    /// One tick of a page-bits policy on two tiers: `placement`, the bits seen since the last
+    /// tick, and a fast tier of `fast_capacity` pages (the slow one unbounded).
+    pub(crate) fn tick(p: &mut dyn Policy, placement: &[TierId], bits: &[u8], fast_capacity: u64) -> Plan {
         let used = placement.iter().filter(|t| **t == TierId::FAST).count() as u64;
         let tiers = [
             TierStatus { used_pages: used, capacity_pages: Some(fast_capacity), ..Default::default() },

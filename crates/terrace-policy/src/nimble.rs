@@ -238,31 +238,11 @@ impl Policy for Nimble {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terrace_model::TierStatus;
+    use crate::age::tests::tick;
 
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
     const R: u8 = PAGE_REFERENCED;
-
-    fn tick(p: &mut Nimble, placement: &[TierId], bits: &[u8], fast_capacity: u64) -> Plan {
-        let used = placement.iter().filter(|t| **t == F).count() as u64;
-        let tiers = [
-            TierStatus { used_pages: used, capacity_pages: Some(fast_capacity), ..Default::default() },
-            TierStatus::default(),
-        ];
-        let obs = Observations {
-            now_ns: 0,
-            previous_ns: 0,
-            placement,
-            tiers: &tiers,
-            page_bits: Some(bits),
-            samples: &[],
-            future: None,
-            hint_faults: &[],
-            in_flight: &[],
-        };
-        p.tick(&obs)
-    }
 
     fn with(mechanism: &str) -> Nimble {
         Nimble::new(&crate::registry::params_of(&format!("nimble:mechanism={mechanism}")))
