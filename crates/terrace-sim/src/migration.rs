@@ -207,4 +207,27 @@ mod tests {
             "one-thread copy into Optane runs at its one-thread write bandwidth, got {r1}"
         );
     }
+
+    /// Nimble's optimised exchange of one pair of 2 MiB pages, by hand from docs/model.md §4 and
+    /// the remote-socket profile: 4 copy threads copy at 3.511 x 2.8 = 9.831 GB/s (neither tier's
+    /// 4-thread bandwidth, 12.098 GB/s out of the fast tier and 13.767 GB/s into it, is lower);
+    /// a page costs t_page 2.600 us + 2097152 B / 9.831 GB/s = 215.92 us; the pair 2 x 215.92 /
+    /// 1.30 (the exchange gain) = 332.18 us; one call 58.70 us; over 1.175 (pages in flight):
+    /// 332.67 us, above the tiers' own copy time (2097152 B each way: 173.35 + 152.33 = 325.68 us).
+    #[test]
+    fn one_optimised_exchange_of_huge_pages_costs_what_the_hand_computation_gives() {
+        let p = Profile::load("remote-socket").unwrap();
+        let o = MoveOptions { batch_pages: 2, copy_threads: 4, concurrent_batches: 4, ..Default::default() };
+        let w = MoveWork::exchange(0, 1, 1, PageSize::Huge2M.bytes());
+        let c = cost(&p.migration, &p.tiers, &o, PageSize::Huge2M, &w);
+        let us = c.mover_ns / 1e3;
+        assert!((us - 332.67).abs() < 0.5, "{us} us");
+        assert_eq!(c.tlb_shootdowns, 2, "a flush per page, both pages of the pair");
+        // The same two pages moved one way each, one call, no exchange gain.
+        let mut two = MoveWork::one_way(0, 1, 1, 2 << 20);
+        two.pages = 2;
+        two.bytes[1][0] = 2 << 20;
+        let one_way_us = cost(&p.migration, &p.tiers, &o, PageSize::Huge2M, &two).mover_ns / 1e3;
+        assert!((one_way_us - (58.70 + 2.0 * 215.92) / 1.175).abs() < 0.5, "{one_way_us} us");
+    }
 }
