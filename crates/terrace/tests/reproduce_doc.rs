@@ -1,13 +1,13 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 350
-//! simulations of `terrace reproduce --check docs/policies.md`, in parallel on all cores: about
-//! 7 CPU-minutes in the release profile (3 min 36 s on the idle 2-core development machine; the
-//! NPB runs, at NPB's iteration counts, are most of it), and longer while other builds share the
-//! machine (`cargo test --release`, as scripts/test runs it). In a debug build (plain `cargo
-//! test`, where `terrace` is built unoptimised) the simulations take about 7 times as long, so
-//! there the test is ignored, saying so. The other tests here take well under a second: they
-//! fail before any run.
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 430
+//! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
+//! cores: about 8 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
+//! Nimble's sweep are most of it): 260 s in a clean-clone CI run on the 2-core development
+//! machine, longer while other builds share it (`cargo test --release`, as scripts/test runs it).
+//! In a debug build (plain `cargo test`, where `terrace` is built unoptimised) the simulations
+//! take about 7 times as long, so there the test is ignored, saying so. The other tests here take
+//! well under a second: they fail before any run.
 //!
 //! When the long test fails, its message names each table that differs, with a short diff. That
 //! is expected after a change to the simulator's model or to a policy: rerun
