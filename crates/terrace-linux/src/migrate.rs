@@ -139,6 +139,11 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
         Mechanism::CopyThreads,
         "move_pages copies each page with one kernel thread; multi-threaded copy needs Nimble's kernel \
          patches (simulate it with `terrace sim`)",
+    )
+    .lacking(
+        Mechanism::Shadowing,
+        "user space cannot point a page's mapping back at its slow copy; shadow copies need mtier's kernel \
+         module (simulate them with `terrace sim`; docs/live.md, \"Shadow copies\")",
     );
     m = match release {
         Some(r) if r >= (6, 3) => m.lacking(
@@ -204,6 +209,7 @@ pub fn how(m: Mechanism) -> String {
         Mechanism::HugePageMoves => {
             "move_pages moves a transparent huge page whole (thp_migration_success)".into()
         }
+        Mechanism::Shadowing => "a promoted page's slow copy kept and switched back to".into(),
     }
 }
 

@@ -33,11 +33,14 @@ pub enum Mechanism {
     WriteProtectedCopies,
     /// 2 MiB pages moved whole.
     HugePageMoves,
+    /// A promoted clean page keeps its slow copy, and goes back to it by a mapping switch
+    /// (mtier §3.1, §5.2.2).
+    Shadowing,
 }
 
 impl Mechanism {
     /// Every mechanism, in a stable order.
-    pub const ALL: [Mechanism; 8] = [
+    pub const ALL: [Mechanism; 9] = [
         Mechanism::Exchange,
         Mechanism::CopyThreads,
         Mechanism::ConcurrentBatches,
@@ -46,6 +49,7 @@ impl Mechanism {
         Mechanism::RateLimit,
         Mechanism::WriteProtectedCopies,
         Mechanism::HugePageMoves,
+        Mechanism::Shadowing,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +62,7 @@ impl Mechanism {
             Mechanism::RateLimit => "a rate limit",
             Mechanism::WriteProtectedCopies => "write-protected copies",
             Mechanism::HugePageMoves => "huge-page moves",
+            Mechanism::Shadowing => "shadow copies",
         }
     }
 }
@@ -158,6 +163,9 @@ impl Mechanisms {
         if o.protected_copies {
             asked.push(Mechanism::WriteProtectedCopies);
         }
+        if o.shadow {
+            asked.push(Mechanism::Shadowing);
+        }
         asked
     }
 
@@ -191,6 +199,7 @@ impl Mechanisms {
                 Mechanism::TlbFlushPerBatch => o.tlb_flush = TlbFlush::PerPage,
                 Mechanism::RateLimit => o.rate_limit_mb_s = None,
                 Mechanism::WriteProtectedCopies => o.protected_copies = false,
+                Mechanism::Shadowing => o.shadow = false,
                 Mechanism::Exchange | Mechanism::HugePageMoves => {}
             }
         }

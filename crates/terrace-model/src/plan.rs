@@ -48,6 +48,11 @@ pub struct MoveOptions {
     /// write races is done again (docs/model.md §4, "Movers").
     #[serde(default)]
     pub protected_copies: bool,
+    /// Keep the slow copy of a clean page when it is promoted (mtier's shadow, thesis §3.1), so
+    /// that demoting it while still clean is a mapping switch back to the shadow: no copy, no
+    /// allocation. A write to the fast copy drops the shadow. [`crate::Mechanism::Shadowing`].
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 impl Default for MoveOptions {
@@ -60,6 +65,7 @@ impl Default for MoveOptions {
             rate_limit_mb_s: None,
             tlb_flush: TlbFlush::PerPage,
             protected_copies: false,
+            shadow: false,
         }
     }
 }

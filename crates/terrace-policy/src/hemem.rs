@@ -164,6 +164,7 @@ impl Base {
             rate_limit_mb_s: None,
             tlb_flush: TlbFlush::PerPage,
             protected_copies: true,
+            shadow: false,
         }
     }
 

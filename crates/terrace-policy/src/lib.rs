@@ -13,6 +13,7 @@ pub mod baselines;
 pub mod hemem;
 pub mod hpwp;
 pub mod kernel_tiering;
+pub mod mtier;
 pub mod nimble;
 pub mod params;
 pub mod ping_pong;

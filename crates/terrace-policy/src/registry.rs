@@ -14,7 +14,7 @@
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
 use crate::params::{Param, Params, Value};
-use crate::{age, ambix, hemem, hpwp, kernel_tiering, nimble, ping_pong};
+use crate::{age, ambix, hemem, hpwp, kernel_tiering, mtier, nimble, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy or preset.
@@ -83,6 +83,8 @@ const AMBIX: PolicySpec =
     policy(ambix::NAME, ambix::SUMMARY, ambix::PARAMS, |p| Box::new(ambix::Ambix::with(p)), ambix::check);
 const NIMBLE: PolicySpec =
     policy(nimble::NAME, nimble::SUMMARY, nimble::PARAMS, |p| Box::new(nimble::Nimble::new(p)), no_check);
+const MTIER: PolicySpec =
+    policy(mtier::NAME, mtier::SUMMARY, mtier::PARAMS, |p| Box::new(mtier::Mtier::new(p)), no_check);
 const AGE: PolicySpec =
     policy(age::NAME, age::SUMMARY, age::PARAMS, |p| Box::new(age::Age::new(p)), no_check);
 const PING_PONG: PolicySpec = policy(
@@ -118,6 +120,9 @@ const POLICIES: &[PolicySpec] = &[
     preset(NIMBLE, nimble::EXCHANGE_4K_NAME, nimble::EXCHANGE_4K_SUMMARY, &[("mechanism", "exchange-4k")]),
     preset(NIMBLE, nimble::THP_NAME, nimble::THP_SUMMARY, &[("mechanism", "thp")]),
     preset(NIMBLE, nimble::OPT_NAME, nimble::OPT_SUMMARY, &[("mechanism", "opt")]),
+    MTIER,
+    preset(MTIER, mtier::HEAVY_NAME, mtier::HEAVY_SUMMARY, &[("mover", "heavy")]),
+    preset(MTIER, mtier::MBIND_NAME, mtier::MBIND_SUMMARY, &[("mover", "mbind")]),
     AGE,
     preset(AGE, age::HUGE_NAME, age::HUGE_SUMMARY, &[("page_size", "2m")]),
     PING_PONG,

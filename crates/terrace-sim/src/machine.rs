@@ -9,7 +9,7 @@
 
 use crate::memory_mode::{CacheOutcome, DirectMappedCache};
 use crate::migration::{self, MoveWork};
-use crate::movers::MoverQueue;
+use crate::movers::{CopyKind, MoverQueue};
 use crate::placement::Placement;
 use crate::profile::{Profile, MAX_TIERS};
 use crate::report::{RunReport, TierTotals};
@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
     Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanisms, MemoryMode, Move,
-    MoveFailure, Mover, Observations, PageIdx, PageSize, Plan, Progress, RateBudget, Requirements, Tier,
-    TierId, TierStatus, TrackerKind,
+    MoveFailure, MoveOptions, Mover, Observations, PageIdx, PageSize, Plan, Progress, RateBudget,
+    Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::AccessSource;
 
@@ -98,6 +98,10 @@ pub struct SimMachine {
     totals: Vec<TierTotals>,
     accesses: u64,
     pages_migrated: u64,
+    pages_switched: u64,
+    shadows_dropped: u64,
+    /// Writes of the slice to pages with a shadow: each drops it.
+    shadow_writes: Vec<PageIdx>,
     failed_moves: u64,
     tlb_shootdowns: u64,
     tracking_ns: f64,
@@ -217,6 +221,9 @@ impl SimMachine {
             totals: vec![TierTotals::default(); n],
             accesses: 0,
             pages_migrated: 0,
+            pages_switched: 0,
+            shadows_dropped: 0,
+            shadow_writes: Vec::new(),
             failed_moves: 0,
             tlb_shootdowns: 0,
             tracking_ns: 0.0,
@@ -264,6 +271,9 @@ impl SimMachine {
             failed_moves: self.failed_moves,
             pages_not_done: self.movers.iter().map(|m| m.queued_pages).sum(),
             tlb_shootdowns: self.tlb_shootdowns,
+            pages_switched: self.pages_switched,
+            shadows_dropped: self.shadows_dropped,
+            shadow_peak_bytes: self.placement.shadow_peak * self.info.page_size.bytes(),
             migration_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).sum(),
             mover_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).collect(),
             move_wait_ns: self.move_wait_ns,
@@ -309,6 +319,8 @@ impl SimMachine {
         let streams = &mut *self.streams;
         let touches = &mut self.touches;
         touches.clear();
+        let shadows = placement.has_shadows();
+        let shadow_writes = &mut self.shadow_writes;
         let mut instructions = 0u64;
         let mut broken = None;
         for &a in &self.buf[self.pos..end] {
@@ -327,6 +339,9 @@ impl SimMachine {
             };
             let t = tier.index();
             let write = a.kind == AccessKind::Write;
+            if shadows && write && placement.shadow_of[page].is_placed() {
+                shadow_writes.push(page as PageIdx);
+            }
             instructions += a.instructions as u64;
             account_access(&mut loads[t], &mut streams[a.thread as usize], a, write, gran_shift[t]);
             if record {
@@ -469,6 +484,7 @@ impl SimMachine {
         } else {
             let record = self.bits.is_some() || self.sampler.is_some() || self.hints.is_some();
             let instructions = self.replay_flat(end, &mut loads, record);
+            self.drop_written_shadows();
             self.find_write_hits(end);
             if record {
                 self.feed_trackers();
@@ -559,19 +575,60 @@ impl SimMachine {
         let now = self.now_ns;
         let page_bytes = self.info.page_size.bytes();
         for m in &mut self.movers {
-            let (state, hints, totals, migrated) =
-                (&mut self.page_state, &mut self.hints, &mut self.totals, &mut self.pages_migrated);
-            m.complete(now, &mut self.placement, |page, from, to| {
+            let (state, hints, totals, migrated, switched) = (
+                &mut self.page_state,
+                &mut self.hints,
+                &mut self.totals,
+                &mut self.pages_migrated,
+                &mut self.pages_switched,
+            );
+            m.complete(now, &mut self.placement, |page, from, to, copied| {
                 state[page as usize] = IDLE;
                 // Migration maps the page afresh: a hint-fault scan's arming is gone.
                 if let Some(h) = hints.as_mut() {
                     h.disarm(page as usize);
                 }
-                totals[from.index()].copy_read_bytes += page_bytes;
-                totals[to.index()].copy_write_bytes += page_bytes;
+                if copied {
+                    totals[from.index()].copy_read_bytes += page_bytes;
+                    totals[to.index()].copy_write_bytes += page_bytes;
+                } else {
+                    *switched += 1;
+                }
                 *migrated += 1;
             });
         }
+    }
+
+    /// Drops the shadow of every page the slice wrote (docs/model.md §4, "Shadow copies"): its
+    /// slow frame is stale. A switch back to that shadow already queued becomes a copy.
+    fn drop_written_shadows(&mut self) {
+        if self.shadow_writes.is_empty() {
+            return;
+        }
+        let writes = std::mem::take(&mut self.shadow_writes);
+        for &page in &writes {
+            let Some(shadow) = self.placement.drop_shadow(page) else { continue };
+            self.shadows_dropped += 1;
+            if self.page_state[page as usize] == IDLE {
+                continue;
+            }
+            let from = self.placement.tiers[page as usize];
+            let copy_ns = self.one_copy_ns(from, shadow);
+            for m in &mut self.movers {
+                if m.unswitch(page, copy_ns, &mut self.placement) {
+                    break;
+                }
+            }
+        }
+        self.shadow_writes = writes;
+        self.shadow_writes.clear();
+    }
+
+    /// What one page's kernel migration from `from` to `to` costs its mover, ns, without a call.
+    fn one_copy_ns(&self, from: TierId, to: TierId) -> f64 {
+        let m = migration::MigrationProfile { call_us: 0.0, ..self.profile.migration.clone() };
+        let w = MoveWork::one_way(from.index(), to.index(), 1, self.info.page_size.bytes());
+        migration::cost(&m, &self.profile.tiers, &MoveOptions::default(), self.info.page_size, &w).mover_ns
     }
 
     /// Lists the copies under way now, and their pages, for the slice about to be replayed.
@@ -646,7 +703,8 @@ impl SimMachine {
     /// Hands what [`Plan::check`] leaves of a plan (the rules both machines share) to the
     /// movers, after refusing moves of pages already in flight (`Busy`); room in each tier is
     /// checked here as the kernel would. Returns the work each mover took on.
-    fn perform(&mut self, plan: &Plan, protected: bool, applied: &mut Applied) -> Vec<MoveWork> {
+    fn perform(&mut self, plan: &Plan, options: &MoveOptions, applied: &mut Applied) -> Vec<MoveWork> {
+        let protected = options.protected_copies;
         let page_bytes = self.info.page_size.bytes();
         let mut work = vec![MoveWork::default(); self.movers.len()];
         let busy = |p: PageIdx| self.page_state.get(p as usize).is_some_and(|&s| s != IDLE);
@@ -677,13 +735,36 @@ impl SimMachine {
             }
             let from = self.placement.tiers[mv.page as usize];
             let q = self.mover_for(from, mv.to);
-            if let Err(why) = self.movers[q].take_move(&mut self.placement, mv.page, from, mv.to, protected) {
+            let shadow = self.placement.shadow_of[mv.page as usize];
+            let kind = if options.shadow && shadow == mv.to {
+                CopyKind::Switch
+            } else if options.shadow && mv.to < from {
+                CopyKind::KeepShadow
+            } else {
+                CopyKind::Migrate
+            };
+            let moves =
+                self.movers[q].take_move(&mut self.placement, mv.page, (from, mv.to), protected, kind);
+            if let Err(why) = moves {
                 applied.fail(why);
                 continue;
             }
+            if kind != CopyKind::Switch && shadow.is_placed() {
+                // Copied anew: the shadow is of no more use.
+                self.placement.drop_shadow(mv.page);
+            }
             self.page_state[mv.page as usize] = QUEUED;
-            work[q].pages += 1;
-            work[q].bytes[from.index()][mv.to.index()] += page_bytes;
+            match kind {
+                CopyKind::Migrate => {
+                    work[q].pages += 1;
+                    work[q].bytes[from.index()][mv.to.index()] += page_bytes;
+                }
+                CopyKind::KeepShadow => {
+                    work[q].shadow_copies += 1;
+                    work[q].shadow_bytes[from.index()][mv.to.index()] += page_bytes;
+                }
+                CopyKind::Switch => work[q].switched += 1,
+            }
         }
         // A swap needs no free page in either tier (Nimble §3.1.4).
         for ex in &checked.exchanges {
@@ -696,6 +777,9 @@ impl SimMachine {
                 applied.fail(why);
                 continue;
             }
+            // An exchange copies both pages: their shadows are of no more use.
+            self.placement.drop_shadow(down.page);
+            self.placement.drop_shadow(up.page);
             self.page_state[down.page as usize] = QUEUED;
             self.page_state[up.page as usize] = QUEUED;
             work[0].pairs += 1;
@@ -930,7 +1014,7 @@ impl Machine for SimMachine {
         let mut applied = Applied::default();
         let (options, not_honoured) = self.info.mechanisms.honour(plan);
         applied.not_honoured = not_honoured;
-        let work = self.perform(plan, options.protected_copies, &mut applied);
+        let work = self.perform(plan, &options, &mut applied);
         self.last_apply_ns = self.now_ns;
         let threads = self.timing.threads;
         let mut move_wait = 0.0;
@@ -955,7 +1039,7 @@ impl Machine for SimMachine {
                 )
             };
             let mover = &mut self.movers[q];
-            mover.schedule(self.now_ns, c.mover_ns / pages as f64);
+            mover.schedule(self.now_ns, c.per_page_ns);
             if mover.kind == Mover::FaultingThread {
                 // Each faulting thread copies its pages before it goes on: n of them side by
                 // side, so the program loses the copies' time over n.

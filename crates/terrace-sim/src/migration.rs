@@ -8,12 +8,20 @@ use terrace_model::{MoveOptions, PageSize, TlbFlush};
 /// The work a plan turned into, after validation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MoveWork {
-    /// Pages moved one way.
+    /// Pages moved one way by kernel migration.
     pub pages: u64,
     /// Pairs swapped (two pages each).
     pub pairs: u64,
-    /// Bytes copied from tier `from` to tier `to`, indexed `[from][to]`.
+    /// Bytes copied by kernel migration from tier `from` to tier `to`, indexed `[from][to]`.
     pub bytes: [[u64; MAX_TIERS]; MAX_TIERS],
+    /// Promotions that keep their old frame as a shadow: a copy into a free frame and a mapping
+    /// switch (mtier §3.1, Table 5.2 "heavy copy": copy, no flush, no allocation).
+    pub shadow_copies: u64,
+    /// Their bytes, indexed like `bytes`.
+    pub shadow_bytes: [[u64; MAX_TIERS]; MAX_TIERS],
+    /// Demotions back to a shadow: a mapping switch only (mtier Table 5.2 "swap": no copy, a
+    /// flush, no allocation).
+    pub switched: u64,
 }
 
 impl MoveWork {
@@ -30,11 +38,17 @@ impl MoveWork {
         w.bytes[b][a] = pairs * page_bytes;
         w
     }
+    /// Every page the work moves, however it moves it.
     pub fn total_pages(&self) -> u64 {
+        self.kernel_pages() + self.shadow_copies + self.switched
+    }
+    /// The pages kernel migration moves (one way, and both pages of each pair).
+    pub fn kernel_pages(&self) -> u64 {
         self.pages + 2 * self.pairs
     }
+    /// Bytes copied, by kernel migration and into shadowed promotions.
     pub fn total_bytes(&self) -> u64 {
-        self.bytes.iter().flatten().sum()
+        self.bytes.iter().flatten().chain(self.shadow_bytes.iter().flatten()).sum()
     }
 }
 
@@ -43,6 +57,17 @@ impl MoveWork {
 pub struct MoveCost {
     pub mover_ns: f64,
     pub tlb_shootdowns: u64,
+    /// The mover's time per page of each kind, ns: a kernel migration (one way or half a pair),
+    /// a shadowed promotion, a switch back to a shadow. They add up to `mover_ns`.
+    pub per_page_ns: PerPage,
+}
+
+/// Mover time per page, ns, by how the page moves ([`MoveCost::per_page_ns`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PerPage {
+    pub kernel: f64,
+    pub shadow_copy: f64,
+    pub switch: f64,
 }
 
 /// Copy rate of one page copy, bytes per ns: the kernel's single-thread copy, sped up by
@@ -80,6 +105,13 @@ pub fn copy_rate_gb_s(
     copy_bytes_per_ns(m, opts, page_size == PageSize::Huge2M, from, to)
 }
 
+/// One mapping switch, ns: a store to the page's page-table entry, whose location the mover
+/// keeps (mtier §3.4.1, `tier_struct.pte`), so one random access to the fast tier, where page
+/// tables live (docs/model.md §4, "Shadow copies"). No shootdown: that is counted apart.
+pub fn switch_ns(tiers: &[TierProfile]) -> f64 {
+    tiers[0].read_latency_random_ns
+}
+
 /// Mover time and shootdowns for `work` done with `opts` on pages of `page_size`.
 pub fn cost(
     m: &MigrationProfile,
@@ -95,41 +127,73 @@ pub fn cost(
     let huge = page_size == PageSize::Huge2M;
     let batch = opts.batch_pages.max(1) as u64;
     let calls = pages.div_ceil(batch);
+    // A kernel migration unmaps the page and flushes before it copies; a switch back to a shadow
+    // reuses the fast frame, so it flushes too; a shadowed promotion needs none, since a stale
+    // translation still reaches the shadow, whose contents are the same (mtier §3.1).
+    let flushed = work.kernel_pages() + work.switched;
     let (fixed_page_us, shootdowns) = match opts.tlb_flush {
-        TlbFlush::PerPage => (m.page_us, pages),
+        TlbFlush::PerPage => (m.page_us, flushed),
         // One flush per batch instead of one per page (mtier §3.1; Linux 6.3 batched flushing).
-        TlbFlush::PerBatch => (m.page_us - m.tlb_shootdown_us, calls),
+        TlbFlush::PerBatch => (m.page_us - m.tlb_shootdown_us, flushed.div_ceil(batch)),
     };
-    let (mut copy_ns, mut hardware_ns) = (0.0, 0.0);
     let threads = opts.copy_threads.max(1) as f64;
-    for (from, row) in work.bytes.iter().enumerate().take(tiers.len()) {
-        for (to, &b) in row.iter().enumerate().take(tiers.len()) {
-            if b > 0 {
-                copy_ns += b as f64 / copy_bytes_per_ns(m, opts, huge, &tiers[from], &tiers[to]);
-                let tiers_bw = interpolate(&tiers[from].read_bandwidth_gb_s, threads)
-                    .min(interpolate(&tiers[to].write_bandwidth_gb_s, threads));
-                hardware_ns += b as f64 / tiers_bw;
+    let copy_time = |bytes: &[[u64; MAX_TIERS]; MAX_TIERS]| {
+        let (mut copy_ns, mut hardware_ns) = (0.0, 0.0);
+        for (from, row) in bytes.iter().enumerate().take(tiers.len()) {
+            for (to, &b) in row.iter().enumerate().take(tiers.len()) {
+                if b > 0 {
+                    copy_ns += b as f64 / copy_bytes_per_ns(m, opts, huge, &tiers[from], &tiers[to]);
+                    let tiers_bw = interpolate(&tiers[from].read_bandwidth_gb_s, threads)
+                        .min(interpolate(&tiers[to].write_bandwidth_gb_s, threads));
+                    hardware_ns += b as f64 / tiers_bw;
+                }
             }
         }
+        (copy_ns, hardware_ns)
+    };
+    let calls_ns = calls as f64 * m.call_us * 1e3;
+    let kernel_pages = work.kernel_pages();
+    let mut kernel_ns = 0.0;
+    if kernel_pages > 0 {
+        let (copy_ns, hardware_ns) = copy_time(&work.bytes);
+        let one_way_pages = work.pages as f64;
+        let exchanged_pages = 2.0 * work.pairs as f64;
+        let per_page_ns = fixed_page_us * 1e3;
+        let copy_per_page_ns = copy_ns / kernel_pages as f64;
+        // Exchange swaps in place without allocating or freeing (Nimble §3.1.4): a gain on huge pages.
+        let exchange_gain = if huge { m.huge_exchange_gain } else { 1.0 };
+        kernel_ns = calls_ns
+            + one_way_pages * (per_page_ns + copy_per_page_ns)
+            + exchanged_pages * (per_page_ns + copy_per_page_ns) / exchange_gain;
+        // Concurrent batches overlap copies (Nimble §4.2.3): a gain on huge pages only.
+        if huge && opts.concurrent_batches > 1 {
+            kernel_ns /= m.huge_concurrency_gain;
+        }
+        // The gains may beat the kernel's copy loop but never the tiers themselves: nothing moves
+        // pages faster than the hardware can copy them (Nimble's best exchange reached 0.96x of copy
+        // bandwidth).
+        kernel_ns = kernel_ns.max(hardware_ns);
     }
-    let one_way_pages = work.pages as f64;
-    let exchanged_pages = 2.0 * work.pairs as f64;
-    let per_page_ns = fixed_page_us * 1e3;
-    let copy_per_page_ns = copy_ns / pages as f64;
-    // Exchange swaps in place without allocating or freeing (Nimble §3.1.4): a gain on huge pages.
-    let exchange_gain = if huge { m.huge_exchange_gain } else { 1.0 };
-    let mut mover_ns = calls as f64 * m.call_us * 1e3
-        + one_way_pages * (per_page_ns + copy_per_page_ns)
-        + exchanged_pages * (per_page_ns + copy_per_page_ns) / exchange_gain;
-    // Concurrent batches overlap copies (Nimble §4.2.3): a gain on huge pages only.
-    if huge && opts.concurrent_batches > 1 {
-        mover_ns /= m.huge_concurrency_gain;
-    }
-    // The gains may beat the kernel's copy loop but never the tiers themselves: nothing moves
-    // pages faster than the hardware can copy them (Nimble's best exchange reached 0.96x of copy
-    // bandwidth).
-    let mover_ns = mover_ns.max(hardware_ns);
-    MoveCost { mover_ns, tlb_shootdowns: shootdowns }
+    // Shadowed promotions and switches skip the kernel's migration path: the frame is the
+    // mover's own, nothing is unmapped or allocated (mtier Table 5.2). A promotion copies and
+    // switches; a demotion back to its shadow only switches.
+    let switch = switch_ns(tiers);
+    let shadow_copy_ns = copy_time(&work.shadow_bytes).0 + work.shadow_copies as f64 * switch;
+    let switched_ns = work.switched as f64 * switch;
+    // Without kernel migrations in the work, its calls are the other pages' share.
+    let others = (work.shadow_copies + work.switched) as f64;
+    let extra = if kernel_pages == 0 { calls_ns / others } else { 0.0 };
+    let per_page_ns = PerPage {
+        kernel: if kernel_pages > 0 { kernel_ns / kernel_pages as f64 } else { 0.0 },
+        shadow_copy: if work.shadow_copies > 0 {
+            shadow_copy_ns / work.shadow_copies as f64 + extra
+        } else {
+            0.0
+        },
+        switch: switch + extra,
+    };
+    let mover_ns = kernel_ns + shadow_copy_ns + switched_ns + if kernel_pages == 0 { calls_ns } else { 0.0 };
+    MoveCost { mover_ns, tlb_shootdowns: shootdowns, per_page_ns }
 }
 
 #[cfg(test)]

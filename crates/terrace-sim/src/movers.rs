@@ -12,10 +12,22 @@
 //! plan that demotes and then promotes fills a full tier. The faulting threads never do that:
 //! each copies its own page and makes no room for another's.
 
+use crate::migration::PerPage;
 use crate::placement::Placement;
 use crate::profile::MAX_TIERS;
 use std::collections::VecDeque;
 use terrace_model::{Move, MoveFailure, Mover, PageIdx, TierId};
+
+/// How a page moves ([`crate::migration::MoveWork`]'s kinds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// Kernel migration: the old frame is freed when the copy lands.
+    Migrate,
+    /// A promotion that keeps the old frame as the page's shadow (mtier §3.1).
+    KeepShadow,
+    /// A demotion back to the page's shadow: a mapping switch, nothing copied.
+    Switch,
+}
 
 /// One copy: a page on its way to another tier, or the two pages of an exchange.
 #[derive(Clone, Debug)]
@@ -37,6 +49,7 @@ pub struct Copy {
     backed: bool,
     /// Program threads already waiting for this copy (a thread waits once per copy).
     waiting: [u64; 4],
+    pub kind: CopyKind,
 }
 
 impl Copy {
@@ -94,8 +107,16 @@ impl MoverQueue {
         self.kind.queue_pages().is_some_and(|q| self.queued_pages + pages > q)
     }
 
-    fn push(&mut self, pages: [(PageIdx, TierId, TierId); 2], len: u8, protected: bool, backed: bool) {
+    fn push(
+        &mut self,
+        pages: [(PageIdx, TierId, TierId); 2],
+        len: u8,
+        protected: bool,
+        backed: bool,
+        kind: CopyKind,
+    ) {
         self.items.push_back(Copy {
+            kind,
             pages,
             len,
             start_ns: f64::INFINITY,
@@ -110,20 +131,23 @@ impl MoverQueue {
     }
 
     /// Takes on moving `page` from `from` to `to`, holding room for it there: refused when the
-    /// queue is full, or when `to` has no room and no page leaving it is queued ahead here.
+    /// queue is full, or when `to` has no room and no page leaving it is queued ahead here. A
+    /// switch back to a shadow needs no room: the shadow's frame is the page's.
     pub fn take_move(
         &mut self,
         placement: &mut Placement,
         page: PageIdx,
-        from: TierId,
-        to: TierId,
+        (from, to): (TierId, TierId),
         protected: bool,
+        kind: CopyKind,
     ) -> Result<(), MoveFailure> {
         if self.refuse_for_queue(1) {
             return Err(MoveFailure::QueueFull);
         }
         let (f, t) = (from.index(), to.index());
-        let backed = if placement.has_room(t) {
+        let backed = if kind == CopyKind::Switch {
+            false
+        } else if placement.has_room(t) {
             placement.reserve(t);
             false
         } else if self.hands_room_on() && self.leaving[t] > 0 {
@@ -136,7 +160,7 @@ impl MoverQueue {
         if self.hands_room_on() {
             self.leaving[f] += 1;
         }
-        self.push([(page, from, to), (page, from, to)], 1, protected, backed);
+        self.push([(page, from, to), (page, from, to)], 1, protected, backed, kind);
         Ok(())
     }
 
@@ -145,15 +169,26 @@ impl MoverQueue {
         if self.refuse_for_queue(2) {
             return Err(MoveFailure::QueueFull);
         }
-        self.push([(down.page, up.to, down.to), (up.page, down.to, up.to)], 2, protected, false);
+        self.push(
+            [(down.page, up.to, down.to), (up.page, down.to, up.to)],
+            2,
+            protected,
+            false,
+            CopyKind::Migrate,
+        );
         Ok(())
     }
 
     /// Gives the copies taken on since the last call their times: `per_page_ns` of copying per
-    /// page, one after another from `now` or from the end of the copies ahead.
-    pub fn schedule(&mut self, now: f64, per_page_ns: f64) {
+    /// page of their kind, one after another from `now` or from the end of the copies ahead.
+    pub fn schedule(&mut self, now: f64, per_page_ns: PerPage) {
         for i in self.unscheduled..self.items.len() {
-            let dur = per_page_ns * self.items[i].len as f64;
+            let per = match self.items[i].kind {
+                CopyKind::Migrate => per_page_ns.kernel,
+                CopyKind::KeepShadow => per_page_ns.shadow_copy,
+                CopyKind::Switch => per_page_ns.switch,
+            };
+            let dur = per * self.items[i].len as f64;
             let start = if i > 0 { self.items[i - 1].done_ns.max(now) } else { now };
             let c = &mut self.items[i];
             c.dur_ns = dur;
@@ -164,12 +199,15 @@ impl MoverQueue {
     }
 
     /// Lands every copy completed by `now`: each page goes to its new tier (`land` is told of
-    /// it, with its bytes' tiers), and the room a page leaves passes to a page promised it.
+    /// it, with its bytes' tiers and whether bytes were copied), and the room a page leaves
+    /// passes to a page promised it. A shadowed promotion keeps its old frame as the page's
+    /// shadow when no page is promised that room and the tier can spare it
+    /// ([`Placement::may_keep_shadow`]); a switch takes the page back to its shadow.
     pub fn complete(
         &mut self,
         now: f64,
         placement: &mut Placement,
-        mut land: impl FnMut(PageIdx, TierId, TierId),
+        mut land: impl FnMut(PageIdx, TierId, TierId, bool),
     ) {
         while self.items.front().is_some_and(|c| c.done_ns <= now) {
             let Some(c) = self.items.pop_front() else { break };
@@ -179,8 +217,8 @@ impl MoverQueue {
             if c.len == 2 {
                 let ((a, _, to_a), (b, _, to_b)) = (c.pages[0], c.pages[1]);
                 placement.swap(a, b);
-                land(a, to_b, to_a);
-                land(b, to_a, to_b);
+                land(a, to_b, to_a, true);
+                land(b, to_a, to_b, true);
                 continue;
             }
             let (page, from, to) = c.pages[0];
@@ -190,8 +228,21 @@ impl MoverQueue {
                 debug_assert!(false, "a promised page landed before the room it was promised");
                 placement.reserve(to.index());
             }
-            placement.land(page, to);
             let f = from.index();
+            if c.kind == CopyKind::Switch {
+                placement.switch_to_shadow(page, to);
+            } else {
+                placement.land(page, to);
+            }
+            if c.kind == CopyKind::KeepShadow && self.promised[f] == 0 && placement.may_keep_shadow(f) {
+                // The old frame stays, as the shadow: it frees no room.
+                placement.keep_shadow(page, from);
+                if self.hands_room_on() {
+                    self.leaving[f] -= 1;
+                }
+                land(page, from, to, true);
+                continue;
+            }
             if self.hands_room_on() {
                 if self.promised[f] > 0 {
                     // The room this page leaves goes to the first page queued to arrive on it.
@@ -204,8 +255,31 @@ impl MoverQueue {
                     self.leaving[f] -= 1;
                 }
             }
-            land(page, from, to);
+            land(page, from, to, c.kind != CopyKind::Switch);
         }
+    }
+
+    /// A write dropped the shadow of `page`, which this queue was to switch back to it: the
+    /// switch becomes a copy (the dropped shadow's frame is its room), `extra_ns` longer, and
+    /// every copy behind it later by as much. False if no switch of `page` is queued here.
+    pub fn unswitch(&mut self, page: PageIdx, extra_ns: f64, placement: &mut Placement) -> bool {
+        let Some(i) = self.items.iter().position(|c| c.kind == CopyKind::Switch && c.pages[0].0 == page)
+        else {
+            return false;
+        };
+        let to = self.items[i].pages[0].2;
+        placement.reserve(to.index());
+        let c = &mut self.items[i];
+        c.kind = CopyKind::Migrate;
+        if c.start_ns.is_finite() {
+            c.dur_ns += extra_ns;
+            c.done_ns += extra_ns;
+            for later in self.items.iter_mut().skip(i + 1) {
+                later.start_ns += extra_ns;
+                later.done_ns += extra_ns;
+            }
+        }
+        true
     }
 
     /// The copy under way at `now`, if any: the head of the queue once it has started.
@@ -250,6 +324,11 @@ mod tests {
     use super::*;
     use terrace_model::InitialPlacement;
 
+    /// Every kind of page at the same cost.
+    fn per(ns: f64) -> PerPage {
+        PerPage { kernel: ns, shadow_copy: ns, switch: ns }
+    }
+
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
 
@@ -267,16 +346,16 @@ mod tests {
         let mut p = full(2, 2);
         let mut q = MoverQueue::new(Mover::CopyEngine { queue_pages: 8 });
         // Full: a promotion alone finds no room.
-        assert_eq!(q.take_move(&mut p, 2, S, F, false), Err(MoveFailure::NoSpace));
-        q.take_move(&mut p, 0, F, S, false).unwrap();
-        q.take_move(&mut p, 2, S, F, false).unwrap();
+        assert_eq!(q.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate), Err(MoveFailure::NoSpace));
+        q.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).unwrap();
+        q.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate).unwrap();
         assert_eq!(p.occupied(0), 2, "the promotion holds no room of its own yet");
-        q.schedule(0.0, 10.0);
+        q.schedule(0.0, per(10.0));
         let mut landed = Vec::new();
-        q.complete(10.0, &mut p, |page, _, to| landed.push((page, to)));
+        q.complete(10.0, &mut p, |page, _, to, _| landed.push((page, to)));
         assert_eq!(landed, [(0, S)]);
         assert_eq!((p.used[0], p.reserved[0]), (1, 1), "the demotion's room passed to the promotion");
-        q.complete(20.0, &mut p, |page, _, to| landed.push((page, to)));
+        q.complete(20.0, &mut p, |page, _, to, _| landed.push((page, to)));
         assert_eq!(landed, [(0, S), (2, F)]);
         assert_eq!((p.used[0], p.reserved[0], p.reserved[1]), (2, 0, 0));
         assert!(p.is_consistent() && p.peak[0] <= 2);
@@ -286,9 +365,12 @@ mod tests {
     fn an_asynchronous_queue_refuses_past_its_bound() {
         let mut p = full(4, 4);
         let mut engine = MoverQueue::new(Mover::KernelThread { queue_pages: 2 });
-        assert!(engine.take_move(&mut p, 0, F, S, false).is_ok());
-        assert!(engine.take_move(&mut p, 1, F, S, false).is_ok());
-        assert_eq!(engine.take_move(&mut p, 2, F, S, false), Err(MoveFailure::QueueFull));
+        assert!(engine.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).is_ok());
+        assert!(engine.take_move(&mut p, 1, (F, S), false, CopyKind::Migrate).is_ok());
+        assert_eq!(
+            engine.take_move(&mut p, 2, (F, S), false, CopyKind::Migrate),
+            Err(MoveFailure::QueueFull)
+        );
         let ex = |page, to| Move { page, to };
         assert_eq!(engine.take_exchange(ex(3, S), ex(4, F), false), Err(MoveFailure::QueueFull));
     }
@@ -297,10 +379,13 @@ mod tests {
     fn copies_run_one_after_another_and_the_faulting_threads_make_no_room() {
         let mut p = full(2, 4);
         let mut faulting = MoverQueue::new(Mover::FaultingThread);
-        faulting.take_move(&mut p, 0, F, S, false).unwrap();
-        faulting.take_move(&mut p, 1, F, S, false).unwrap();
-        assert_eq!(faulting.take_move(&mut p, 2, S, F, false), Err(MoveFailure::NoSpace));
-        faulting.schedule(100.0, 10.0);
+        faulting.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).unwrap();
+        faulting.take_move(&mut p, 1, (F, S), false, CopyKind::Migrate).unwrap();
+        assert_eq!(
+            faulting.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate),
+            Err(MoveFailure::NoSpace)
+        );
+        faulting.schedule(100.0, per(10.0));
         let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
         assert_eq!(times, [(100.0, 110.0), (110.0, 120.0)]);
         assert_eq!(faulting.running(105.0), Some(0));
@@ -309,7 +394,7 @@ mod tests {
         let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
         assert_eq!(times, [(100.0, 120.0), (120.0, 130.0)], "a redone copy delays those behind it");
         let mut landed = 0;
-        faulting.complete(125.0, &mut p, |_, _, _| landed += 1);
+        faulting.complete(125.0, &mut p, |_, _, _, _| landed += 1);
         assert_eq!(landed, 1);
         assert_eq!(faulting.time_copying(125.0), 25.0, "both copies of the first page, half the second");
     }

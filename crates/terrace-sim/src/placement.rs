@@ -6,14 +6,22 @@ use terrace_model::{InitialPlacement, PageIdx, TierId};
 ///
 /// A page in flight (docs/model.md §4, "Movers") stays in `tiers` and `used` at its old tier
 /// until its copy completes, and holds a page of room at its destination meanwhile
-/// (`reserved`), as the kernel holds both the old and the new page during a copy. A tier's
-/// occupancy is `used + reserved`, never above its capacity.
+/// (`reserved`), as the kernel holds both the old and the new page during a copy. A promoted
+/// page whose old frame is kept as its shadow (mtier §3.1, docs/model.md §4, "Shadow copies")
+/// holds that frame in its old tier (`shadows`) until the page goes back to it or a write drops
+/// it. A tier's occupancy is `used + reserved + shadows`, never above its capacity.
 #[derive(Clone, Debug)]
 pub struct Placement {
     pub tiers: Vec<TierId>,
     pub used: Vec<u64>,
     /// Pages of room held, per tier, for pages on their way there.
     pub reserved: Vec<u64>,
+    /// Per page: the tier holding its shadow, or [`TierId::UNPLACED`] when it has none.
+    pub shadow_of: Vec<TierId>,
+    /// Shadow frames held, per tier.
+    pub shadows: Vec<u64>,
+    /// Most shadow frames held at once, all tiers together.
+    pub shadow_peak: u64,
     /// Highest occupancy (`used + reserved`) ever seen, per tier (checked against capacity by tests).
     pub peak: Vec<u64>,
     pub capacity: Vec<Option<u64>>,
@@ -30,6 +38,9 @@ impl Placement {
             tiers: vec![TierId::UNPLACED; pages as usize],
             used: vec![0; n],
             reserved: vec![0; n],
+            shadow_of: vec![TierId::UNPLACED; pages as usize],
+            shadows: vec![0; n],
+            shadow_peak: 0,
             peak: vec![0; n],
             capacity,
             rule,
@@ -41,9 +52,51 @@ impl Placement {
         self.capacity[t].is_none_or(|c| self.occupied(t) < c)
     }
 
-    /// Pages placed in tier `t` plus the room held there for pages on their way.
+    /// Pages placed in tier `t` plus the room held there for pages on their way and the shadows
+    /// kept there.
     pub fn occupied(&self, t: usize) -> u64 {
-        self.used[t] + self.reserved[t]
+        self.used[t] + self.reserved[t] + self.shadows[t]
+    }
+
+    /// Whether any page has a shadow (the replay's write check is skipped when none has).
+    pub fn has_shadows(&self) -> bool {
+        self.shadows.iter().any(|&n| n > 0)
+    }
+
+    /// Whether a page leaving tier `t` may keep its frame there as a shadow: only while the room
+    /// left in `t` still holds every page never touched yet, so that a shadow never takes the
+    /// room a first touch needs (nothing reclaims shadows for room; docs/model.md §4).
+    pub fn may_keep_shadow(&self, t: usize) -> bool {
+        let Some(c) = self.capacity[t] else { return true };
+        let untouched = self.tiers.len() as u64 - self.used.iter().sum::<u64>();
+        c.saturating_sub(self.occupied(t)) >= untouched
+    }
+
+    /// `page` has just left tier `t`, which keeps its old frame as the page's shadow.
+    pub fn keep_shadow(&mut self, page: PageIdx, t: TierId) {
+        self.shadow_of[page as usize] = t;
+        self.shadows[t.index()] += 1;
+        self.note_peak(t.index());
+        self.shadow_peak = self.shadow_peak.max(self.shadows.iter().sum());
+    }
+
+    /// Drops `page`'s shadow, if it has one (a write made it stale): its frame is free again.
+    /// Returns the tier it was in.
+    pub fn drop_shadow(&mut self, page: PageIdx) -> Option<TierId> {
+        let t = std::mem::replace(self.shadow_of.get_mut(page as usize)?, TierId::UNPLACED);
+        if !t.is_placed() {
+            return None;
+        }
+        self.shadows[t.index()] -= 1;
+        Some(t)
+    }
+
+    /// `page` goes back to its shadow in tier `to`: a mapping switch, no room needed there.
+    pub fn switch_to_shadow(&mut self, page: PageIdx, to: TierId) {
+        debug_assert_eq!(self.shadow_of[page as usize], to, "a switch needs the page's shadow");
+        self.shadow_of[page as usize] = TierId::UNPLACED;
+        self.shadows[to.index()] -= 1;
+        self.set(page, to);
     }
 
     fn note_peak(&mut self, t: usize) {
@@ -106,7 +159,8 @@ impl Placement {
         self.set(page, to);
     }
 
-    /// Swaps two pages' tiers; occupancy does not change.
+    /// Swaps two pages' tiers; occupancy does not change. (A shadowed page is never exchanged:
+    /// the machine drops its shadow first.)
     pub fn swap(&mut self, a: PageIdx, b: PageIdx) {
         self.tiers.swap(a as usize, b as usize);
     }
@@ -123,7 +177,19 @@ impl Placement {
                 count[t.index()] += 1;
             }
         }
-        count == self.used && (0..n).all(|t| self.capacity[t].is_none_or(|c| self.occupied(t) <= c))
+        let mut shadows = vec![0u64; n];
+        for (page, s) in self.shadow_of.iter().enumerate() {
+            if s.is_placed() {
+                // A shadow is in another tier than its page.
+                if s.index() >= n || self.tiers[page] == *s {
+                    return false;
+                }
+                shadows[s.index()] += 1;
+            }
+        }
+        count == self.used
+            && shadows == self.shadows
+            && (0..n).all(|t| self.capacity[t].is_none_or(|c| self.occupied(t) <= c))
     }
 }
 

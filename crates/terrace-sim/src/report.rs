@@ -42,7 +42,19 @@ pub struct RunReport {
     /// and not in `pages_migrated` (docs/model.md §4, "Movers").
     #[serde(default)]
     pub pages_not_done: u64,
+    /// Shootdowns of the run: moves' and trackers' flushes, each of which halts every thread of
+    /// the program (mtier §5.2.1).
     pub tlb_shootdowns: u64,
+    /// Of `pages_migrated`, the demotions done by a switch back to the page's shadow (no copy;
+    /// docs/model.md §4, "Shadow copies").
+    #[serde(default)]
+    pub pages_switched: u64,
+    /// Shadows dropped because the program wrote the fast copy.
+    #[serde(default)]
+    pub shadows_dropped: u64,
+    /// Most bytes the slower tiers held at once as shadows of promoted pages.
+    #[serde(default)]
+    pub shadow_peak_bytes: u64,
     /// Mover time, "t migrate": the time threads (or a copy engine) spent copying during the
     /// run, whoever they are: the policy's thread, a kernel thread, a copy engine, or the
     /// faulting program threads (their times summed). Copies done again after a write raced

@@ -361,14 +361,19 @@ fn arb_mover() -> impl Strategy<Value = Mover> {
 fn arb_plan() -> impl Strategy<Value = Plan> {
     let mv = (0u32..PAGES as u32, 0u8..2).prop_map(|(page, to)| Move { page, to: TierId(to) });
     let ex = (0u32..PAGES as u32, 0u32..PAGES as u32).prop_map(|(a, b)| terrace_model::Exchange { a, b });
-    (prop::collection::vec(mv, 0..24), prop::collection::vec(ex, 0..4), 1u32..64, any::<bool>()).prop_map(
-        |(moves, exchanges, batch_pages, protected_copies)| Plan {
+    (
+        prop::collection::vec(mv, 0..24),
+        prop::collection::vec(ex, 0..4),
+        1u32..64,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(moves, exchanges, batch_pages, protected_copies, shadow)| Plan {
             moves,
             exchanges,
-            options: MoveOptions { batch_pages, protected_copies, ..MoveOptions::default() },
+            options: MoveOptions { batch_pages, protected_copies, shadow, ..MoveOptions::default() },
             reason: "proptest".into(),
-        },
-    )
+        })
 }
 
 /// Random reads and writes of every page by 4 threads.
@@ -424,6 +429,9 @@ proptest! {
             prop_assert!(ns <= r.runtime_ns + 1e-6, "a mover copied {} ns in a {} ns run", ns, r.runtime_ns);
         }
         prop_assert_eq!(r.pages_migrated + r.pages_not_done, p.taken);
+        // A switch back to a shadow copies nothing: the bytes are those of the other pages.
+        prop_assert!(r.pages_switched <= r.pages_migrated);
+        prop_assert_eq!(r.bytes_migrated, (r.pages_migrated - r.pages_switched) * PAGE);
         let pl = m.placement();
         let placed: Vec<u64> = (0..2).map(|t| pl.tiers.iter().filter(|x| x.index() == t && x.is_placed()).count() as u64).collect();
         prop_assert!(pl.is_consistent(), "placed {:?} used {:?} reserved {:?} capacity {:?}", placed, pl.used, pl.reserved, pl.capacity);

@@ -35,6 +35,8 @@ enum Recipe {
         array: Option<u64>,
     },
     Stream(Kernel),
+    /// mtier's read-only STREAM with this many threads.
+    MtierStream(u32),
     Npb(npb::Kernel, npb::Size),
     Bfs(bfs::Size, bfs::TouchOrder),
     KvStore {
@@ -160,6 +162,17 @@ fn entries() -> &'static [Entry] {
     static ENTRIES: OnceLock<Vec<Entry>> = OnceLock::new();
     ENTRIES.get_or_init(|| {
         let mut v = FIXED.to_vec();
+        for t in stream::mtier::THREADS {
+            v.push(Entry {
+                name: leak(format!("mtier-stream-t{t}")),
+                summary: leak(format!(
+                    "mtier's STREAM: its four read-only kernels over two 4 MiB arrays, {t} thread{}, 48 \
+                     rounds (mtier §4.2.2)",
+                    if t == 1 { "" } else { "s" }
+                )),
+                recipe: Recipe::MtierStream(t),
+            });
+        }
         for (s, sigma) in PMBENCH_SIGMAS {
             for reads in PMBENCH_READS {
                 for m in PMBENCH_MULTIPLES {
@@ -261,6 +274,7 @@ fn generate(entry: &Entry, name: &str, seed: u64, size_scale: f64) -> Result<Gen
             pmbench::build(name, array.unwrap_or(pmbench::DEFAULT_ARRAY), sigma, reads, seed, size_scale)?
         }
         Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
+        Recipe::MtierStream(threads) => stream::mtier::build(name, threads, size_scale)?,
         Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
         Recipe::Bfs(size, order) => bfs::build(name, size, order, seed, size_scale)?,
         Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,

@@ -93,6 +93,63 @@ pub(crate) fn build(name: &str, kernel: Kernel, size_scale: f64) -> Result<Gener
     Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Sweep(run)]))
 }
 
+/// mtier's modified STREAM (§4.2.2): two read-only source arrays of 48M doubles (768 MB in
+/// all), the four kernels with their destination writes removed (Table 4.5: `d = a[i]`,
+/// `d = q*b[i]`, `d = a[i] + b[i]`, `d = a[i] + q*b[i]`), run again and again for at least 100 s.
+/// Terrace's arrays are 4 MiB each (8 MiB, scale 91.6): small enough that a run lasts many of
+/// the thesis's longest epochs (1 s) at little simulation cost, since a run's epoch count and
+/// passes per epoch do not depend on its size (both shrink with the scale).
+pub(crate) mod mtier {
+    use super::*;
+
+    /// One source array at the built-in size.
+    const ARRAY: u64 = 4 << 20;
+    /// The thesis's read-only sources: 2 x 48,000,000 doubles (§4.2.2).
+    const SEED_SOURCES: f64 = 768_000_000.0;
+    /// Rounds of the four kernels: each round is 6 passes over an array; 48 rounds are about
+    /// 8 epochs of 1 s, the thesis's longest (§4.3).
+    const ROUNDS: u32 = 48;
+    /// Threads the thesis ran (§4.3, Figs. 5.9-5.10).
+    pub(crate) const THREADS: [u32; 4] = [1, 2, 4, 6];
+
+    pub(crate) fn build(name: &str, threads: u32, size_scale: f64) -> Result<Generator, WorkloadError> {
+        let array = scaled_bytes(name, ARRAY, size_scale, threads)?;
+        let (a, b) = (0, array);
+        let lines = array / LINE;
+        let per = |n: u32| INSTRUCTIONS_PER_LINE.div_ceil(n);
+        // Initialised once (the writes before mprotect), then only read.
+        let init = Sweep::new(lines, threads, vec![Step::write(a, per(2)), Step::write(b, per(2))], 1, true);
+        let mut phases = vec![Phase::Sweep(init)];
+        for _ in 0..ROUNDS {
+            for steps in [
+                vec![Step::read(a, per(1))],
+                vec![Step::read(b, per(1))],
+                vec![Step::read(a, per(2)), Step::read(b, per(2))],
+                vec![Step::read(a, per(2)), Step::read(b, per(2))],
+            ] {
+                phases.push(Phase::Sweep(Sweep::new(lines, threads, steps, 1, true)));
+            }
+        }
+        let footprint = 2 * array;
+        let info = WorkloadInfo {
+            name: name.to_string(),
+            description: format!(
+                "mtier's read-only STREAM (§4.2.2): {threads} thread{}, {ROUNDS} rounds of its four \
+                 kernels over two read-only {} MiB arrays",
+                if threads == 1 { "" } else { "s" },
+                array >> 20
+            ),
+            footprint_bytes: footprint,
+            threads,
+            scale: SEED_SOURCES / (2 * ARRAY) as f64 / size_scale,
+            // §5.5: the pool at 12.5% of the RSS.
+            suggested_fast_bytes: footprint / 8 / 4096 * 4096,
+            accesses: 0,
+        };
+        Ok(Generator::new(info, phases))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -183,6 +183,46 @@ const TABLES: &[Table] = &[
         machine: NIMBLE_MACHINE,
         sweep: &NIMBLE_SWEEP,
     },
+    Table {
+        name: "mtier-shootdowns",
+        what: "mtier §5.2.1, Table 5.1 and Fig. 5.4: TLB shootdowns of mtier, heavy and mbind",
+        runs: mtier_runs,
+        render: mtier_shootdowns,
+        machine: MTIER_MACHINE,
+        sweep: &[],
+    },
+    Table {
+        name: "mtier-move-cost",
+        what: "mtier §5.2.2, Fig. 5.5: one page's movement by kind, from the model (no runs)",
+        runs: Vec::new,
+        render: mtier_move_cost,
+        machine: MTIER_MACHINE,
+        sweep: &[],
+    },
+    Table {
+        name: "mtier-epochs",
+        what: "mtier §5.3, Figs. 5.6-5.7: run time over all-local from 50 ms to 1 s epochs",
+        runs: mtier_epoch_runs,
+        render: mtier_epochs,
+        machine: MTIER_EPOCH_MACHINE,
+        sweep: &[],
+    },
+    Table {
+        name: "mtier-pool",
+        what: "mtier §5.4, Fig. 5.8: run time over all-local from a pool of 12.5% to all of the footprint",
+        runs: mtier_pool_runs,
+        render: mtier_pool,
+        machine: MTIER_MACHINE,
+        sweep: &MTIER_POOLS,
+    },
+    Table {
+        name: "mtier-threads",
+        what: "mtier §5.5, Figs. 5.9-5.10: run time over all-local at 1 to 6 threads",
+        runs: mtier_runs,
+        render: mtier_threads,
+        machine: MTIER_MACHINE,
+        sweep: &[],
+    },
 ];
 
 const FIRST_TOUCH: &str = "first-touch";
@@ -986,6 +1026,200 @@ fn nimble_fig13(runs: &Runs) -> String {
     md(&header, &rows)
 }
 
+// ---- mtier (Teague, UTK MS thesis 2018) ----
+
+/// mtier's machine (§4.3): a remote socket as the slow tier, the pool 12.5% of the RSS (§5.5,
+/// Table 5.1's 98 MB of 784).
+const MTIER_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("12.5%") };
+/// The pool sizes of §4.3, 98/196/392/1000 MB of a 784 MB RSS (the last is all of it).
+const MTIER_POOLS: [Machine; 4] = {
+    const fn pool(share: &'static str) -> Machine {
+        Machine { profile: "remote-socket", fast_capacity: Some(share) }
+    }
+    [pool("12.5%"), pool("25%"), pool("50%"), pool("100%")]
+};
+/// The epoch study's pool (§5.3: 25% of the RSS).
+const MTIER_EPOCH_MACHINE: Machine = MTIER_POOLS[1];
+const MTIER_VARIANTS: [&str; 3] = ["mtier", "mtier-heavy", "mtier-mbind"];
+/// §4.3's epochs.
+const MTIER_EPOCHS: [&str; 4] = ["50ms", "100ms", "500ms", "1s"];
+/// The workload of Table 5.1 and Figs. 5.6-5.8: 6 threads.
+const MTIER_WORKLOAD: &str = "mtier-stream-t6";
+const MTIER_THREADS: [&str; 4] = ["mtier-stream-t1", "mtier-stream-t2", "mtier-stream-t4", "mtier-stream-t6"];
+/// Table 5.1 (6 threads, 98 MB, 50 ms, about 1000 s): shootdowns of each variant.
+const MTIER_SEED_SHOOTDOWNS: [&str; 3] = ["85,396", "694,472,364", "203,591,624"];
+const ALL_LOCAL: &str = "all-fast";
+
+/// `variant` at `epoch`, by its canonical name.
+fn mtier_at(variant: &str, epoch: &str) -> String {
+    terrace_policy::canonical(&format!("{variant}:epoch={epoch}")).expect("a valid mtier spec")
+}
+
+fn mtier_runs() -> Vec<(String, String)> {
+    let mut policies = vec![ALL_LOCAL, ALL_REMOTE];
+    policies.extend(MTIER_VARIANTS);
+    grid(&names(&MTIER_THREADS), &policies)
+}
+
+fn mtier_epoch_runs() -> Vec<(String, String)> {
+    let mut policies: Vec<String> = vec![ALL_LOCAL.into(), ALL_REMOTE.into()];
+    for e in MTIER_EPOCHS {
+        policies.extend(MTIER_VARIANTS.iter().map(|v| mtier_at(v, e)));
+    }
+    let policies: Vec<&str> = policies.iter().map(String::as_str).collect();
+    grid(&names(&[MTIER_WORKLOAD]), &policies)
+}
+
+fn mtier_pool_runs() -> Vec<(String, String)> {
+    let mut policies = vec![ALL_LOCAL, ALL_REMOTE];
+    policies.extend(MTIER_VARIANTS);
+    grid(&names(&[MTIER_WORKLOAD]), &policies)
+}
+
+/// Table 5.1 and Fig. 5.4: shootdowns of each variant, and pages moved per shootdown.
+fn mtier_shootdowns(runs: &Runs) -> String {
+    let header = [
+        "variant",
+        "shootdowns",
+        "pages moved",
+        "pages per shootdown",
+        "shootdowns over mtier's",
+        "seed shootdowns (Table 5.1)",
+        "seed, over mtier's",
+    ];
+    let base = runs.get(MTIER_WORKLOAD, "mtier").tlb_shootdowns.max(1) as f64;
+    let seed_base = 85_396.0;
+    let rows: Vec<Vec<String>> = MTIER_VARIANTS
+        .iter()
+        .zip(MTIER_SEED_SHOOTDOWNS)
+        .map(|(v, seed)| {
+            let r = runs.get(MTIER_WORKLOAD, v);
+            let moved = r.pages_migrated + r.pages_not_done;
+            let seed_n: f64 = seed.replace(',', "").parse().unwrap_or(f64::NAN);
+            vec![
+                v.to_string(),
+                r.tlb_shootdowns.to_string(),
+                moved.to_string(),
+                format!("{:.1}", moved as f64 / r.tlb_shootdowns.max(1) as f64),
+                format!("{:.0}x", r.tlb_shootdowns as f64 / base),
+                seed.to_string(),
+                format!("{:.0}x", seed_n / seed_base),
+            ]
+        })
+        .collect();
+    md(&header, &rows)
+}
+
+/// Fig. 5.5: what one 4 KiB page's movement costs the mover, by kind, from the model's
+/// remote-socket figures (docs/model.md §4, "Shadow copies").
+fn mtier_move_cost(_: &Runs) -> String {
+    use terrace_model::{MoveOptions, PageSize};
+    use terrace_sim::migration::{cost, MoveWork};
+    let p = terrace_sim::Profile::load(MTIER_MACHINE.profile).expect("a built-in profile");
+    // One page in a large batch (the call's cost spread out), as in an epoch's batch.
+    let o = MoveOptions { batch_pages: 4096, ..MoveOptions::default() };
+    let pages = 4096;
+    let per = |w: MoveWork| cost(&p.migration, &p.tiers, &o, PageSize::Base4K, &w).mover_ns / pages as f64;
+    let kernel = per(MoveWork::one_way(1, 0, pages, 4096));
+    let mut shadow = MoveWork { shadow_copies: pages, ..MoveWork::default() };
+    shadow.shadow_bytes[1][0] = pages * 4096;
+    let copy_switch = per(shadow);
+    let switch = per(MoveWork { switched: pages, ..MoveWork::default() });
+    let row = |what: &str, ns: f64, seed: &str| {
+        vec![what.to_string(), format!("{:.2}", ns / 1e3), times(kernel / ns), seed.to_string()]
+    };
+    md(
+        &["movement (Table 5.2)", "mover time per page, us", "kernel migration over it", "seed (Fig. 5.5)"],
+        &[
+            row("mapping switch (mtier's eviction)", switch, "over 22x"),
+            row("copy + switch (mtier's promotion)", copy_switch, "2.6x"),
+            row("kernel migration (mtier-heavy)", kernel, "1x"),
+            row("kernel migration with allocation (massive)", kernel, "about 1x"),
+        ],
+    )
+}
+
+/// Figs. 5.6-5.7: run time over all-local as the epoch grows (pool 25%, 6 threads).
+fn mtier_epochs(runs: &Runs) -> String {
+    let local = runs.time(MTIER_WORKLOAD, ALL_LOCAL);
+    let remote = times(runs.time(MTIER_WORKLOAD, ALL_REMOTE) / local);
+    let mut header = vec!["epoch"];
+    header.extend(MTIER_VARIANTS);
+    header.push(ALL_REMOTE);
+    let mut rows: Vec<Vec<String>> = MTIER_EPOCHS
+        .iter()
+        .map(|e| {
+            let mut row = vec![e.to_string()];
+            row.extend(
+                MTIER_VARIANTS.iter().map(|v| times(runs.time(MTIER_WORKLOAD, &mtier_at(v, e)) / local)),
+            );
+            row.push(remote.clone());
+            row
+        })
+        .collect();
+    rows.push(vec![
+        "seed (Figs. 5.6-5.7)".into(),
+        "below remote at every epoch, a little lower when longer".into(),
+        "near remote only at the longest epochs".into(),
+        "never reaches remote".into(),
+        "1.06-1.14x (Table 4.4)".into(),
+    ]);
+    md(&header, &rows)
+}
+
+/// Fig. 5.8: run time over all-local as the pool grows (50 ms, 6 threads).
+fn mtier_pool(runs: &Runs) -> String {
+    let mut header = vec!["pool"];
+    header.extend(MTIER_VARIANTS);
+    header.push(ALL_REMOTE);
+    let mut rows: Vec<Vec<String>> = MTIER_POOLS
+        .iter()
+        .map(|m| {
+            let r = runs.on(*m);
+            let local = r.time(MTIER_WORKLOAD, ALL_LOCAL);
+            let mut row = vec![format!("{} of the footprint", m.fast_capacity.unwrap_or("-"))];
+            row.extend(MTIER_VARIANTS.iter().map(|v| times(r.time(MTIER_WORKLOAD, v) / local)));
+            row.push(times(r.time(MTIER_WORKLOAD, ALL_REMOTE) / local));
+            row
+        })
+        .collect();
+    rows.push(vec![
+        "seed (Fig. 5.8)".into(),
+        "little effect; always below remote".into(),
+        "improves with size, never meets remote".into(),
+        "\"substantially worse\" (no data)".into(),
+        "-".into(),
+    ]);
+    md(&header, &rows)
+}
+
+/// Figs. 5.9-5.10: run time over all-local by thread count (50 ms, pool 12.5%).
+fn mtier_threads(runs: &Runs) -> String {
+    let mut header = vec!["threads"];
+    header.extend(MTIER_VARIANTS);
+    header.extend([ALL_REMOTE, "mtier over all-slow"]);
+    let mut rows: Vec<Vec<String>> = MTIER_THREADS
+        .iter()
+        .map(|w| {
+            let local = runs.time(w, ALL_LOCAL);
+            let mut row = vec![w.trim_start_matches("mtier-stream-t").to_string()];
+            row.extend(MTIER_VARIANTS.iter().map(|v| times(runs.time(w, v) / local)));
+            row.push(times(runs.time(w, ALL_REMOTE) / local));
+            row.push(times(runs.time(w, "mtier") / runs.time(w, ALL_REMOTE)));
+            row
+        })
+        .collect();
+    rows.push(vec![
+        "seed (Figs. 5.9-5.10)".into(),
+        "beats heavy at every count".into(),
+        "worse than both baselines everywhere".into(),
+        "-".into(),
+        "-".into(),
+        "above 1 except at 6 threads".into(),
+    ]);
+    md(&header, &rows)
+}
+
 // ---- Markers, check and write ----
 
 const START: &str = "<!-- reproduce: ";
@@ -1415,6 +1649,9 @@ mod tests {
                     bytes_migrated: 4096,
                     failed_moves: 0,
                     tlb_shootdowns: 0,
+                    pages_switched: 0,
+                    shadows_dropped: 0,
+                    shadow_peak_bytes: 0,
                     pages_not_done: 0,
                     migration_ns: 1.0,
                     mover_ns: vec![1.0],

@@ -73,6 +73,15 @@ pub fn print_report(r: &RunReport) {
         r.failed_moves,
         r.pages_not_done
     );
+    if r.pages_switched > 0 || r.shadow_peak_bytes > 0 {
+        println!(
+            "shadows             {} of those switched back to their shadows (no copy); at most {} held as \
+             shadows; {} dropped by writes",
+            r.pages_switched,
+            human_bytes(r.shadow_peak_bytes),
+            r.shadows_dropped
+        );
+    }
     let each: Vec<String> = r.mover_ns.iter().map(|&ns| human_time(ns)).collect();
     println!("time copying        {} (its movers: {})", human_time(r.migration_ns), each.join(" + "));
     println!(
