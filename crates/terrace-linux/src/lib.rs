@@ -26,6 +26,7 @@ pub mod placement_scan;
 pub mod process;
 pub mod process_group;
 pub mod remote_syscall;
+pub mod tlb_counts;
 pub mod topology;
 pub mod trackers;
 pub mod userfaultfd;

@@ -162,7 +162,12 @@ fn no_tier_ever_exceeds_its_capacity_and_migrated_bytes_are_whole_pages() {
                 }
             }
             // A switch back to a shadow copies nothing (docs/model.md §4, "Shadow copies").
-            assert_eq!(r.bytes_migrated, (r.pages_migrated - r.pages_switched) * r.page_bytes, "{w}/{}", p.name);
+            assert_eq!(
+                r.bytes_migrated,
+                (r.pages_migrated - r.pages_switched) * r.page_bytes,
+                "{w}/{}",
+                p.name
+            );
             // The program never waits for moves longer than it runs, and no mover copies longer
             // than the run (docs/model.md §4, "Movers").
             assert!(r.move_wait_ns <= r.stall_ns && r.stall_ns <= r.runtime_ns, "{w}/{}: {r:?}", p.name);

@@ -59,6 +59,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    // The kernel's own shootdown counts, to set beside the simulated machine's (mtier §5.2.1).
+    let tlb_before = terrace_linux::tlb_counts::TlbCounts::host();
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     // Initial placement is the child's own memory policy, set between fork and exec.
@@ -153,6 +155,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
+    tracing::info!("pid {pid}: {}", terrace_linux::tlb_counts::TlbCounts::host().since(&tlb_before));
     let status = machine.exit_status();
     drop(machine);
     // Exit as the program did.
