@@ -37,6 +37,8 @@ use terrace_model::{
 pub struct LiveStats {
     pub pages_per_tier: Vec<u64>,
     pub pages_moved: u64,
+    /// Exchanges whose both halves happened.
+    pub pairs_exchanged: u64,
     pub moves_failed: u64,
     pub plans: u64,
     pub tracking_seconds: f64,
@@ -1070,6 +1072,15 @@ impl Machine for LiveMachine {
         applied.pages_moved = moved_first.len() as u64 + moved_pairs;
         // An exchange counts when both halves happened.
         applied.pairs_exchanged = exchanged;
+        if !pairs.is_empty() {
+            self.stats.pairs_exchanged += exchanged;
+            tracing::info!(
+                target: "terrace::plan",
+                "exchanged {exchanged} of {} pairs as paired batches ({})",
+                pairs.len(),
+                plan.reason
+            );
+        }
         applied.bytes_copied = applied.pages_moved * self.info.page_size.bytes();
         applied.time_ns = (self.start.elapsed() - now).as_nanos() as u64;
         // What the policy (and the next plan's check, should it come before an observation) sees

@@ -625,7 +625,7 @@ mod tests {
     fn exchanges_are_batched_by_whole_pairs() {
         assert_eq!(pair_batches(&pairs(5), 2), [0..2, 2..4, 4..5]);
         assert_eq!(pair_batches(&pairs(3), 1), [0..1, 1..2, 2..3]);
-        assert_eq!(pair_batches(&pairs(3), 512), [0..3]);
+        assert_eq!(pair_batches(&pairs(3), 512), vec![0..3]);
         assert!(pair_batches(&[], 4).is_empty());
         // A pair takes the larger of its sides: 2 MiB pages of 512 and 300 present 4 KiB pages,
         // in batches of 1024 addresses (two huge pages); a side larger than the batch still goes.
