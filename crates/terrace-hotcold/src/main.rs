@@ -29,6 +29,9 @@ struct Args {
     /// First-touch both sets on this NUMA node (MPOL_BIND while filling, then default policy).
     #[arg(long)]
     start_node: Option<u32>,
+    /// First-touch the cold set on this node instead (the others on --start-node's, if given).
+    #[arg(long)]
+    cold_node: Option<u32>,
     /// Also verify every N seconds (0: only at the end).
     #[arg(long, default_value_t = 0.0)]
     verify_every: f64,
@@ -134,10 +137,14 @@ fn main() {
     let mut hot = Region::map(args.hot_mib.max(1) << 20, args.thp);
     let mut cold = Region::map(args.cold_mib.max(1) << 20, args.thp);
     let mut read = (args.read_mib > 0).then(|| Region::map(args.read_mib << 20, args.thp));
-    for r in [Some(&hot), Some(&cold), read.as_ref()].into_iter().flatten() {
+    for r in [Some(&hot), read.as_ref()].into_iter().flatten() {
         if args.start_node.is_some() {
             r.bind(args.start_node);
         }
+    }
+    let cold_node = args.cold_node.or(args.start_node);
+    if cold_node.is_some() {
+        cold.bind(cold_node);
     }
     let mut sum = 0u64;
     for (i, w) in hot.words().iter_mut().enumerate() {
@@ -156,11 +163,14 @@ fn main() {
             *w = initial(read_base + i);
         }
     }
-    if args.start_node.is_some() {
-        // Later moves are Terrace's business, not the policy's.
-        for r in [Some(&hot), Some(&cold), read.as_ref()].into_iter().flatten() {
+    // Later moves are Terrace's business, not the policy's.
+    for r in [Some(&hot), read.as_ref()].into_iter().flatten() {
+        if args.start_node.is_some() {
             r.bind(None);
         }
+    }
+    if cold_node.is_some() {
+        cold.bind(None);
     }
     let (h, c) = (hot.range(), cold.range());
     println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);

@@ -6,16 +6,18 @@
 //! Every cell moves a whole region of `mib` MiB that was first touched on the source node, through
 //! the live machine's own mover ([`crate::migrate::execute`], what `LiveMachine::apply` calls):
 //! batches of `batch_pages` pages (one address per huge page for 2 MiB pages) with `threads`
-//! batches in flight, each batch checked afterwards as the machine checks it. Afterwards the
-//! kernel is asked where every 4 KiB page is: a cell whose pages did not all land reports that
-//! instead of a figure. An exchange starts with the first half of the region on the source node
-//! and the second half on the other, and swaps them as the live machine carries an exchange out:
-//! every demotion, then every promotion (mainline Linux has no exchange_pages(2)), counted over
-//! all bytes moved.
+//! callers, each batch checked afterwards as the machine checks it. Afterwards the kernel is
+//! asked where every 4 KiB page is: a cell whose pages did not all land reports that instead of a
+//! figure. An exchange starts with the first half of the region on the source node and the second
+//! half on the other, and swaps them as the live machine carries an exchange out
+//! ([`crate::migrate::execute_exchange`]): pairs of batches, a demotion batch then its partners'
+//! promotion batch, each caller working through whole pairs (mainline Linux has no
+//! exchange_pages(2)). "Two one-way" swaps the same halves as every demotion, then every
+//! promotion. Both count all bytes moved.
 //! The 2 MiB cells run only if the kernel really backed the region with transparent huge pages
 //! (checked in /proc/self/smaps) and report "no THP" otherwise.
 
-use crate::migrate::{self, PageMove};
+use crate::migrate::{self, PageMove, PairMoves};
 use crate::numa_sys;
 use crate::topology::{Topology, TopologyError};
 use serde::Serialize;
@@ -27,6 +29,9 @@ use terrace_model::MoveOptions;
 
 const SMALL: u64 = 4096;
 const HUGE: u64 = 2 << 20;
+
+/// Pages per move_pages call measured by default: 1 to 512 (issue 13).
+pub const DEFAULT_BATCHES: [u32; 4] = [1, 8, 64, 512];
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,7 +50,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { mib: 64, max_threads: 4, batches: vec![64, 512], nodes: None, repeat: 3 }
+        Options { mib: 64, max_threads: 4, batches: DEFAULT_BATCHES.to_vec(), nodes: None, repeat: 3 }
     }
 }
 
@@ -84,12 +89,15 @@ pub enum Op {
     Demote,
     /// The whole region back from the destination node to the source node.
     Promote,
-    /// Half on each node, swapped in pairs of batches.
+    /// Half on each node, swapped as the live machine swaps them: pairs of batches, each
+    /// demotion batch followed by its partners' promotion batch.
     Exchange,
+    /// The same swap as two one-way moves: every demotion, then every promotion.
+    TwoOneWay,
 }
 
 impl Op {
-    pub const ALL: [Op; 3] = [Op::Demote, Op::Promote, Op::Exchange];
+    pub const ALL: [Op; 4] = [Op::Demote, Op::Promote, Op::Exchange, Op::TwoOneWay];
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -155,6 +163,8 @@ pub struct Report {
     pub repeat: u32,
     pub memcpy: Vec<MemcpyFigure>,
     pub cells: Vec<CellResult>,
+    /// What the grid says about the goal for 2 MiB pages (at least half of memcpy).
+    pub summary: Option<Summary>,
 }
 
 impl Report {
@@ -350,29 +360,68 @@ fn moves_to(addrs: &[u64], node: u32) -> Vec<PageMove> {
     addrs.iter().enumerate().map(|(i, &addr)| PageMove { addr, node: node as i32, tag: i as u32 }).collect()
 }
 
-/// Runs `phases` one after the other through the live machine's own mover
-/// ([`migrate::execute`], as `apply` does), `threads` batches in flight; returns the seconds
-/// they took together, or what did not move.
-fn run_mover(phases: &[Vec<PageMove>], threads: u32, batch_pages: u32) -> Result<f64, String> {
+/// What a cell hands the live machine's mover.
+enum Work {
+    /// One-way moves, one list after the other ([`migrate::execute`], as `apply` does).
+    OneWay(Vec<Vec<PageMove>>),
+    /// Exchanges as pairs of batches ([`migrate::execute_exchange`], as `apply` does).
+    Paired(Vec<PairMoves>),
+}
+
+/// Runs `work` through the live machine's own mover with `threads` callers; returns the seconds
+/// it took, or what did not move.
+fn run_mover(work: &Work, threads: u32, batch_pages: u32) -> Result<f64, String> {
     let opts = MoveOptions { batch_pages, concurrent_batches: threads, ..MoveOptions::default() };
-    let mut secs = 0.0;
-    for moves in phases {
-        let out = migrate::execute(0, moves, &opts, "bench migrate");
-        secs += out.elapsed.as_secs_f64();
-        if let Some((_, why)) = out.failed.first() {
-            return Err(format!(
-                "{} of {} pages did not move (first: {why:?})",
-                out.failed.len(),
-                moves.len()
-            ));
+    let did_not_move = |failed: &[(u32, terrace_model::MoveFailure)], of: usize| {
+        failed.first().map(|(_, why)| format!("{} of {of} pages did not move (first: {why:?})", failed.len()))
+    };
+    match work {
+        Work::OneWay(phases) => {
+            let mut secs = 0.0;
+            for moves in phases {
+                let out = migrate::execute(0, moves, &opts, "bench migrate");
+                secs += out.elapsed.as_secs_f64();
+                if let Some(e) = did_not_move(&out.failed, moves.len()) {
+                    return Err(e);
+                }
+            }
+            Ok(secs)
+        }
+        Work::Paired(pairs) => {
+            let out = migrate::execute_exchange(0, pairs, &opts, "bench migrate", None);
+            if let Some(e) = did_not_move(&out.moves.failed, 2 * pairs.len()) {
+                return Err(e);
+            }
+            if let Some(p) = out.pairs.iter().find(|p| !p.exchanged()) {
+                return Err(format!("an exchange did not happen: {p:?}"));
+            }
+            Ok(out.moves.elapsed.as_secs_f64())
         }
     }
-    Ok(secs)
+}
+
+/// Pairs that swap `down` (to `to_down`) with `up` (to `to_up`), page by page; tags number the
+/// down pages first, then the up pages.
+fn pairs_of(down: &[u64], to_down: u32, up: &[u64], to_up: u32) -> Vec<PairMoves> {
+    let n = down.len() as u32;
+    down.iter()
+        .zip(up)
+        .enumerate()
+        .map(|(i, (&d, &u))| {
+            let i = i as u32;
+            PairMoves {
+                down_tag: i,
+                down: vec![PageMove { addr: d, node: to_down as i32, tag: i }],
+                up_tag: n + i,
+                up: vec![PageMove { addr: u, node: to_up as i32, tag: n + i }],
+            }
+        })
+        .collect()
 }
 
 /// Moves pages outside any measurement (batches of 512, one thread) and checks they landed.
 fn place(addrs: &[u64], node: u32, check: &[u64]) -> Result<(), String> {
-    run_mover(&[moves_to(addrs, node)], 1, 512)?;
+    run_mover(&Work::OneWay(vec![moves_to(addrs, node)]), 1, 512)?;
     let off = not_on(check, node)?;
     if off > 0 {
         return Err(format!("{off} 4 KiB pages could not be placed on node {node}"));
@@ -465,6 +514,7 @@ pub fn run(opts: &Options, each: &mut dyn FnMut(&CellResult)) -> Result<Report, 
         repeat: opts.repeat.max(1),
         memcpy,
         cells: Vec::new(),
+        summary: None,
     };
 
     for page in [Page::Small, Page::Huge] {
@@ -505,7 +555,228 @@ pub fn run(opts: &Options, each: &mut dyn FnMut(&CellResult)) -> Result<Report, 
             return Err(BenchError::Corrupted { page });
         }
     }
+    report.summary = summary(&report, opts.max_threads, &host_cpu());
     Ok(report)
+}
+
+/// The goal of issue 13 for 2 MiB pages with several callers: at least this share of memcpy.
+pub const GOAL: f64 = 0.5;
+
+/// The CPU the grid ran on, from /proc/cpuinfo.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HostCpu {
+    /// The first `model name`.
+    pub model: String,
+    /// The `hypervisor` flag: a virtual machine.
+    pub hypervisor: bool,
+}
+
+/// The host's [`HostCpu`].
+pub fn host_cpu() -> HostCpu {
+    std::fs::read_to_string("/proc/cpuinfo").map(|t| parse_cpuinfo(&t)).unwrap_or_default()
+}
+
+fn parse_cpuinfo(text: &str) -> HostCpu {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.trim() == name).map(|(_, v)| v.trim().to_string())
+        })
+    };
+    HostCpu {
+        model: field("model name").unwrap_or_default(),
+        hypervisor: field("flags").is_some_and(|f| f.split_whitespace().any(|x| x == "hypervisor")),
+    }
+}
+
+/// What one move_pages call costs beyond its pages, from one caller's demotions at two batch
+/// sizes: `t = calls x per_call + pages x per_page`, solved for both.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallCost {
+    pub page: Page,
+    pub small_batch: u32,
+    pub small_batch_seconds: f64,
+    pub large_batch: u32,
+    pub large_batch_seconds: f64,
+    /// Seconds per call beyond its pages.
+    pub per_call_s: f64,
+    /// The rate pages move at without the per-call cost, GB/s, and its share of one thread's
+    /// memcpy in the same direction.
+    pub page_gb_s: f64,
+    pub page_ratio_to_memcpy: f64,
+}
+
+/// The grid's answer for the goal: 2 MiB pages with the most callers at [`GOAL`] of memcpy or
+/// more, and where not, the measured figures that stand in the way.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// The most callers measured.
+    pub threads: u32,
+    /// The best 2 MiB cell with that many callers, its share of memcpy and GB/s.
+    pub best: Option<(Cell, f64, f64)>,
+    /// The best 2 MiB share with one caller.
+    pub best_one_caller: Option<f64>,
+    pub goal: f64,
+    pub meets_goal: bool,
+    /// Per page size, where two batch sizes with different numbers of calls were measured and
+    /// the figures separate (a noisy run can make them contradict each other).
+    pub call_costs: Vec<CallCost>,
+    pub cpu: HostCpu,
+}
+
+/// The [`Summary`] of `report`, measured with up to `threads` callers on `cpu`.
+pub fn summary(report: &Report, threads: u32, cpu: &HostCpu) -> Option<Summary> {
+    let best_at = |t: u32| {
+        report
+            .cells
+            .iter()
+            .filter(|c| c.cell.page == Page::Huge && c.cell.threads == t)
+            .filter_map(|c| match c.outcome {
+                Outcome::Measured { ratio_to_memcpy, gb_s, .. } => Some((c.cell, ratio_to_memcpy, gb_s)),
+                _ => None,
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    };
+    if !report.cells.iter().any(|c| c.cell.page == Page::Huge) {
+        return None;
+    }
+    let best = best_at(threads);
+    let call_costs = [Page::Small, Page::Huge].into_iter().filter_map(|p| call_cost(report, p)).collect();
+    Some(Summary {
+        threads,
+        best,
+        best_one_caller: best_at(1).map(|b| b.1),
+        goal: GOAL,
+        meets_goal: best.is_some_and(|b| b.1 >= GOAL),
+        call_costs,
+        cpu: cpu.clone(),
+    })
+}
+
+/// [`CallCost`] of `page` from the one-caller demotions at the smallest and the largest batch.
+fn call_cost(report: &Report, page: Page) -> Option<CallCost> {
+    let seconds = |batch: u32| {
+        report.cells.iter().find_map(|c| match c.outcome {
+            Outcome::Measured { seconds, .. }
+                if c.cell.page == page
+                    && c.cell.threads == 1
+                    && c.cell.op == Op::Demote
+                    && c.cell.batch_pages == batch =>
+            {
+                Some(seconds)
+            }
+            _ => None,
+        })
+    };
+    let batches: Vec<u32> = report
+        .cells
+        .iter()
+        .filter(|c| c.cell.page == page && c.cell.threads == 1 && c.cell.op == Op::Demote)
+        .map(|c| c.cell.batch_pages)
+        .collect();
+    let (small, large) = (*batches.iter().min()?, *batches.iter().max()?);
+    let pages = report.bytes / page.bytes();
+    let calls = |b: u32| pages.div_ceil(b as u64) as f64;
+    if calls(small) <= calls(large) {
+        return None;
+    }
+    let (ts, tl) = (seconds(small)?, seconds(large)?);
+    let per_call = (ts - tl) / (calls(small) - calls(large));
+    let per_page = (tl - calls(large) * per_call) / pages as f64;
+    if per_call <= 0.0 || per_page <= 0.0 {
+        return None;
+    }
+    let page_gb_s = page.bytes() as f64 / per_page / 1e9;
+    let memcpy = report.memcpy_gb_s(1, report.source_node, report.destination_node)?;
+    Some(CallCost {
+        page,
+        small_batch: small,
+        small_batch_seconds: ts,
+        large_batch: large,
+        large_batch_seconds: tl,
+        per_call_s: per_call,
+        page_gb_s,
+        page_ratio_to_memcpy: page_gb_s / memcpy,
+    })
+}
+
+impl Summary {
+    /// One line: the best share reached, whether it meets the goal, and if not what stands in
+    /// the way, in measured figures.
+    pub fn line(&self) -> String {
+        let callers = |t: u32| format!("{t} caller{}", if t == 1 { "" } else { "s" });
+        let Some((cell, ratio, gb_s)) = self.best else {
+            return format!(
+                "summary: 2 MiB pages, {}: nothing measured (no THP, or every cell failed), so the goal of {:.2}x of memcpy cannot be judged",
+                callers(self.threads),
+                self.goal
+            );
+        };
+        let mut line = format!(
+            "summary: 2 MiB pages, {}: best {ratio:.2}x of memcpy ({gb_s:.3} GB/s, {:?}, batch {}): {}",
+            callers(self.threads),
+            cell.op,
+            cell.batch_pages,
+            if self.meets_goal {
+                format!("meets the goal of at least {:.2}x", self.goal)
+            } else {
+                format!("below the goal of {:.2}x", self.goal)
+            }
+        );
+        if self.meets_goal {
+            return line;
+        }
+        let mut why = Vec::new();
+        if let (Some(one), true) = (self.best_one_caller, self.threads > 1) {
+            why.push(format!(
+                "1 caller reaches {one:.2}x, so more callers {}",
+                if ratio > one * 1.1 { "help but not enough" } else { "do not help" }
+            ));
+        }
+        let huge = self.call_costs.iter().find(|c| c.page == Page::Huge);
+        if let Some(c) = huge {
+            why.push(format!(
+                "without the per-call cost ({:.0} us a call) a 2 MiB page moves at {:.3} GB/s, {:.2}x of memcpy{} \
+                 (1 caller, batch {} {:.3} s vs batch {} {:.3} s)",
+                c.per_call_s * 1e6,
+                c.page_gb_s,
+                c.page_ratio_to_memcpy,
+                if c.page_ratio_to_memcpy < self.goal {
+                    ", so the kernel's page copy itself is below the goal"
+                } else {
+                    ", so the calls are what hold it back"
+                },
+                c.small_batch,
+                c.small_batch_seconds,
+                c.large_batch,
+                c.large_batch_seconds
+            ));
+        }
+        if let Some(c) = self.call_costs.iter().find(|c| c.page == Page::Small) {
+            why.push(format!(
+                "a move_pages call costs {:.0} us beyond its pages on 4 KiB pages (batch {} {:.3} s vs batch {} {:.3} s), a 4 KiB page {:.1} us",
+                c.per_call_s * 1e6,
+                c.small_batch,
+                c.small_batch_seconds,
+                c.large_batch,
+                c.large_batch_seconds,
+                4096.0 / c.page_gb_s / 1e3
+            ));
+        }
+        if huge.is_none() {
+            why.push("the per-call and per-page costs of 2 MiB pages could not be told apart in this run (one batch size, or noise)".into());
+        }
+        if self.cpu.hypervisor {
+            let m = &self.cpu.model;
+            let emulated = m.contains("QEMU") || m.contains("TCG");
+            why.push(format!(
+                "the CPU is {} (hypervisor flag; model name \"{m}\")",
+                if emulated { "emulated by QEMU" } else { "virtual" }
+            ));
+        }
+        line.push_str("; in the way here: ");
+        line.push_str(&why.join("; "));
+        line
+    }
 }
 
 /// Pages to put on a node before a cell: what to move (one address per page of the cell's size),
@@ -531,20 +802,31 @@ fn measure(
     let memcpy = |from, to| report.memcpy_gb_s(t, from, to).unwrap_or(f64::NAN);
     let failed = |reason: String| Ok(Outcome::Failed { reason });
     // Where the cell starts, where it should end, the work and the memcpy to compare with.
-    // An exchange is what the live machine makes of one: every demotion, then every promotion.
-    let (start, phases, end, copy): (Vec<Placement>, Vec<Vec<PageMove>>, Vec<Landing>, f64) = match cell.op {
-        Op::Demote => {
-            (vec![(units, small, src)], vec![moves_to(units, dst)], vec![(small, dst)], memcpy(src, dst))
-        }
-        Op::Promote => {
-            (vec![(units, small, dst)], vec![moves_to(units, src)], vec![(small, src)], memcpy(dst, src))
-        }
-        Op::Exchange => {
+    let (start, work, end, copy): (Vec<Placement>, Work, Vec<Landing>, f64) = match cell.op {
+        Op::Demote => (
+            vec![(units, small, src)],
+            Work::OneWay(vec![moves_to(units, dst)]),
+            vec![(small, dst)],
+            memcpy(src, dst),
+        ),
+        Op::Promote => (
+            vec![(units, small, dst)],
+            Work::OneWay(vec![moves_to(units, src)]),
+            vec![(small, src)],
+            memcpy(dst, src),
+        ),
+        Op::Exchange | Op::TwoOneWay => {
             let (a, b) = units.split_at(half_units);
             let (sa, sb) = small.split_at(half_small);
+            let work = if cell.op == Op::Exchange {
+                // As the live machine carries an exchange out: pairs of batches.
+                Work::Paired(pairs_of(a, dst, b, src))
+            } else {
+                Work::OneWay(vec![moves_to(a, dst), moves_to(b, src)])
+            };
             (
                 vec![(a, sa, src), (b, sb, dst)],
-                vec![moves_to(a, dst), moves_to(b, src)],
+                work,
                 vec![(sa, dst), (sb, src)],
                 both_ways(memcpy(src, dst), memcpy(dst, src)),
             )
@@ -564,7 +846,7 @@ fn measure(
                 }
             }
         }
-        match run_mover(&phases, t, cell.batch_pages) {
+        match run_mover(&work, t, cell.batch_pages) {
             Ok(s) => secs = secs.min(s),
             Err(e) => return failed(e),
         };
@@ -652,6 +934,97 @@ AnonHugePages:      2048 kB
         }
     }
 
+    fn measured(page: Page, threads: u32, batch_pages: u32, op: Op, seconds: f64, ratio: f64) -> CellResult {
+        CellResult {
+            cell: Cell { page, threads, batch_pages, op },
+            bytes: 32 << 20,
+            outcome: Outcome::Measured {
+                seconds,
+                gb_s: (32 << 20) as f64 / seconds / 1e9,
+                ratio_to_memcpy: ratio,
+            },
+        }
+    }
+
+    fn report(cells: Vec<CellResult>) -> Report {
+        Report {
+            source_node: 0,
+            destination_node: 1,
+            bytes: 32 << 20,
+            thp_setting: String::new(),
+            repeat: 1,
+            memcpy: vec![MemcpyFigure { threads: 1, from: 0, to: 1, gb_s: 0.2 }],
+            cells,
+            summary: None,
+        }
+    }
+
+    #[test]
+    fn the_summary_takes_the_best_2m_cell_with_the_most_callers_and_says_why_it_falls_short() {
+        // 32 MiB: 16 huge pages, 8192 base pages. One caller's 2 MiB demotions: 16 calls in 0.9 s,
+        // 1 call in 0.6 s: 20 ms a call, and 0.6 s - 20 ms for 16 pages: 36.25 ms a page.
+        let cells = vec![
+            measured(Page::Huge, 1, 1, Op::Demote, 0.9, 0.1),
+            measured(Page::Huge, 1, 512, Op::Demote, 0.6, 0.3),
+            measured(Page::Huge, 2, 1, Op::Exchange, 0.5, 0.35),
+            measured(Page::Huge, 2, 512, Op::TwoOneWay, 0.5, 0.2),
+            // 8192 calls in 2.0 s against 16 in 0.4 s.
+            measured(Page::Small, 1, 1, Op::Demote, 2.0, 0.05),
+            measured(Page::Small, 1, 512, Op::Demote, 0.4, 0.2),
+            // A better 4 KiB cell does not count as the best.
+            measured(Page::Small, 2, 512, Op::Demote, 0.1, 0.9),
+        ];
+        let cpu = HostCpu { model: "QEMU TCG CPU version 2.5+".into(), hypervisor: true };
+        let s = summary(&report(cells), 2, &cpu).unwrap();
+        let (cell, ratio, _) = s.best.unwrap();
+        assert_eq!((cell.op, cell.batch_pages, ratio), (Op::Exchange, 1, 0.35));
+        assert_eq!(s.best_one_caller, Some(0.3));
+        assert!(!s.meets_goal);
+        let huge = s.call_costs.iter().find(|c| c.page == Page::Huge).unwrap();
+        assert!((huge.per_call_s - 0.02).abs() < 1e-9, "{huge:?}");
+        assert!((huge.page_gb_s - (2 << 20) as f64 / 0.03625 / 1e9).abs() < 1e-6, "{huge:?}");
+        let small = s.call_costs.iter().find(|c| c.page == Page::Small).unwrap();
+        assert!((small.per_call_s - 1.6 / 8176.0).abs() < 1e-9, "{small:?}");
+        let line = s.line();
+        assert!(line.contains("best 0.35x of memcpy") && line.contains("below the goal of 0.50x"), "{line}");
+        assert!(line.contains("1 caller reaches 0.30x") && line.contains("(20000 us a call)"), "{line}");
+        assert!(line.contains("kernel's page copy itself is below the goal"), "{line}");
+        assert!(line.contains("emulated by QEMU"), "{line}");
+        // Reaching the goal says so and nothing more.
+        let s = summary(
+            &report(vec![measured(Page::Huge, 2, 8, Op::Exchange, 0.1, 0.6)]),
+            2,
+            &HostCpu::default(),
+        )
+        .unwrap();
+        assert!(s.meets_goal && s.call_costs.is_empty());
+        assert!(s.line().ends_with("meets the goal of at least 0.50x"), "{}", s.line());
+        // No 2 MiB cell measured: the goal cannot be judged.
+        let no_thp = CellResult {
+            cell: Cell { page: Page::Huge, threads: 2, batch_pages: 8, op: Op::Exchange },
+            bytes: 32 << 20,
+            outcome: Outcome::NoThp { reason: "never".into() },
+        };
+        let line = summary(&report(vec![no_thp]), 2, &HostCpu::default()).unwrap().line();
+        assert!(line.contains("cannot be judged"), "{line}");
+    }
+
+    #[test]
+    fn cpuinfo_gives_the_model_and_the_hypervisor_flag() {
+        let c = parse_cpuinfo("processor\t: 0\nmodel name\t: QEMU TCG CPU version 2.5+\nflags\t\t: fpu vme hypervisor lahf_lm\n");
+        assert_eq!(c, HostCpu { model: "QEMU TCG CPU version 2.5+".into(), hypervisor: true });
+        assert!(!parse_cpuinfo("model name: x\nflags: fpu sse\n").hypervisor);
+    }
+
+    #[test]
+    fn an_exchange_pairs_each_page_of_one_half_with_one_of_the_other() {
+        let p = pairs_of(&[0x1000, 0x2000], 1, &[0x3000, 0x4000], 0);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[1].down_tag, p[1].down[0].addr, p[1].down[0].node), (1, 0x2000, 1));
+        assert_eq!((p[1].up_tag, p[1].up[0].addr, p[1].up[0].node), (3, 0x4000, 0));
+        assert_eq!(Options::default().batches, [1, 8, 64, 512]);
+    }
+
     #[test]
     fn a_region_is_first_touched_and_keeps_its_data() {
         let r = Region::new(4 << 20, false, 0).unwrap();
@@ -660,7 +1033,7 @@ AnonHugePages:      2048 kB
         assert_eq!(r.first_corrupt_page(), None);
         assert_eq!(r.thp_bytes().unwrap(), 0, "MADV_NOHUGEPAGE");
         // Moving to the node the pages are on changes nothing and keeps the data.
-        run_mover(&[moves_to(&r.addrs(SMALL), 0)], 2, 64).unwrap();
+        run_mover(&Work::OneWay(vec![moves_to(&r.addrs(SMALL), 0)]), 2, 64).unwrap();
         assert_eq!(r.first_corrupt_page(), None);
     }
 }

@@ -37,6 +37,8 @@ use terrace_model::{
 pub struct LiveStats {
     pub pages_per_tier: Vec<u64>,
     pub pages_moved: u64,
+    /// Exchanges whose both halves happened.
+    pub pairs_exchanged: u64,
     pub moves_failed: u64,
     pub plans: u64,
     pub tracking_seconds: f64,
@@ -705,7 +707,7 @@ impl LiveMachine {
             }
             let guard = m.trackers.copy_guard().filter(|_| options.protected_copies);
             let out = migrate::execute_guarded(m.pid, &moves, options, reason, guard);
-            let failed = failed_pages(&moves, &out.failed, self.huge);
+            let failed = migrate::failed_pages(&moves, &out.failed);
             for why in failed.values() {
                 applied.fail(*why);
             }
@@ -728,47 +730,133 @@ impl LiveMachine {
         self.sum_counters();
         done
     }
+
+    /// Carries exchanges out as pairs of batches (never in a dry run): each member's own pairs
+    /// through its mover ([`migrate::execute_exchange`]: up to `options.concurrent_batches`
+    /// callers, each working through whole pairs of batches), the pairs whose pages belong to two
+    /// processes one pair of batches at a time. Records failures in `applied` (a promotion whose
+    /// partner did not go down fails `NoSpace`) and updates the placement; returns the policy
+    /// pages moved and the pairs whose both halves happened.
+    fn exchange_policy_pages(
+        &mut self,
+        pairs: &[Pair],
+        options: &MoveOptions,
+        reason: &str,
+        applied: &mut Applied,
+    ) -> (u64, u64) {
+        if pairs.is_empty() {
+            return (0, 0);
+        }
+        let position: HashMap<MemberId, usize> =
+            self.members.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
+        let member_of = |page: u32| self.space.local(page).and_then(|(id, _)| position.get(&id).copied());
+        let owner: Vec<_> = pairs.iter().map(|&(down, _, up, _)| (member_of(down), member_of(up))).collect();
+        let (own, across) = split_by_member(pairs, &owner);
+        let (mut moved, mut exchanged) = (0u64, 0u64);
+        let mut members: Vec<_> = own.into_iter().collect();
+        members.sort_unstable_by_key(|(i, _)| *i);
+        for (i, pairs) in members {
+            let (m, e) = self.exchange_member_pages(i, &pairs, options, reason, applied);
+            moved += m;
+            exchanged += e;
+        }
+        // Across processes: a pair of batches at a time, through the one-way mover.
+        let per_batch = (options.batch_pages as usize / if self.huge { SUBPAGES as usize } else { 1 }).max(1);
+        for round in across.chunks(per_batch) {
+            let downs: Vec<(u32, TierId)> = round.iter().map(|&(down, to, _, _)| (down, to)).collect();
+            let went_down = self.move_policy_pages(&downs, options, reason, applied);
+            let ups = promotions(round, &went_down, applied);
+            let went_up = self.move_policy_pages(&ups, options, reason, applied);
+            moved += (went_down.len() + went_up.len()) as u64;
+            exchanged += round
+                .iter()
+                .filter(|&&(down, _, up, _)| went_down.contains(&down) && went_up.contains(&up))
+                .count() as u64;
+        }
+        self.sum_counters();
+        (moved, exchanged)
+    }
+
+    /// Member `i`'s own exchanges, through its mover as pairs of batches.
+    fn exchange_member_pages(
+        &mut self,
+        i: usize,
+        pairs: &[Pair],
+        options: &MoveOptions,
+        reason: &str,
+        applied: &mut Applied,
+    ) -> (u64, u64) {
+        let local = |page: u32| self.space.local(page).map(|(_, local)| local);
+        let locals: Vec<(u32, TierId, u32, TierId)> = pairs
+            .iter()
+            .filter_map(|&(down, to_down, up, to_up)| Some((local(down)?, to_down, local(up)?, to_up)))
+            .collect();
+        let m = &mut self.members[i];
+        // Each side's addresses (one for a 4 KiB page, a 2 MiB page's present 4 KiB pages) and
+        // node; a page the scan cannot send fails `Invalid` there.
+        let side = |m: &Member, page: u32, to: TierId, applied: &mut Applied| {
+            let (asked, moves) = m.scan.page_moves(&[(page, to)], applied);
+            asked.first().map(|&(_, node)| (node, moves))
+        };
+        let mut sent = Vec::new();
+        let mut nodes = Vec::new();
+        for &(down, to_down, up, to_up) in &locals {
+            let Some((down_node, down_moves)) = side(m, down, to_down, applied) else {
+                // Its partner cannot go up without it.
+                applied.fail(MoveFailure::NoSpace);
+                continue;
+            };
+            let (up_node, up_moves, up_ok) = match side(m, up, to_up, applied) {
+                Some((node, moves)) => (node, moves, true),
+                None => (-1, Vec::new(), false),
+            };
+            sent.push(migrate::PairMoves { down_tag: down, down: down_moves, up_tag: up, up: up_moves });
+            nodes.push((down_node, up_node, up_ok));
+        }
+        let guard = m.trackers.copy_guard().filter(|_| options.protected_copies);
+        let out = migrate::execute_exchange(m.pid, &sent, options, reason, guard);
+        let (mut moved, mut exchanged, mut failed) = (0u64, 0u64, 0u64);
+        let mut landed = Vec::new();
+        for ((p, r), &(down_node, up_node, up_ok)) in sent.iter().zip(&out.pairs).zip(&nodes) {
+            match r.down {
+                Ok(()) => {
+                    moved += 1;
+                    m.scan.record_move(p.down_tag, m.scan.tier_of_node(down_node));
+                    landed.extend(p.down.iter().map(|x| x.addr));
+                }
+                Err(why) => {
+                    applied.fail(why);
+                    failed += 1;
+                }
+            }
+            match r.up {
+                // Its partner did not go down: moving it would overfill the tier.
+                None => applied.fail(MoveFailure::NoSpace),
+                Some(Ok(())) if up_ok => {
+                    moved += 1;
+                    m.scan.record_move(p.up_tag, m.scan.tier_of_node(up_node));
+                    landed.extend(p.up.iter().map(|x| x.addr));
+                    exchanged += u64::from(r.down.is_ok());
+                }
+                // The scan could not send it (failed `Invalid` above).
+                Some(Ok(())) => {}
+                Some(Err(why)) => {
+                    applied.fail(why);
+                    failed += 1;
+                }
+            }
+        }
+        m.trackers.after_moves(&m.scan.view(), &landed, m.scan.bits(), &mut m.counters);
+        self.stats.pages_moved += out.moves.moved;
+        self.stats.moves_failed += failed;
+        let pid = m.pid;
+        self.check_batches(pid, &out.moves);
+        (moved, exchanged)
+    }
 }
 
 /// One member's part of a move: its own pages and their tiers, and the policy page of each.
 type MemberMoves = (Vec<(u32, TierId)>, HashMap<u32, u32>);
-
-/// Per policy page, why it did not move. A 4 KiB policy page fails with its move. A 2 MiB
-/// policy page is its present 4 KiB pages ([`PlacementScan::page_moves`] sends only those): it
-/// moved if some of them moved and none failed for a reason other than `NotPresent` (a page the
-/// program freed since the scan is not a failure of the range), and fails `NotPresent` only if
-/// none of them was there any more.
-fn failed_pages(
-    moves: &[migrate::PageMove],
-    failed: &[(u32, MoveFailure)],
-    huge: bool,
-) -> HashMap<u32, MoveFailure> {
-    let mut by_page = HashMap::new();
-    if !huge {
-        for &(tag, why) in failed {
-            by_page.entry(tag).or_insert(why);
-        }
-        return by_page;
-    }
-    let mut attempted: HashMap<u32, usize> = HashMap::new();
-    for m in moves {
-        *attempted.entry(m.tag).or_default() += 1;
-    }
-    let mut absent: HashMap<u32, usize> = HashMap::new();
-    for &(tag, why) in failed {
-        if why == MoveFailure::NotPresent {
-            *absent.entry(tag).or_default() += 1;
-        } else {
-            by_page.insert(tag, why);
-        }
-    }
-    for (tag, n) in absent {
-        if !by_page.contains_key(&tag) && attempted.get(&tag).is_none_or(|&a| n >= a) {
-            by_page.insert(tag, MoveFailure::NotPresent);
-        }
-    }
-    by_page
-}
 
 /// What a dry run would have moved, per tier.
 fn log_dry_run(tiers: usize, wanted: &[(u32, TierId)], asked: &[(u32, i32)], reason: &str) {
@@ -787,30 +875,46 @@ fn log_dry_run(tiers: usize, wanted: &[(u32, TierId)], asked: &[(u32, i32)], rea
 /// An exchange's two moves: the page going down and its tier, the page going up and its tier.
 type Pair = (u32, TierId, u32, TierId);
 
-/// A checked plan in two phases: the moves and every exchange's demotion first, then the
-/// promotions whose demotion happened, so the fast tier never holds more than it did, however
-/// many batches are in flight (an exchange is a demotion batch and its promotion batch:
-/// move_pages has no swap). Returns the first phase and the exchanges.
+/// A checked plan's one-way moves, carried out first, and its exchanges, carried out after them
+/// as pairs of batches ([`migrate::execute_exchange`]).
 fn phases(checked: &CheckedPlan) -> (Vec<(u32, TierId)>, Vec<Pair>) {
-    let mut first: Vec<(u32, TierId)> = checked.moves.iter().map(|m| (m.page, m.to)).collect();
+    let first: Vec<(u32, TierId)> = checked.moves.iter().map(|m| (m.page, m.to)).collect();
     let pairs: Vec<Pair> =
         checked.exchanges.iter().map(|e| (e.down.page, e.down.to, e.up.page, e.up.to)).collect();
-    first.extend(pairs.iter().map(|&(down, to, _, _)| (down, to)));
     (first, pairs)
 }
 
-/// The second phase: the promotions whose demotion happened (in `moved_first`). Promoting the
-/// others would overfill the fast tier: they fail `NoSpace`.
-fn promotions(pairs: &[Pair], moved_first: &HashSet<u32>, applied: &mut Applied) -> Vec<(u32, TierId)> {
+/// Of `pairs`, the promotions whose demotion happened (in `moved_down`). Promoting the others
+/// would overfill the tier they go to: they fail `NoSpace`.
+fn promotions(pairs: &[Pair], moved_down: &HashSet<u32>, applied: &mut Applied) -> Vec<(u32, TierId)> {
     let mut second = Vec::new();
     for &(down, _, up, to) in pairs {
-        if moved_first.contains(&down) {
+        if moved_down.contains(&down) {
             second.push((up, to));
         } else {
             applied.fail(MoveFailure::NoSpace);
         }
     }
     second
+}
+
+/// Which exchanges one member's mover can carry out as pairs of batches: those whose two pages
+/// are both that member's (by index into `owner`, each pair's two members); the rest (pages of
+/// two processes of a tree or cgroup, or of none) are carried out pair batch by pair batch by the
+/// machine.
+fn split_by_member(
+    pairs: &[Pair],
+    owner: &[(Option<usize>, Option<usize>)],
+) -> (HashMap<usize, Vec<Pair>>, Vec<Pair>) {
+    let mut own: HashMap<usize, Vec<Pair>> = HashMap::new();
+    let mut across = Vec::new();
+    for (&pair, &(down, up)) in pairs.iter().zip(owner) {
+        match (down, up) {
+            (Some(a), Some(b)) if a == b => own.entry(a).or_default().push(pair),
+            _ => across.push(pair),
+        }
+    }
+    (own, across)
 }
 
 impl Machine for LiveMachine {
@@ -955,19 +1059,28 @@ impl Machine for LiveMachine {
         let (options, checked) = self.check_plan(plan, now, &mut applied);
         let (mut first, pairs) = phases(&checked);
         if self.dry_run {
-            first.extend(pairs.iter().map(|&(_, _, up, to)| (up, to)));
+            first.extend(pairs.iter().flat_map(|&(down, to_down, up, to_up)| [(down, to_down), (up, to_up)]));
             self.move_policy_pages(&first, &options, &plan.reason, &mut applied);
             return applied;
         }
+        // One-way moves first, then the exchanges as pairs of batches: a demotion batch, then
+        // the promotions of the partners that went down, then the next pair (issue 13), so the
+        // fast tier never holds more than it did and the slow tier at most a batch per caller more.
         let moved_first = self.move_policy_pages(&first, &options, &plan.reason, &mut applied);
-        let second = promotions(&pairs, &moved_first, &mut applied);
-        let moved_second = self.move_policy_pages(&second, &options, &plan.reason, &mut applied);
-        applied.pages_moved = (moved_first.len() + moved_second.len()) as u64;
+        let (moved_pairs, exchanged) =
+            self.exchange_policy_pages(&pairs, &options, &plan.reason, &mut applied);
+        applied.pages_moved = moved_first.len() as u64 + moved_pairs;
         // An exchange counts when both halves happened.
-        applied.pairs_exchanged = pairs
-            .iter()
-            .filter(|&&(down, _, up, _)| moved_first.contains(&down) && moved_second.contains(&up))
-            .count() as u64;
+        applied.pairs_exchanged = exchanged;
+        if !pairs.is_empty() {
+            self.stats.pairs_exchanged += exchanged;
+            tracing::info!(
+                target: "terrace::plan",
+                "exchanged {exchanged} of {} pairs as paired batches ({})",
+                pairs.len(),
+                plan.reason
+            );
+        }
         applied.bytes_copied = applied.pages_moved * self.info.page_size.bytes();
         applied.time_ns = (self.start.elapsed() - now).as_nanos() as u64;
         // What the policy (and the next plan's check, should it come before an observation) sees
@@ -1101,12 +1214,45 @@ mod tests {
         failed.extend((0..3).map(|_| (1, MoveFailure::NotPresent)));
         failed.push((2, MoveFailure::NotPresent));
         failed.push((2, MoveFailure::NoSpace));
-        let by_page = failed_pages(&all, &failed, true);
+        let by_page = migrate::failed_pages(&all, &failed);
         assert_eq!(by_page.get(&0), None, "moved what was present");
         assert_eq!(by_page.get(&1), Some(&MoveFailure::NotPresent), "nothing of it was there");
         assert_eq!(by_page.get(&2), Some(&MoveFailure::NoSpace), "a real failure counts");
         // 4 KiB pages fail with their one move.
-        let by_page = failed_pages(&moves(7, 1), &[(7, MoveFailure::NotPresent)], false);
+        let by_page = migrate::failed_pages(&moves(7, 1), &[(7, MoveFailure::NotPresent)]);
         assert_eq!(by_page.get(&7), Some(&MoveFailure::NotPresent));
+    }
+
+    #[test]
+    fn exchanges_after_the_one_way_moves_and_held_promotions_fail_no_space() {
+        let plan = CheckedPlan {
+            moves: vec![terrace_model::Move { page: 9, to: TierId(0) }],
+            exchanges: vec![terrace_model::CheckedExchange {
+                down: terrace_model::Move { page: 1, to: TierId(1) },
+                up: terrace_model::Move { page: 5, to: TierId(0) },
+            }],
+        };
+        // Only the one-way move goes first: the exchange's demotion is no longer in it.
+        let (first, pairs) = phases(&plan);
+        assert_eq!(first, [(9, TierId(0))]);
+        assert_eq!(pairs, [(1, TierId(1), 5, TierId(0))]);
+        let pairs = [(1, TierId(1), 5, TierId(0)), (2, TierId(1), 6, TierId(0))];
+        let mut applied = Applied::default();
+        let ups = promotions(&pairs, &HashSet::from([2]), &mut applied);
+        assert_eq!(ups, [(6, TierId(0))]);
+        assert_eq!(applied.failed.iter().map(|f| f.1).sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn pairs_within_one_process_go_to_its_mover_the_rest_to_the_machine() {
+        let pairs =
+            [(1, TierId(1), 5, TierId(0)), (2, TierId(1), 6, TierId(0)), (3, TierId(1), 7, TierId(0))];
+        let owner = [(Some(0), Some(0)), (Some(0), Some(1)), (Some(1), Some(1))];
+        let (own, across) = split_by_member(&pairs, &owner);
+        assert_eq!(own[&0], [pairs[0]]);
+        assert_eq!(own[&1], [pairs[2]]);
+        assert_eq!(across, [pairs[1]]);
+        let (own, across) = split_by_member(&pairs[..1], &[(None, Some(0))]);
+        assert!(own.is_empty() && across.len() == 1);
     }
 }

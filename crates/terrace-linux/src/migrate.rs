@@ -5,6 +5,7 @@
 //! stopping between (or during) batches leaves every page intact on one node or the other.
 
 use crate::numa_sys;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -111,7 +112,8 @@ fn kernel_release(release: &str) -> Option<(u32, u32)> {
 /// What the live machine's mover can do on a kernel of `release`, for a program whose
 /// userfaultfd it holds (`userfaultfd`) or not.
 ///
-/// - Exchange: as a demotion batch followed by its promotion batch (move_pages has no swap).
+/// - Exchange: as pairs of batches, a demotion batch followed by its partners' promotion batch
+///   ([`execute_exchange`]; move_pages has no swap).
 /// - Concurrent batches: threads issuing move_pages at once, up to [`MAX_CONCURRENT_BATCHES`].
 /// - Copy threads: no; the kernel copies each page with one thread (Nimble's multi-threaded copy
 ///   is a kernel patch, Nimble §3.1.2).
@@ -193,8 +195,9 @@ pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool) -> Mechani
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
 pub fn how(m: Mechanism) -> String {
     match m {
-        Mechanism::Exchange => "as paired move_pages batches, the demotions first (stock kernels have no \
-                                exchange_pages, Nimble §3.1.4)"
+        Mechanism::Exchange => "as pairs of move_pages batches, each demotion batch followed by its partners' \
+                                promotion batch, so neither tier overflows (stock kernels have no exchange_pages, \
+                                Nimble §3.1.4)"
             .into(),
         Mechanism::ConcurrentBatches => {
             format!("up to {MAX_CONCURRENT_BATCHES} threads issuing move_pages batches at once")
@@ -261,25 +264,213 @@ pub fn execute_guarded(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(chunk) = batches.get(i) else { break };
-                let token = guard.map(|g| g.begin(chunk));
-                let part = move_batch(pid, chunk);
-                if let (Some(g), Some(t)) = (guard, &token) {
-                    g.end(t);
-                }
-                log_batch(pid, chunk, &part, reason);
-                let mut r = results.lock().expect("results lock");
-                if part.failed.len() * 2 > chunk.len() {
-                    let dominant = tally(&part.failed)[0];
-                    r.bad_batches.push(BadBatch { pages: chunk.len(), failed: part.failed.len(), dominant });
-                }
-                r.moved += part.moved;
-                r.failed.extend(part.failed);
-                r.batches += 1;
+                let part = guarded_batch(pid, chunk, reason, guard);
+                add_batch(&mut results.lock().expect("results lock"), chunk.len(), part);
             });
         }
     });
     let mut out = results.into_inner().expect("results");
     out.elapsed = start.elapsed();
+    out
+}
+
+/// One move_pages call of `chunk` with `guard` held around it, checked and logged.
+fn guarded_batch(pid: i32, chunk: &[PageMove], reason: &str, guard: Option<&dyn CopyGuard>) -> MoveOutcome {
+    let token = guard.map(|g| g.begin(chunk));
+    let part = move_batch(pid, chunk);
+    if let (Some(g), Some(t)) = (guard, &token) {
+        g.end(t);
+    }
+    log_batch(pid, chunk, &part, reason);
+    part
+}
+
+/// Adds one batch of `pages` moves to the totals.
+fn add_batch(r: &mut MoveOutcome, pages: usize, part: MoveOutcome) {
+    if part.failed.len() * 2 > pages {
+        let dominant = tally(&part.failed)[0];
+        r.bad_batches.push(BadBatch { pages, failed: part.failed.len(), dominant });
+    }
+    r.moved += part.moved;
+    r.failed.extend(part.failed);
+    r.batches += 1;
+}
+
+/// One exchange as the mover sees it: the moves of the page going down and of its partner going
+/// up (one move for a 4 KiB page; a 2 MiB page's present 4 KiB pages), each side tagged with its
+/// page's tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairMoves {
+    pub down_tag: u32,
+    pub down: Vec<PageMove>,
+    pub up_tag: u32,
+    pub up: Vec<PageMove>,
+}
+
+/// What happened to one exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairResult {
+    /// The demotion: done, or why not.
+    pub down: Result<(), MoveFailure>,
+    /// The promotion: done, or why not; `None` when it was held back because its partner's
+    /// demotion did not happen (moving it would overfill the tier it goes to).
+    pub up: Option<Result<(), MoveFailure>>,
+}
+
+impl PairResult {
+    /// Both halves happened.
+    pub fn exchanged(&self) -> bool {
+        self.down.is_ok() && self.up == Some(Ok(()))
+    }
+}
+
+/// What an exchange run came to: every batch of both halves, and each pair's result.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExchangeOutcome {
+    pub moves: MoveOutcome,
+    /// In the order the pairs were given.
+    pub pairs: Vec<PairResult>,
+}
+
+/// Per page (tag), why it did not move, given the moves sent and the moves that failed. A page
+/// of one move fails with it. A 2 MiB page is its present 4 KiB pages: it moved if some of them
+/// moved and none failed for a reason other than `NotPresent` (a page the program freed since the
+/// scan is not a failure of the range), and fails `NotPresent` only if none of them was there any
+/// more.
+pub fn failed_pages(moves: &[PageMove], failed: &[(u32, MoveFailure)]) -> HashMap<u32, MoveFailure> {
+    let mut by_page = HashMap::new();
+    let mut attempted: HashMap<u32, usize> = HashMap::new();
+    for m in moves {
+        *attempted.entry(m.tag).or_default() += 1;
+    }
+    let mut absent: HashMap<u32, usize> = HashMap::new();
+    for &(tag, why) in failed {
+        if why == MoveFailure::NotPresent {
+            *absent.entry(tag).or_default() += 1;
+        } else {
+            by_page.entry(tag).or_insert(why);
+        }
+    }
+    for (tag, n) in absent {
+        if !by_page.contains_key(&tag) && attempted.get(&tag).is_none_or(|&a| n >= a) {
+            by_page.insert(tag, MoveFailure::NotPresent);
+        }
+    }
+    by_page
+}
+
+/// The exchanges' batches: consecutive runs of pairs, each as many as fit in `batch` moves (a
+/// pair takes the larger of its two sides, at least one), at least one pair each. Each run is
+/// one demotion batch and, after it, its promotion batch.
+pub fn pair_batches(pairs: &[PairMoves], batch: usize) -> Vec<std::ops::Range<usize>> {
+    let batch = batch.max(1);
+    let mut out = Vec::new();
+    let (mut start, mut filled) = (0, 0);
+    for (i, p) in pairs.iter().enumerate() {
+        let size = p.down.len().max(p.up.len()).max(1);
+        if i > start && filled + size > batch {
+            out.push(start..i);
+            (start, filled) = (i, 0);
+        }
+        filled += size;
+    }
+    if start < pairs.len() {
+        out.push(start..pairs.len());
+    }
+    out
+}
+
+/// Of `pairs`, after their demotion batch whose moves failed as `failed`: each pair's demotion
+/// result, and the promotions that go ahead (those whose partner went down; the others are held
+/// back).
+pub fn after_demotion(
+    pairs: &[PairMoves],
+    failed: &[(u32, MoveFailure)],
+) -> (Vec<Result<(), MoveFailure>>, Vec<PageMove>) {
+    let downs: Vec<PageMove> = pairs.iter().flat_map(|p| p.down.iter().copied()).collect();
+    let by_page = failed_pages(&downs, failed);
+    let results: Vec<Result<(), MoveFailure>> =
+        pairs.iter().map(|p| by_page.get(&p.down_tag).map_or(Ok(()), |&w| Err(w))).collect();
+    let ups = pairs
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.is_ok())
+        .flat_map(|(p, _)| p.up.iter().copied())
+        .collect();
+    (results, ups)
+}
+
+/// Carries exchanges out as paired batches ([`pair_batches`] of `opts.batch_pages` moves): a
+/// demotion batch, then the promotion batch of the partners whose demotion happened
+/// ([`after_demotion`]), then the next pair of batches. Up to `opts.concurrent_batches` callers
+/// each work through whole pairs of batches, so the tier pages go down to holds at most callers
+/// x batch more pages than before at any moment, and the tier pages come up to never more than
+/// before (move_pages has no swap; Nimble's exchange_pages is a kernel patch). Each batch is
+/// checked afterwards as [`execute`] checks it, with `guard` held around its copy.
+pub fn execute_exchange(
+    pid: i32,
+    pairs: &[PairMoves],
+    opts: &MoveOptions,
+    reason: &str,
+    guard: Option<&dyn CopyGuard>,
+) -> ExchangeOutcome {
+    let batch = opts.batch_pages.max(1) as usize;
+    run_pairs(pairs, batch, opts.concurrent_batches, &|chunk: &[PageMove]| {
+        // A side larger than a batch (a 2 MiB page in batches of fewer addresses) is sent in
+        // several calls.
+        let mut out = MoveOutcome::default();
+        for part in chunk.chunks(batch) {
+            add_batch(&mut out, part.len(), guarded_batch(pid, part, reason, guard));
+        }
+        out
+    })
+}
+
+/// [`execute_exchange`] with the mover given: `mover` carries out one side of a pair of batches
+/// and says what happened.
+fn run_pairs(
+    pairs: &[PairMoves],
+    batch: usize,
+    callers: u32,
+    mover: &(dyn Fn(&[PageMove]) -> MoveOutcome + Sync),
+) -> ExchangeOutcome {
+    let start = Instant::now();
+    let runs = pair_batches(pairs, batch);
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(ExchangeOutcome {
+        pairs: vec![PairResult { down: Ok(()), up: None }; pairs.len()],
+        ..Default::default()
+    });
+    let workers = (callers.max(1) as usize).min(runs.len().max(1));
+    let merge = |r: &mut MoveOutcome, part: MoveOutcome| {
+        r.moved += part.moved;
+        r.failed.extend(part.failed);
+        r.batches += part.batches;
+        r.bad_batches.extend(part.bad_batches);
+    };
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(run) = runs.get(i) else { break };
+                let these = &pairs[run.clone()];
+                let downs: Vec<PageMove> = these.iter().flat_map(|p| p.down.iter().copied()).collect();
+                let down = if downs.is_empty() { MoveOutcome::default() } else { mover(&downs) };
+                let (demoted, ups) = after_demotion(these, &down.failed);
+                let up = if ups.is_empty() { MoveOutcome::default() } else { mover(&ups) };
+                let up_failed = failed_pages(&ups, &up.failed);
+                let mut r = results.lock().expect("results lock");
+                for ((p, d), slot) in these.iter().zip(demoted).zip(&mut r.pairs[run.clone()]) {
+                    slot.down = d;
+                    slot.up = d.is_ok().then(|| up_failed.get(&p.up_tag).map_or(Ok(()), |&w| Err(w)));
+                }
+                merge(&mut r.moves, down);
+                merge(&mut r.moves, up);
+            });
+        }
+    });
+    let mut out = results.into_inner().expect("results");
+    out.moves.elapsed = start.elapsed();
     out
 }
 
@@ -421,6 +612,139 @@ mod tests {
             guard.0.into_inner().unwrap(),
             ["begin 4", "end 4", "begin 4", "end 4", "begin 2", "end 2"]
         );
+    }
+
+    /// `n` exchanges of 4 KiB pages: pair i sends page i (tag i) down to node 1 and page 100 + i
+    /// (tag 100 + i) up to node 0.
+    fn pairs(n: u32) -> Vec<PairMoves> {
+        (0..n)
+            .map(|i| PairMoves {
+                down_tag: i,
+                down: vec![PageMove { addr: (i as u64) << 12, node: 1, tag: i }],
+                up_tag: 100 + i,
+                up: vec![PageMove { addr: ((100 + i) as u64) << 12, node: 0, tag: 100 + i }],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exchanges_are_batched_by_whole_pairs() {
+        assert_eq!(pair_batches(&pairs(5), 2), [0..2, 2..4, 4..5]);
+        assert_eq!(pair_batches(&pairs(3), 1), [0..1, 1..2, 2..3]);
+        assert_eq!(pair_batches(&pairs(3), 512), vec![0..3]);
+        assert!(pair_batches(&[], 4).is_empty());
+        // A pair takes the larger of its sides: 2 MiB pages of 512 and 300 present 4 KiB pages,
+        // in batches of 1024 addresses (two huge pages); a side larger than the batch still goes.
+        let mut huge = pairs(3);
+        huge[0].down = vec![huge[0].down[0]; 512];
+        huge[1].up = vec![huge[1].up[0]; 300];
+        huge[2].down = vec![huge[2].down[0]; 512];
+        assert_eq!(pair_batches(&huge, 1024), [0..2, 2..3]);
+        assert_eq!(pair_batches(&huge, 100), [0..1, 1..2, 2..3]);
+    }
+
+    #[test]
+    fn only_the_partners_of_pages_that_went_down_go_up() {
+        let p = pairs(3);
+        let (down, ups) = after_demotion(&p, &[(1, MoveFailure::Busy)]);
+        assert_eq!(down, [Ok(()), Err(MoveFailure::Busy), Ok(())]);
+        assert_eq!(ups.iter().map(|m| m.tag).collect::<Vec<_>>(), [100, 102]);
+        // A 2 MiB page that went down except for 4 KiB pages freed since the scan went down; one
+        // with a page that could not move did not.
+        let mut huge = pairs(2);
+        huge[0].down = vec![huge[0].down[0]; 4];
+        huge[1].down = vec![huge[1].down[0]; 4];
+        let failed = [(0, MoveFailure::NotPresent), (1, MoveFailure::NotPresent), (1, MoveFailure::NoSpace)];
+        let (down, ups) = after_demotion(&huge, &failed);
+        assert_eq!(down, [Ok(()), Err(MoveFailure::NoSpace)]);
+        assert_eq!(ups.iter().map(|m| m.tag).collect::<Vec<_>>(), [100]);
+    }
+
+    /// A mover that records each call's pages and fails the demotion of `fail`.
+    struct Recorder {
+        calls: Mutex<Vec<Vec<u32>>>,
+        fail: u32,
+    }
+    impl Recorder {
+        fn mover(&self, chunk: &[PageMove]) -> MoveOutcome {
+            self.calls.lock().unwrap().push(chunk.iter().map(|m| m.tag).collect());
+            let failed: Vec<(u32, MoveFailure)> =
+                chunk.iter().filter(|m| m.tag == self.fail).map(|m| (m.tag, MoveFailure::Busy)).collect();
+            MoveOutcome {
+                moved: (chunk.len() - failed.len()) as u64,
+                failed,
+                batches: 1,
+                ..Default::default()
+            }
+        }
+    }
+
+    #[test]
+    fn one_caller_alternates_demotion_and_promotion_batches() {
+        let r = Recorder { calls: Mutex::new(Vec::new()), fail: 2 };
+        let out = run_pairs(&pairs(5), 2, 1, &|c: &[PageMove]| r.mover(c));
+        // Pairs (0, 1), (2, 3), (4): each demotion batch, then its partners' promotions; page 2's
+        // demotion failed, so 102 is held back. Demotions all first would be [0, 1], [2, 3], [4], ...
+        let calls = r.calls.into_inner().unwrap();
+        assert_eq!(calls, [vec![0, 1], vec![100, 101], vec![2, 3], vec![103], vec![4], vec![104]]);
+        assert_eq!(out.moves.batches, 6);
+        assert_eq!(out.moves.moved, 8);
+        assert_eq!(out.pairs[2], PairResult { down: Err(MoveFailure::Busy), up: None });
+        assert_eq!(out.pairs.iter().filter(|p| p.exchanged()).count(), 4);
+    }
+
+    #[test]
+    fn several_callers_never_overfill_either_tier() {
+        // Nodes 0 and 1 each hold 64 pages; 64 exchanges in batches of 4 with 3 callers. The
+        // mover applies each call at once and checks the counts: node 1 may hold at most
+        // 3 x 4 pages more than it started with, node 0 never more.
+        let (callers, batch, n) = (3u32, 4usize, 64u32);
+        let counts = Mutex::new((64i64, 64i64, 0i64));
+        let mover = |chunk: &[PageMove]| {
+            let mut c = counts.lock().unwrap();
+            for m in chunk {
+                if m.node == 1 {
+                    (c.0, c.1) = (c.0 - 1, c.1 + 1);
+                } else {
+                    (c.0, c.1) = (c.0 + 1, c.1 - 1);
+                }
+            }
+            assert!(c.0 <= 64, "node 0 holds {} pages, more than its 64", c.0);
+            c.2 = c.2.max(c.1 - 64);
+            drop(c);
+            std::thread::sleep(Duration::from_micros(200));
+            MoveOutcome { moved: chunk.len() as u64, batches: 1, ..Default::default() }
+        };
+        let out = run_pairs(&pairs(n), batch, callers, &mover);
+        let (fast, slow, most) = counts.into_inner().unwrap();
+        assert_eq!((fast, slow), (64, 64), "every page swapped");
+        assert!(most <= (callers as i64) * batch as i64, "node 1 held {most} extra pages");
+        assert!(most >= batch as i64, "node 1 held {most} extra pages");
+        assert_eq!(out.pairs.iter().filter(|p| p.exchanged()).count(), n as usize);
+    }
+
+    #[test]
+    fn a_real_exchange_of_own_pages_reports_every_pair() {
+        let v = vec![9u8; 16 * 4096];
+        let base = (v.as_ptr() as u64 + 4095) & !4095;
+        let addrs: Vec<u64> = (0..8).map(|i| base + i * 4096).collect();
+        let mut here = vec![0i32; addrs.len()];
+        numa_sys::query_nodes(0, &addrs, &mut here).unwrap();
+        let moves: Vec<PageMove> =
+            (0..8).map(|i| PageMove { addr: addrs[i], node: here[i], tag: i as u32 }).collect();
+        let p: Vec<PairMoves> = (0..4)
+            .map(|i| PairMoves {
+                down_tag: i,
+                down: vec![moves[i as usize]],
+                up_tag: 4 + i,
+                up: vec![moves[4 + i as usize]],
+            })
+            .collect();
+        let opts = MoveOptions { batch_pages: 2, concurrent_batches: 2, ..Default::default() };
+        let out = execute_exchange(0, &p, &opts, "test", None);
+        assert_eq!(out.moves.batches, 4, "two pairs of batches");
+        assert!(out.pairs.iter().all(|p| p.exchanged()), "{out:?}");
+        assert!(v.iter().all(|&b| b == 9));
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub struct MigrateArgs {
     /// Measure 1 to this many threads (concurrent move_pages callers).
     #[arg(long, default_value_t = 4)]
     threads: u32,
-    /// Pages per move_pages call, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "64,512")]
+    /// Pages per move_pages call, comma-separated (1 to 512 by default, as Nimble's issue asks).
+    #[arg(long, value_delimiter = ',', default_value = "1,8,64,512")]
     batches: Vec<u32>,
     /// Live: runs per cell (and per memcpy figure); each figure is the best of them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
@@ -167,7 +167,7 @@ fn bench_sim(workload: &str, size_scale: f64) -> Result<()> {
 /// The grid's operations, in column order: the model's, and the live benchmark's.
 const OPS: [GridOp; 3] = [GridOp::Demote, GridOp::Promote, GridOp::Exchange];
 #[cfg(all(feature = "live", target_os = "linux"))]
-const LIVE_OPS: [LiveOp; 3] = [LiveOp::Demote, LiveOp::Promote, LiveOp::Exchange];
+const LIVE_OPS: [LiveOp; 4] = [LiveOp::Demote, LiveOp::Promote, LiveOp::Exchange, LiveOp::TwoOneWay];
 
 fn check_migrate_args(args: &MigrateArgs) -> Result<()> {
     if args.mib == 0 || !args.mib.is_multiple_of(4) {
@@ -199,6 +199,23 @@ fn migrate_header(from: &str, to: &str) {
         format!("demote {from}->{to}"),
         format!("promote {to}->{from}"),
         "exchange"
+    );
+}
+
+/// The live grid's header: the model's columns, the same swap as two one-way moves, and the
+/// ratio of the paired exchange to it.
+#[cfg(all(feature = "live", target_os = "linux"))]
+fn live_header(from: &str, to: &str) {
+    println!(
+        "{:<5} {:>7} {:>6}   {:<20} {:<20} {:<20} {:<20} {:>9}",
+        "page",
+        "threads",
+        "batch",
+        format!("demote {from}->{to}"),
+        format!("promote {to}->{from}"),
+        "exchange (paired)",
+        "two one-way",
+        "exch/1way"
     );
 }
 
@@ -304,7 +321,7 @@ fn migrate_live(args: &MigrateArgs) -> Result<()> {
     println!("transparent_hugepage/enabled: {}", thp.trim());
     let mut rows: Vec<bench_migrate::CellResult> = Vec::new();
     println!();
-    migrate_header(&src.to_string(), &dst.to_string());
+    live_header(&src.to_string(), &dst.to_string());
     let mut notes: Vec<String> = Vec::new();
     let report = bench_migrate::run(&opts, &mut |r| {
         rows.push(r.clone());
@@ -338,7 +355,18 @@ fn migrate_live(args: &MigrateArgs) -> Result<()> {
                 }
             })
             .collect();
-        println!("{:<5} {:>7} {:>6}   {}", c.page.to_string(), c.threads, c.batch_pages, cols.join("   "));
+        let gb_s = |op| row.iter().find(|r| r.cell.op == op).and_then(|r| r.gb_s());
+        let paired = match (gb_s(LiveOp::Exchange), gb_s(LiveOp::TwoOneWay)) {
+            (Some(e), Some(o)) => format!("{:>8.2}x", e / o),
+            _ => format!("{:>9}", "-"),
+        };
+        println!(
+            "{:<5} {:>7} {:>6}   {}   {paired}",
+            c.page.to_string(),
+            c.threads,
+            c.batch_pages,
+            cols.join("   ")
+        );
     })?;
     println!();
     for t in 1..=args.threads {
@@ -350,11 +378,19 @@ fn migrate_live(args: &MigrateArgs) -> Result<()> {
         );
     }
     println!(
-        "Each figure is the best of {} runs; ratios are to memcpy with as many threads in the same direction (both, for exchange).",
+        "Each figure is the best of {} runs; ratios are to memcpy with as many threads in the same direction (both, for the swaps).",
         report.repeat
+    );
+    println!(
+        "threads = move_pages callers at once. exchange (paired) = pairs of batches, each demotion batch followed by its \
+         partners' promotion batch, as the live machine exchanges; two one-way = every demotion, then every promotion; \
+         exch/1way = the first's GB/s over the second's."
     );
     for n in &notes {
         println!("note: {n}");
+    }
+    if let Some(summary) = &report.summary {
+        println!("{}", summary.line());
     }
     if let Some(path) = &args.json {
         crate::write_json(path, &report)?;
@@ -405,6 +441,40 @@ mod tests {
         assert_eq!(cells.len(), 2 * 2 * 2 * 3);
         assert!(cells.iter().all(|c| c["gb_s"].as_f64().unwrap() > 0.0));
         assert_eq!(v["copy"].as_array().unwrap().len(), 2);
+    }
+
+    /// The default batches (1 to 512) serve the simulated grid too, as the command line gives them.
+    #[test]
+    fn the_default_batches_are_1_to_512_and_the_simulated_grid_takes_them() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: MigrateArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grid.json");
+        let cli = <Cli as clap::Parser>::try_parse_from([
+            "migrate",
+            "--simulated",
+            "--mib",
+            "8",
+            "--threads",
+            "1",
+            "--json",
+            path.to_str().unwrap(),
+        ])
+        .unwrap();
+        assert_eq!(cli.args.batches, [1, 8, 64, 512]);
+        #[cfg(all(feature = "live", target_os = "linux"))]
+        assert_eq!(cli.args.batches, bench_migrate::DEFAULT_BATCHES);
+        migrate_simulated(&cli.args).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let cells = v["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 2 * 4 * 3);
+        assert!(cells.iter().all(|c| c["gb_s"].as_f64().unwrap() > 0.0));
+        let batches: std::collections::BTreeSet<u64> =
+            cells.iter().map(|c| c["batch_pages"].as_u64().unwrap()).collect();
+        assert_eq!(batches.into_iter().collect::<Vec<_>>(), [1, 8, 64, 512]);
     }
 
     #[test]
