@@ -41,6 +41,10 @@ struct Args {
     /// Print where the pages are every N seconds (0: only at the end).
     #[arg(long, default_value_t = 0.0)]
     report_every: f64,
+    /// Make the read set read-only (mprotect PROT_READ) once it is filled, as mtier's programs
+    /// make their read-only data (mtier §3.2).
+    #[arg(long, requires = "read_mib")]
+    protect_read: bool,
 }
 
 const PAGE: usize = 4096;
@@ -84,8 +88,24 @@ impl Region {
         // SAFETY: the mapping is `words` u64s long, readable and writable, and owned by self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
     }
+    /// The words to read only: the read set may be mapped read-only (`--protect-read`).
+    fn read_words(&self) -> &[u64] {
+        // SAFETY: the mapping is `words` u64s long, readable, and owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.words) }
+    }
     fn range(&self) -> (u64, u64) {
         (self.ptr as u64, self.ptr as u64 + self.words as u64 * 8)
+    }
+    /// Makes the region read-only: a write to it would now fault.
+    fn protect(&self) {
+        // SAFETY: the region is a mapping of ours, page-aligned, `words * 8` bytes long.
+        if unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.words * 8, libc::PROT_READ) } != 0 {
+            eprintln!(
+                "terrace-hotcold: cannot make the read set read-only: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(2);
+        }
     }
     fn bind(&self, node: Option<u32>) {
         let (mode, what) = match node {
@@ -172,6 +192,11 @@ fn main() {
     if cold_node.is_some() {
         cold.bind(None);
     }
+    if args.protect_read {
+        if let Some(r) = read.as_ref() {
+            r.protect();
+        }
+    }
     let (h, c) = (hot.range(), cold.range());
     println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);
     let report = |hot: &Region, cold: &Region, read: &Option<Region>| {
@@ -186,7 +211,7 @@ fn main() {
     let verify = |hot: &mut Region, cold: &mut Region, read: &mut Option<Region>, sum: u64| -> bool {
         let read_ok = read
             .as_mut()
-            .is_none_or(|r| r.words().iter().enumerate().all(|(i, w)| *w == initial(read_base + i)));
+            .is_none_or(|r| r.read_words().iter().enumerate().all(|(i, w)| *w == initial(read_base + i)));
         let mut total = 0u64;
         for w in hot.words().iter() {
             total = total.wrapping_add(*w);
@@ -206,9 +231,9 @@ fn main() {
     let mut seen = 0u64;
     loop {
         // As many reads of the read set as writes of the hot set.
-        if let Some(r) = read.as_mut() {
+        if let Some(r) = read.as_ref() {
             let n = r.words as u64;
-            let rw = r.words();
+            let rw = r.read_words();
             for _ in 0..4096 {
                 rng ^= rng << 13;
                 rng ^= rng >> 7;

@@ -131,6 +131,16 @@ impl PlacementScan {
     /// Ends a full scan once the trackers have marked their bits: counts each tier's pages and
     /// derives the 2 MiB view.
     pub fn finish(&mut self) {
+        // The trackers' bits, with the pages the program made read-only marked (mtier's test).
+        if !self.bits.is_empty() {
+            for (first, pages) in self.mem.read_only_runs() {
+                let from = (first as usize).min(self.bits.len());
+                let to = (from + pages as usize).min(self.bits.len());
+                for b in &mut self.bits[from..to] {
+                    *b |= terrace_model::PAGE_READ_ONLY;
+                }
+            }
+        }
         for (t, st) in self.tier_status.iter_mut().enumerate() {
             st.used_pages = self.placement.iter().filter(|p| p.index() == t).count() as u64;
             st.capacity_pages = self.tiers[t].tier.capacity_pages;

@@ -139,11 +139,16 @@ impl PageIndex {
     }
 }
 
-/// Whether a mapping holds memory Terrace should place: private anonymous memory and the heap.
+/// Whether a mapping holds memory Terrace should place: private anonymous memory and the heap,
+/// writable or made read-only by the program (mtier's eligible memory, mtier §3.2).
 fn is_managed(path: &MMapPath, perms: &procfs::process::MMPermissions) -> bool {
     use procfs::process::MMPermissions as P;
-    let private_rw = perms.contains(P::READ | P::WRITE | P::PRIVATE);
-    private_rw && matches!(path, MMapPath::Anonymous | MMapPath::Heap)
+    perms.contains(P::READ | P::PRIVATE) && matches!(path, MMapPath::Anonymous | MMapPath::Heap)
+}
+
+/// Whether a managed mapping is read-only.
+fn is_read_only(perms: &procfs::process::MMPermissions) -> bool {
+    !perms.contains(procfs::process::MMPermissions::WRITE)
 }
 
 /// The managed memory of one process.
@@ -153,13 +158,21 @@ pub struct ProcessMemory {
     index: PageIndex,
     /// Currently mapped managed ranges, as (vpn, pages).
     mapped: Vec<(u64, u64)>,
+    /// Those of them mapped read-only.
+    read_only: Vec<(u64, u64)>,
 }
 
 impl ProcessMemory {
     pub fn attach(pid: i32) -> Result<Self, ProcessError> {
         let pagemap = File::open(format!("/proc/{pid}/pagemap"))
             .map_err(|e| ProcessError::from_io(pid, "pagemap", e))?;
-        let mut m = ProcessMemory { pid, pagemap, index: PageIndex::default(), mapped: Vec::new() };
+        let mut m = ProcessMemory {
+            pid,
+            pagemap,
+            index: PageIndex::default(),
+            mapped: Vec::new(),
+            read_only: Vec::new(),
+        };
         m.refresh()?;
         Ok(m)
     }
@@ -229,15 +242,38 @@ impl ProcessMemory {
         let maps =
             Process::new(pid).and_then(|p| p.maps()).map_err(|e| ProcessError::from_proc(pid, "maps", e))?;
         self.mapped.clear();
+        self.read_only.clear();
         for m in maps {
             if is_managed(&m.pathname, &m.perms) {
                 let (start, end) = m.address;
                 let (vpn, pages) = (start >> PAGE_SHIFT, (end - start) >> PAGE_SHIFT);
                 self.index.cover(vpn, pages);
                 self.mapped.push((vpn, pages));
+                if is_read_only(&m.perms) {
+                    self.read_only.push((vpn, pages));
+                }
             }
         }
         Ok(())
+    }
+
+    /// The indexes of the pages mapped read-only at the last refresh, as (first index, pages)
+    /// runs.
+    pub fn read_only_runs(&self) -> Vec<(u32, u64)> {
+        let mut runs = Vec::new();
+        for &(vpn, pages) in &self.read_only {
+            let mut i = 0;
+            while i < pages {
+                let Some((idx, run)) = self.index.run_at(vpn + i) else {
+                    i += 1;
+                    continue;
+                };
+                let n = run.min(pages - i);
+                runs.push((idx, n));
+                i += n;
+            }
+        }
+        runs
     }
 
     /// Reads the pagemap entry of every indexed page into `entries` (0 for pages whose mapping
@@ -338,6 +374,40 @@ mod tests {
     const SLEEP_CHILD: &str = "TERRACE_SLEEP_CHILD";
 
     /// The program the exec test's shell execs: sleeps half a minute (it is killed sooner).
+    #[test]
+    fn memory_made_read_only_is_managed_and_its_pages_are_known() {
+        const PAGES: usize = 64;
+        // SAFETY: a fresh private anonymous mapping of ours, unmapped at the end.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGES * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: writes within the mapping, then it is made read-only, as mtier's programs do.
+        unsafe {
+            std::ptr::write_bytes(p as *mut u8, 3, PAGES * 4096);
+            assert_eq!(libc::mprotect(p, PAGES * 4096, libc::PROT_READ), 0);
+        }
+        let mut m = ProcessMemory::attach(std::process::id() as i32).unwrap();
+        m.refresh().unwrap();
+        let first = m.index().index_of(p as u64).expect("a read-only private mapping is managed");
+        let runs = m.read_only_runs();
+        let covered: u64 = runs
+            .iter()
+            .filter(|&&(i, n)| i <= first && (first as u64) < i as u64 + n)
+            .map(|&(i, n)| n - u64::from(first - i))
+            .sum();
+        assert!(covered >= PAGES as u64, "the mapping's pages are read-only runs: {runs:?}");
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, PAGES * 4096) };
+    }
+
     #[test]
     #[ignore = "a child process that a test in this file starts (with --ignored); not a test of its own"]
     fn child_sleeps() {

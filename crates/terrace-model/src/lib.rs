@@ -28,7 +28,7 @@ pub use mechanism::{Mechanism, Mechanisms};
 pub use mover::Mover;
 pub use observe::{
     FreeRoom, HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest,
-    PAGE_DIRTY, PAGE_REFERENCED,
+    PAGE_DIRTY, PAGE_READ_ONLY, PAGE_REFERENCED,
 };
 pub use page::{PageIdx, PageSize};
 pub use plan::{

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 pub const PAGE_REFERENCED: u8 = 1 << 0;
 /// Page-table bit: the page was written since the last observation.
 pub const PAGE_DIRTY: u8 = 1 << 1;
+/// The page's mapping is read-only (the program made it so with `mprotect(PROT_READ)`): set by
+/// a machine that knows page protections (the live machine), never by the simulated machine,
+/// whose traces carry none. mtier's eligible pages (mtier §3.2).
+pub const PAGE_READ_ONLY: u8 = 1 << 2;
 
 /// The kinds of tracker a policy can ask a machine for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

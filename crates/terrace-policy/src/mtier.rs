@@ -8,9 +8,11 @@
 //!   memory on the other).
 //! - Every `bookkeeping`-th epoch (`b`) evicts the whole pool and rebuilds the list of eligible
 //!   pages (§3.4.4). The thesis's eligible pages are those the program made read-only with
-//!   `mprotect(PROT_READ)`; on the simulated machine a page is eligible when no write to it was
-//!   seen in the last `read_only_window` epochs (page-table dirty bits), and a page written
-//!   since the list was built is passed over.
+//!   `mprotect(PROT_READ)`: where the machine marks such pages (`PAGE_READ_ONLY`, the live
+//!   machine) only they are eligible. Where no page is marked (the simulated machine, whose
+//!   traces carry no protections, or a program that protects nothing), a page is eligible when
+//!   no write to it was seen in the last `read_only_window` epochs (page-table dirty bits), and a
+//!   page written since the list was built is passed over.
 //! - Every other epoch (§3.4.5) draws up to `fill` x pool pages from the list at random
 //!   **without** replacement (a partial Fisher-Yates shuffle; the thesis's App. B code draws with
 //!   replacement, which we take for a slip), keeps those already in the pool, evicts the rest of
@@ -29,7 +31,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashSet;
 use terrace_model::{
     InitialPlacement, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, Plan, Policy,
-    Requirements, TierId, TlbFlush, TrackerRequest, PAGE_DIRTY,
+    Requirements, TierId, TlbFlush, TrackerRequest, PAGE_DIRTY, PAGE_READ_ONLY,
 };
 
 pub const NAME: &str = "mtier";
@@ -107,6 +109,10 @@ pub struct Mtier {
     epoch: u32,
     /// Per page: the last epoch a write to it was seen in (0: never).
     last_write: Vec<u32>,
+    /// Per page: mapped read-only at the last look (`PAGE_READ_ONLY`).
+    read_only: Vec<bool>,
+    /// Some page was marked read-only at the last look: only such pages are eligible.
+    protections: bool,
     /// The eligible list, as built at the last bookkeeping epoch.
     eligible: Vec<PageIdx>,
     /// The next epoch is a bookkeeping one (no eligible page was found).
@@ -135,6 +141,8 @@ impl Mtier {
             },
             epoch: 0,
             last_write: Vec::new(),
+            read_only: Vec::new(),
+            protections: false,
             eligible: Vec::new(),
             force_bookkeeping: false,
             // Fixed, so a run is reproducible; the thesis uses the kernel's non-blocking PRNG.
@@ -146,6 +154,16 @@ impl Mtier {
     fn written_lately(&self, page: PageIdx) -> bool {
         let w = self.last_write.get(page as usize).copied().unwrap_or(0);
         w > 0 && w + self.window > self.epoch
+    }
+
+    /// Whether `page` may enter the pool: mapped read-only where the machine marks protections,
+    /// else not written within the window.
+    fn read_only_now(&self, page: PageIdx) -> bool {
+        if self.protections {
+            self.read_only.get(page as usize).copied().unwrap_or(false)
+        } else {
+            !self.written_lately(page)
+        }
     }
 
     /// How an epoch's moves are carried out: all of them one batch (the evictions first, so one
@@ -205,6 +223,9 @@ impl Policy for Mtier {
                     *w = self.epoch;
                 }
             }
+            self.read_only.clear();
+            self.read_only.extend(bits.iter().map(|&b| b & PAGE_READ_ONLY != 0));
+            self.protections = self.read_only.iter().any(|&r| r);
         }
         let pool: Vec<PageIdx> = obs
             .placement
@@ -218,7 +239,7 @@ impl Policy for Mtier {
             // §3.4.4: the whole pool back to the slow tier, and a new eligible list.
             self.force_bookkeeping = false;
             self.eligible = (0..obs.placement.len() as PageIdx)
-                .filter(|&p| obs.placement[p as usize].is_placed() && !self.written_lately(p))
+                .filter(|&p| obs.placement[p as usize].is_placed() && self.read_only_now(p))
                 .collect();
             let moves: Vec<Move> = pool.iter().map(|&page| Move { page, to: TierId::SLOW }).collect();
             return Plan {
@@ -228,9 +249,9 @@ impl Policy for Mtier {
                 ..Plan::none()
             };
         }
-        // Pages written since the list was built are no longer read-only.
+        // Pages written (or made writable) since the list was built are no longer read-only.
         let mut candidates: Vec<PageIdx> =
-            self.eligible.iter().copied().filter(|&p| !self.written_lately(p)).collect();
+            self.eligible.iter().copied().filter(|&p| self.read_only_now(p)).collect();
         if candidates.is_empty() {
             self.force_bookkeeping = true;
             return Plan::none();
@@ -308,6 +329,19 @@ mod tests {
         // Page 3 is written after the list was built: it is passed over.
         let plan = tick(&mut p, &[S; 4], &[0, 0, 0, D], 4);
         assert_eq!(plan.moves, [Move { page: 2, to: F }]);
+    }
+
+    #[test]
+    fn where_the_machine_marks_read_only_pages_only_they_are_eligible() {
+        const RO: u8 = PAGE_READ_ONLY;
+        let mut p = with("mtier:read_only_window=1");
+        // Pages 0 and 1 are clean but writable; 2 and 3 were made read-only.
+        tick(&mut p, &[S; 4], &[0, 0, RO, RO | terrace_model::PAGE_REFERENCED], 4);
+        assert_eq!(p.eligible, [2, 3]);
+        let plan = tick(&mut p, &[S; 4], &[0, 0, RO, RO], 4);
+        let mut up: Vec<PageIdx> = plan.moves.iter().map(|m| m.page).collect();
+        up.sort_unstable();
+        assert_eq!(up, [2, 3]);
     }
 
     #[test]

@@ -1,0 +1,32 @@
+# boot: hmat
+# timeout: 90
+# mtier on the live machine: a program with a hot set it keeps writing, a cold set it never
+# writes after filling it, and a read set it makes read-only (mprotect PROT_READ) once filled,
+# all first touched on node 1; node 0 limited to a 4 MiB pool. mtier's eligible pages are those
+# made read-only (mtier §3.2): it must rotate the read set's pages through node 0 every 100 ms
+# epoch (with the kernel's migration: user space keeps no shadows, which the log must say once),
+# never the hot or the cold set, never more than the pool's 1024 pages, and every value must read
+# back intact. The run's log must end with the kernel's own TLB shootdown counts (docs/live.md,
+# "TLB shootdowns").
+. /lib/vmtest.sh
+kernel_balancing_off
+printf '[trackers]\nreferenced = "soft-dirty"\n[tiers]\nfast_limit_mib = 4\n' >/tmp/mt.toml
+manage mtier --policy mtier:epoch=100ms --config /tmp/mt.toml -- terrace-hotcold --hot-mib 2 --cold-mib 4 \
+	--read-mib 8 --protect-read --seconds 12 --start-node 1 --verify-every 3 --report-every 3
+grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
+grep -q 'MISMATCH' /tmp/out && fail "a value read back wrong during the run"
+moved=$(sed -n 's/.* done: \([0-9]*\) pages moved.*/\1/p' /tmp/log)
+[ -n "$moved" ] && [ "$moved" -gt 0 ] || fail "mtier moved no page (${moved:-no done line})"
+hot0=$(pages_at hot 0)
+cold0=$(pages_at cold 0)
+read0=$(pages_at read 0)
+[ "$hot0" -eq 0 ] || fail "$hot0 pages of the hot set, written all along, entered the pool"
+[ "$cold0" -eq 0 ] || fail "$cold0 pages of the cold set, writable, entered the pool"
+[ "$read0" -le 1024 ] || fail "the pool holds $read0 pages, more than its 1024"
+seen=$(grep '^hotcold t=' /tmp/out | while read -r l; do _count read 0 "$l"; done | sort -n | tail -n 1)
+[ "${seen:-0}" -gt 0 ] || fail "no report saw a page of the read set on node 0"
+warnings=$(grep -c 'shadow copies is not available here' /tmp/log)
+[ "$warnings" -eq 1 ] || fail "the lacking shadow copies were reported $warnings times, not once"
+grep -q 'host-wide TLB shootdowns during the run: [0-9]* shootdown interrupts' /tmp/log ||
+	fail "no kernel TLB count in the log: $(grep -i tlb /tmp/log | tail -n 2)"
+note "mtier: $moved pages moved; read pages on node 0: up to $seen in the reports, $read0 at the end (pool 1024); hot and cold in the pool: 0; $(grep -o 'host-wide TLB.*' /tmp/log)"
