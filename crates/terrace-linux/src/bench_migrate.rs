@@ -613,8 +613,10 @@ pub struct Summary {
     pub threads: u32,
     /// The best 2 MiB cell with that many callers, its share of memcpy and GB/s.
     pub best: Option<(Cell, f64, f64)>,
-    /// The best 2 MiB share with one caller.
-    pub best_one_caller: Option<f64>,
+    /// The best 2 MiB cell with one caller: its share of memcpy and GB/s.
+    pub best_one_caller: Option<(f64, f64)>,
+    /// memcpy with `threads` threads over memcpy with one (source to destination).
+    pub memcpy_scaling: Option<f64>,
     pub goal: f64,
     pub meets_goal: bool,
     /// Per page size, where two batch sizes with different numbers of calls were measured and
@@ -644,13 +646,21 @@ pub fn summary(report: &Report, threads: u32, cpu: &HostCpu) -> Option<Summary> 
     Some(Summary {
         threads,
         best,
-        best_one_caller: best_at(1).map(|b| b.1),
+        best_one_caller: best_at(1).map(|b| (b.1, b.2)),
+        memcpy_scaling: report
+            .memcpy_gb_s(threads, report.source_node, report.destination_node)
+            .zip(report.memcpy_gb_s(1, report.source_node, report.destination_node))
+            .map(|(t, one)| t / one),
         goal: GOAL,
         meets_goal: best.is_some_and(|b| b.1 >= GOAL),
         call_costs,
         cpu: cpu.clone(),
     })
 }
+
+/// The fewest times as many calls the smaller batch must make as the larger one for
+/// [`call_cost`] to separate the two costs.
+const MIN_CALLS_RATIO: f64 = 4.0;
 
 /// [`CallCost`] of `page` from the one-caller demotions at the smallest and the largest batch.
 fn call_cost(report: &Report, page: Page) -> Option<CallCost> {
@@ -676,7 +686,9 @@ fn call_cost(report: &Report, page: Page) -> Option<CallCost> {
     let (small, large) = (*batches.iter().min()?, *batches.iter().max()?);
     let pages = report.bytes / page.bytes();
     let calls = |b: u32| pages.div_ceil(b as u64) as f64;
-    if calls(small) <= calls(large) {
+    // Two points whose calls differ by one or two (2 MiB pages in a small region) would read a
+    // run's noise as the cost of a call.
+    if calls(small) < MIN_CALLS_RATIO * calls(large) {
         return None;
     }
     let (ts, tl) = (seconds(small)?, seconds(large)?);
@@ -726,11 +738,16 @@ impl Summary {
             return line;
         }
         let mut why = Vec::new();
-        if let (Some(one), true) = (self.best_one_caller, self.threads > 1) {
-            why.push(format!(
-                "1 caller reaches {one:.2}x, so more callers {}",
-                if ratio > one * 1.1 { "help but not enough" } else { "do not help" }
-            ));
+        if let (Some((one, one_gb_s)), true) = (self.best_one_caller, self.threads > 1) {
+            let mut callers = format!(
+                "1 caller reaches {one:.2}x ({one_gb_s:.3} GB/s); {} move {:.2}x its GB/s",
+                self.threads,
+                gb_s / one_gb_s
+            );
+            if let Some(m) = self.memcpy_scaling {
+                callers += &format!(" where memcpy gains {m:.2}x from {} threads", self.threads);
+            }
+            why.push(callers);
         }
         let huge = self.call_costs.iter().find(|c| c.page == Page::Huge);
         if let Some(c) = huge {
@@ -753,17 +770,21 @@ impl Summary {
         }
         if let Some(c) = self.call_costs.iter().find(|c| c.page == Page::Small) {
             why.push(format!(
-                "a move_pages call costs {:.0} us beyond its pages on 4 KiB pages (batch {} {:.3} s vs batch {} {:.3} s), a 4 KiB page {:.1} us",
+                "a move_pages call costs {:.0} us beyond its pages on 4 KiB pages (batch {} {:.3} s vs batch {} {:.3} s), \
+                 a 4 KiB page {:.1} us ({:.3} GB/s, {:.2}x of memcpy, without the per-call cost)",
                 c.per_call_s * 1e6,
                 c.small_batch,
                 c.small_batch_seconds,
                 c.large_batch,
                 c.large_batch_seconds,
-                4096.0 / c.page_gb_s / 1e3
+                4096.0 / c.page_gb_s / 1e3,
+                c.page_gb_s,
+                c.page_ratio_to_memcpy
             ));
         }
         if huge.is_none() {
-            why.push("the per-call and per-page costs of 2 MiB pages could not be told apart in this run (one batch size, or noise)".into());
+            why.push("the per-call and per-page costs of 2 MiB pages could not be told apart in this run (batch sizes too \
+                 close in calls for this region, or noise)".into());
         }
         if self.cpu.hypervisor {
             let m = &self.cpu.model;
@@ -953,7 +974,10 @@ AnonHugePages:      2048 kB
             bytes: 32 << 20,
             thp_setting: String::new(),
             repeat: 1,
-            memcpy: vec![MemcpyFigure { threads: 1, from: 0, to: 1, gb_s: 0.2 }],
+            memcpy: vec![
+                MemcpyFigure { threads: 1, from: 0, to: 1, gb_s: 0.2 },
+                MemcpyFigure { threads: 2, from: 0, to: 1, gb_s: 0.3 },
+            ],
             cells,
             summary: None,
         }
@@ -978,16 +1002,27 @@ AnonHugePages:      2048 kB
         let s = summary(&report(cells), 2, &cpu).unwrap();
         let (cell, ratio, _) = s.best.unwrap();
         assert_eq!((cell.op, cell.batch_pages, ratio), (Op::Exchange, 1, 0.35));
-        assert_eq!(s.best_one_caller, Some(0.3));
+        let (one, one_gb_s) = s.best_one_caller.unwrap();
+        assert_eq!(one, 0.3);
+        assert!((one_gb_s - (32 << 20) as f64 / 0.6 / 1e9).abs() < 1e-9);
+        assert!((s.memcpy_scaling.unwrap() - 1.5).abs() < 1e-9);
         assert!(!s.meets_goal);
         let huge = s.call_costs.iter().find(|c| c.page == Page::Huge).unwrap();
         assert!((huge.per_call_s - 0.02).abs() < 1e-9, "{huge:?}");
         assert!((huge.page_gb_s - (2 << 20) as f64 / 0.03625 / 1e9).abs() < 1e-6, "{huge:?}");
+        // Batches of 8 and 512 huge pages make 2 calls and 1 over 16 pages: too close to tell.
+        let close = vec![
+            measured(Page::Huge, 1, 8, Op::Demote, 0.9, 0.1),
+            measured(Page::Huge, 1, 512, Op::Demote, 0.6, 0.3),
+        ];
+        assert!(summary(&report(close), 2, &cpu).unwrap().call_costs.is_empty());
         let small = s.call_costs.iter().find(|c| c.page == Page::Small).unwrap();
         assert!((small.per_call_s - 1.6 / 8176.0).abs() < 1e-9, "{small:?}");
         let line = s.line();
         assert!(line.contains("best 0.35x of memcpy") && line.contains("below the goal of 0.50x"), "{line}");
-        assert!(line.contains("1 caller reaches 0.30x") && line.contains("(20000 us a call)"), "{line}");
+        assert!(line.contains("1 caller reaches 0.30x (0.056 GB/s); 2 move 1.20x its GB/s"), "{line}");
+        assert!(line.contains("where memcpy gains 1.50x from 2 threads"), "{line}");
+        assert!(line.contains("(20000 us a call)"), "{line}");
         assert!(line.contains("kernel's page copy itself is below the goal"), "{line}");
         assert!(line.contains("emulated by QEMU"), "{line}");
         // Reaching the goal says so and nothing more.

@@ -7,9 +7,10 @@
 # the memcpy bandwidth measured in the same run, each row the paired exchange over the two
 # one-way moves, and a closing summary for 2 MiB pages against the goal of half of memcpy. The
 # ratios and the summary go to the report. One run per cell (--repeat 1) and two of the default
-# batch sizes (1, 8, 64, 512): under emulation batches of 1 page cost minutes for 4 KiB pages
-# (one move_pages call per page), which the suite's time cannot afford; 8 and 512 still show
-# the per-call cost and the summary can separate it.
+# batch sizes (1, 8, 64, 512): batches of 1 make one move_pages call per 4 KiB page, 8,192 per
+# cell, and a call cost 0.3 to 9 ms in the guest runs measured (docs/live.md, "In the guest"):
+# up to 10 minutes on a busy host, which the suite's time cannot afford. 8 and 512 still show the
+# per-call cost of 4 KiB pages, and the summary separates it.
 . /lib/vmtest.sh
 kernel_balancing_off
 
