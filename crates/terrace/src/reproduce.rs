@@ -970,12 +970,15 @@ fn nimble_fig12(runs: &Runs) -> String {
     md(&header, &rows)
 }
 
-/// Fig. 13's local memory, 4 to 28 GB of 32 (Nimble §4.4), as shares of each footprint.
-const NIMBLE_SWEEP: [Machine; 7] = {
+/// Fig. 13's local memory, 4 to 28 GB of 32 (Nimble §4.4), as shares of each footprint: 4, 8,
+/// 16 and 28 GB. Four of the seed's seven points: the 50% point is Fig. 12's machine, so its runs
+/// are shared, and each further point costs as much as Fig. 12 (the test suite re-runs every
+/// table, within its time budget).
+const NIMBLE_SWEEP: [Machine; 4] = {
     const fn local(share: &'static str) -> Machine {
         Machine { profile: "remote-socket", fast_capacity: Some(share) }
     }
-    [local("12.5%"), local("25%"), local("37.5%"), local("50%"), local("62.5%"), local("75%"), local("87.5%")]
+    [local("12.5%"), local("25%"), local("50%"), local("87.5%")]
 };
 /// The two configurations whose gap is Fig. 13's headline: Linux's base-page migration and the
 /// optimised exchange of huge pages (the other two are in Fig. 12's table).

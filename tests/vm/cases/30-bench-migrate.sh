@@ -7,7 +7,7 @@
 # the memcpy bandwidth measured in the same run, each row the paired exchange over the two
 # one-way moves, and a closing summary for 2 MiB pages against the goal of half of memcpy. The
 # ratios and the summary go to the report. One run per cell (--repeat 1) and two of the default
-# batch sizes (1, 8, 64, 512): batches of 1 make one move_pages call per 4 KiB page, 8,192 per
+# batch sizes (1, 8, 64, 512): batches of 1 make one move_pages call per 4 KiB page, 4,096 per
 # cell, and a call cost 0.3 to 9 ms in the guest runs measured (docs/live.md, "In the guest"):
 # up to 10 minutes on a busy host, which the suite's time cannot afford. 8 and 512 still show the
 # per-call cost of 4 KiB pages, and the summary separates it.
@@ -21,7 +21,7 @@ if [ -f $thp ]; then
 	echo "THP: $(cat $thp)"
 fi
 
-terrace bench migrate --mib 32 --threads 2 --batches 8,512 --repeat 1 --json /tmp/bench.json >/tmp/out 2>/tmp/err
+terrace bench migrate --mib 16 --threads 2 --batches 8,512 --repeat 1 --json /tmp/bench.json >/tmp/out 2>/tmp/err
 rc=$?
 cat /tmp/out
 cat /tmp/err

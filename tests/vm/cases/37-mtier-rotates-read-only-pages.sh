@@ -12,7 +12,7 @@
 kernel_balancing_off
 printf '[trackers]\nreferenced = "soft-dirty"\n[tiers]\nfast_limit_mib = 4\n' >/tmp/mt.toml
 manage mtier --policy mtier:epoch=100ms --config /tmp/mt.toml -- terrace-hotcold --hot-mib 2 --cold-mib 4 \
-	--read-mib 8 --protect-read --seconds 12 --start-node 1 --verify-every 3 --report-every 3
+	--read-mib 8 --protect-read --seconds 8 --start-node 1 --verify-every 2 --report-every 2
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 grep -q 'MISMATCH' /tmp/out && fail "a value read back wrong during the run"
 moved=$(sed -n 's/.* done: \([0-9]*\) pages moved.*/\1/p' /tmp/log)
