@@ -10,6 +10,7 @@
 use clap::Parser;
 use std::time::{Duration, Instant};
 use terrace_linux::numa_sys;
+use terrace_linux::shadow_region::ShadowRegion;
 
 #[derive(Parser)]
 #[command(about = "Keep a hot set busy and a cold set idle, and prove the data survives migration")]
@@ -45,15 +46,24 @@ struct Args {
     /// make their read-only data (mtier §3.2).
     #[arg(long, requires = "read_mib")]
     protect_read: bool,
+    /// Map the read set through Terrace's shadow agent (a memfd Terrace can keep shadow copies
+    /// in: docs/live.md, "Shadow copies"), and serve Terrace's moves if it started us.
+    #[arg(long, requires = "read_mib", conflicts_with = "thp")]
+    shadow_read: bool,
+    /// After this many seconds, make the read set writable and write every word of it once (a
+    /// new value each), then go on reading: a shadow of it must never be switched back to.
+    #[arg(long, requires = "read_mib")]
+    write_read_at: Option<f64>,
 }
 
 const PAGE: usize = 4096;
 const WORDS_PER_PAGE: usize = PAGE / 8;
 
-/// An anonymous private mapping, page-aligned.
+/// An anonymous private mapping, page-aligned, or the shadow agent's region.
 struct Region {
     ptr: *mut u64,
     words: usize,
+    shadow: Option<&'static ShadowRegion>,
 }
 
 const HUGE: usize = 2 << 20;
@@ -82,7 +92,23 @@ impl Region {
         let advice = if thp { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
         // SAFETY: advice on (part of) the mapping just made.
         unsafe { libc::madvise(start, bytes, advice) };
-        Region { ptr: start as *mut u64, words: bytes / 8 }
+        Region { ptr: start as *mut u64, words: bytes / 8, shadow: None }
+    }
+    /// The shadow agent's region, serving Terrace if Terrace started us.
+    fn shadow(bytes: usize) -> Region {
+        let region = match ShadowRegion::new(bytes.div_ceil(PAGE)) {
+            Ok(r) => &*Box::leak(Box::new(r)),
+            Err(e) => {
+                eprintln!("terrace-hotcold: cannot map a shadow region of {bytes} bytes: {e}");
+                std::process::exit(2);
+            }
+        };
+        match region.serve_terrace() {
+            Ok(true) => println!("hotcold shadow agent connected"),
+            Ok(false) => println!("hotcold shadow agent: not started by terrace run, serving nobody"),
+            Err(e) => println!("hotcold shadow agent could not connect: {e}"),
+        }
+        Region { ptr: region.as_ptr() as *mut u64, words: region.pages() * PAGE / 8, shadow: Some(region) }
     }
     fn words(&mut self) -> &mut [u64] {
         // SAFETY: the mapping is `words` u64s long, readable and writable, and owned by self.
@@ -96,18 +122,39 @@ impl Region {
     fn range(&self) -> (u64, u64) {
         (self.ptr as u64, self.ptr as u64 + self.words as u64 * 8)
     }
-    /// Makes the region read-only: a write to it would now fault.
-    fn protect(&self) {
-        // SAFETY: the region is a mapping of ours, page-aligned, `words * 8` bytes long.
-        if unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.words * 8, libc::PROT_READ) } != 0 {
-            eprintln!(
-                "terrace-hotcold: cannot make the read set read-only: {}",
-                std::io::Error::last_os_error()
-            );
+    /// Makes the region read-only (a write to it would now fault), or writable again; the
+    /// shadow region through its agent, which keeps its shadows' protection.
+    fn protect(&self, read_only: bool) {
+        let done = match self.shadow {
+            Some(s) => s.set_writable(!read_only),
+            None => {
+                let prot = if read_only { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
+                // SAFETY: the region is a mapping of ours, page-aligned, `words * 8` bytes long.
+                match unsafe { libc::mprotect(self.ptr as *mut libc::c_void, self.words * 8, prot) } {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            }
+        };
+        if let Err(e) = done {
+            eprintln!("terrace-hotcold: cannot change the read set's protection: {e}");
             std::process::exit(2);
         }
     }
     fn bind(&self, node: Option<u32>) {
+        if self.shadow.is_some() {
+            // A memfd's pages follow the policy of the thread that first touches them; mbind
+            // would set the file's own policy, which would then bind every later copy too.
+            let done = match node {
+                Some(n) => numa_sys::set_mempolicy(numa_sys::MPOL_BIND, &[n]),
+                None => numa_sys::set_mempolicy(numa_sys::MPOL_DEFAULT, &[]),
+            };
+            if let Err(e) = done {
+                eprintln!("terrace-hotcold: cannot set the memory policy ({node:?}): {e}");
+                std::process::exit(2);
+            }
+            return;
+        }
         let (mode, what) = match node {
             Some(_) => (numa_sys::MPOL_BIND, "bind"),
             None => (numa_sys::MPOL_DEFAULT, "unbind"),
@@ -156,7 +203,10 @@ fn main() {
     let args = Args::parse();
     let mut hot = Region::map(args.hot_mib.max(1) << 20, args.thp);
     let mut cold = Region::map(args.cold_mib.max(1) << 20, args.thp);
-    let mut read = (args.read_mib > 0).then(|| Region::map(args.read_mib << 20, args.thp));
+    let mut read = (args.read_mib > 0).then(|| match args.shadow_read {
+        true => Region::shadow(args.read_mib << 20),
+        false => Region::map(args.read_mib << 20, args.thp),
+    });
     for r in [Some(&hot), read.as_ref()].into_iter().flatten() {
         if args.start_node.is_some() {
             r.bind(args.start_node);
@@ -194,9 +244,12 @@ fn main() {
     }
     if args.protect_read {
         if let Some(r) = read.as_ref() {
-            r.protect();
+            r.protect(true);
         }
     }
+    // What the read set's words hold: their initial values, then (`--write-read-at`) these.
+    let rewritten = |i: usize| initial(i) ^ 0x5a5a_5a5a_5a5a_5a5a;
+    let mut read_written = false;
     let (h, c) = (hot.range(), cold.range());
     println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);
     let report = |hot: &Region, cold: &Region, read: &Option<Region>| {
@@ -208,21 +261,26 @@ fn main() {
     };
     println!("hotcold start {}", report(&hot, &cold, &read));
 
-    let verify = |hot: &mut Region, cold: &mut Region, read: &mut Option<Region>, sum: u64| -> bool {
-        let read_ok = read
-            .as_mut()
-            .is_none_or(|r| r.read_words().iter().enumerate().all(|(i, w)| *w == initial(read_base + i)));
-        let mut total = 0u64;
-        for w in hot.words().iter() {
-            total = total.wrapping_add(*w);
-        }
-        let mut cold_ok = true;
-        for (i, w) in cold.words().iter().enumerate() {
-            total = total.wrapping_add(*w);
-            cold_ok &= *w == initial(hot_words + i);
-        }
-        read_ok && cold_ok && total == sum
-    };
+    let verify =
+        |hot: &mut Region, cold: &mut Region, read: &mut Option<Region>, sum: u64, written: bool| -> bool {
+            let expected = |i: usize| if written { rewritten(read_base + i) } else { initial(read_base + i) };
+            let read_ok = read.as_mut().is_none_or(|r| {
+                r.read_words().iter().enumerate().all(|(i, w)| {
+                    // SAFETY: a word of the read mapping; volatile, so every check really reads memory.
+                    unsafe { std::ptr::read_volatile(w) == expected(i) }
+                })
+            });
+            let mut total = 0u64;
+            for w in hot.words().iter() {
+                total = total.wrapping_add(*w);
+            }
+            let mut cold_ok = true;
+            for (i, w) in cold.words().iter().enumerate() {
+                total = total.wrapping_add(*w);
+                cold_ok &= *w == initial(hot_words + i);
+            }
+            read_ok && cold_ok && total == sum
+        };
 
     let start = Instant::now();
     let mut rng = 0x2545_f491_4f6c_dd1du64 ^ std::process::id() as u64;
@@ -257,8 +315,20 @@ fn main() {
             updates += 1;
         }
         let t = start.elapsed().as_secs_f64();
+        if let (Some(at), Some(r), false) = (args.write_read_at, read.as_mut(), read_written) {
+            if t >= at {
+                // Writable again (if it was made read-only), then every word once.
+                r.protect(false);
+                for (i, w) in r.words().iter_mut().enumerate() {
+                    // SAFETY: a word of the read mapping; volatile, so the write reaches memory.
+                    unsafe { std::ptr::write_volatile(w, rewritten(read_base + i)) };
+                }
+                read_written = true;
+                println!("hotcold wrote the read set at t={t:.1}s");
+            }
+        }
         if args.verify_every > 0.0 && t >= next_verify {
-            if !verify(&mut hot, &mut cold, &mut read, sum) {
+            if !verify(&mut hot, &mut cold, &mut read, sum, read_written) {
                 println!("hotcold checksum MISMATCH at t={t:.1}s after {updates} updates");
                 std::process::exit(3);
             }
@@ -275,7 +345,14 @@ fn main() {
     }
     println!("hotcold end {}", report(&hot, &cold, &read));
     std::hint::black_box(seen);
-    if verify(&mut hot, &mut cold, &mut read, sum) {
+    if let Some(s) = read.as_ref().and_then(|r| r.shadow) {
+        println!(
+            "hotcold shadow {} pages shadowed now, {} shadows dropped by writes",
+            s.shadowed(),
+            s.shadows_dropped()
+        );
+    }
+    if verify(&mut hot, &mut cold, &mut read, sum, read_written) {
         println!("hotcold checksum ok after {updates} updates");
     } else {
         println!("hotcold checksum MISMATCH after {updates} updates");

@@ -59,9 +59,10 @@ pub struct MechanismCheck {
 }
 
 /// The migration mechanisms of the kernel under `sys` and `proc_`, for a program `terrace run`
-/// starts (which gives write-protected copies their userfaultfd).
+/// starts (which gives write-protected copies their userfaultfd, and shadow copies the socket of
+/// the agent that keeps them).
 pub fn migration_checks(sys: &Path, proc_: &Path) -> Vec<MechanismCheck> {
-    let m = crate::migrate::kernel_mechanisms(sys, proc_, true);
+    let m = crate::migrate::kernel_mechanisms(sys, proc_, true, true);
     terrace_model::Mechanism::ALL
         .iter()
         .map(|&k| MechanismCheck {

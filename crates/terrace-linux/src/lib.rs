@@ -4,7 +4,8 @@
 //! is misconfigured ([`doctor`]), finds a process's pages and where they really are
 //! ([`process`], [`placement_scan`], with [`huge_view`] for 2 MiB pages), tracks accesses with
 //! the kernel's interfaces ([`trackers`], each behind one trait and chosen by name), moves pages
-//! with move_pages(2) and checks where they landed ([`migrate`]), and implements
+//! with move_pages(2) and checks where they landed ([`migrate`]), keeps shadow copies of pages in
+//! memory it maps for a program ([`shadow_region`], asked over [`shadow_link`]), and implements
 //! `terrace_model::Machine` as a composition of all of it ([`machine`]), so every policy that runs on the
 //! simulated machine runs here unchanged; [`launch`] prepares a program it is to manage before
 //! the program starts. Linux only.
@@ -26,6 +27,8 @@ pub mod placement_scan;
 pub mod process;
 pub mod process_group;
 pub mod remote_syscall;
+pub mod shadow_link;
+pub mod shadow_region;
 pub mod tlb_counts;
 pub mod topology;
 pub mod trackers;

@@ -13,10 +13,12 @@ use crate::config::{ReferencedSource, SamplingSource};
 use crate::huge_view::{self, SUBPAGES};
 use crate::kernel_tiering::TieringRun;
 use crate::migrate;
+use crate::migrate::PageMove;
 use crate::page_space::{MemberId, PageSpace};
 use crate::placement_scan::PlacementScan;
 use crate::process::{ProcessError, ProcessMemory};
 use crate::process_group::Selection;
+use crate::shadow_link::{MoveRequest, PageResult, ShadowLink, ShadowListener};
 use crate::topology::LiveTier;
 use crate::trackers::select::{self, Choice, HostKernel};
 use crate::trackers::TrackerSet;
@@ -67,6 +69,10 @@ pub struct LiveStats {
     /// Processes that joined after the first (children the program started, a cgroup's
     /// newcomers).
     pub processes_joined: u64,
+    /// Pages moved by switching back to their shadow (no copy), and shadows the program's
+    /// writes dropped, in the shadow region Terrace's agent maps ([`crate::shadow_region`]).
+    pub pages_switched: u64,
+    pub shadows_dropped: u64,
 }
 
 /// A warning says the program has no present page after this many observations in a row...
@@ -204,6 +210,11 @@ pub struct LiveMachine {
     nothing_present: (u32, Option<Instant>, bool),
     nothing_present_warning: WarnLimit,
     failed_batch_warning: WarnLimit,
+    /// The socket the program's shadow agent connects to, the agents that did, and whether
+    /// shadows asked for memory outside their regions were said to be copies.
+    shadow: Option<ShadowListener>,
+    shadow_links: Vec<ShadowLink>,
+    warned_unshadowed: bool,
 }
 
 impl LiveMachine {
@@ -249,7 +260,7 @@ impl LiveMachine {
             threads,
             scale: 1.0,
             // Write-protected copies come with the program's userfaultfd (set_fault_source).
-            mechanisms: migrate::host_mechanisms(false),
+            mechanisms: migrate::host_mechanisms(false, false),
         };
         let n = tiers.len();
         let mut machine = LiveMachine {
@@ -285,6 +296,9 @@ impl LiveMachine {
             nothing_present: (0, None, false),
             nothing_present_warning: WarnLimit::default(),
             failed_batch_warning: WarnLimit::default(),
+            shadow: None,
+            shadow_links: Vec::new(),
+            warned_unshadowed: false,
         };
         if let Some(mem) = first {
             machine.add_member(pid, mem, TrackerSet::default());
@@ -326,7 +340,16 @@ impl LiveMachine {
         self.fault_fd = Some(uffd);
         self.choice.fault_sample = sample_per_epoch.max(1);
         self.choice.fault_epoch = epoch;
-        self.info.mechanisms = migrate::host_mechanisms(true);
+        self.info.mechanisms = migrate::host_mechanisms(true, self.shadow.is_some());
+    }
+
+    /// Gives the machine the socket whose path the program was started with
+    /// ([`crate::shadow_link::ENV`]): shadow copies are then offered, for the memory the
+    /// program's agent maps ([`crate::shadow_region`]). Set before driving.
+    pub fn set_shadow_listener(&mut self, listener: ShadowListener) {
+        self.shadow = Some(listener);
+        let userfaultfd = self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies);
+        self.info.mechanisms = migrate::host_mechanisms(userfaultfd, true);
     }
 
     /// The program's pid (0 for a cgroup).
@@ -471,6 +494,16 @@ impl LiveMachine {
         if self.selection != Selection::Process {
             self.refresh_members();
         }
+        if let Some(listener) = &self.shadow {
+            for link in listener.accept_ready() {
+                tracing::info!(
+                    target: "terrace::plan",
+                    "pid {}'s shadow agent connected: its shadow region's pages get shadow copies",
+                    link.pid()
+                );
+                self.shadow_links.push(link);
+            }
+        }
         let mut i = 0;
         while i < self.members.len() {
             let is_program = self.members[i].pid == self.program.pid;
@@ -515,7 +548,7 @@ impl LiveMachine {
             && self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies)
         {
             // The guard's descriptor belonged to the old address space: copies go unprotected.
-            self.info.mechanisms = migrate::host_mechanisms(false);
+            self.info.mechanisms = migrate::host_mechanisms(false, self.shadow.is_some());
         }
     }
 
@@ -706,7 +739,47 @@ impl LiveMachine {
                 continue;
             }
             let guard = m.trackers.copy_guard().filter(|_| options.protected_copies);
-            let out = migrate::execute_guarded(m.pid, &moves, options, reason, guard);
+            // Pages of the program's shadow region go to its agent when the plan asks for
+            // shadows; the rest (and all of them when the agent is gone) to move_pages.
+            let shadowed = match self.shadow_links.iter().position(|l| l.pid() == m.pid) {
+                Some(l) if options.shadow && !self.huge => {
+                    let to: HashMap<u32, TierId> = local_wanted.iter().copied().collect();
+                    let now = m.scan.policy_view().0;
+                    // A promotion keeps the old copy as the page's shadow (mtier §3.1).
+                    let keep = |tag: u32| {
+                        let from = now.get(tag as usize).copied().unwrap_or(TierId::UNPLACED);
+                        from.is_placed() && to.get(&tag).is_some_and(|t| t.index() < from.index())
+                    };
+                    let (out, rest) = shadow_moves(&mut self.shadow_links[l], &moves, keep, reason);
+                    if out.is_none() {
+                        self.shadow_links.remove(l);
+                    }
+                    Some((out.unwrap_or_default(), rest))
+                }
+                _ => None,
+            };
+            if options.shadow && !self.warned_unshadowed {
+                let outside = shadowed.as_ref().map_or(moves.len(), |(_, rest)| rest.len());
+                if outside > 0 {
+                    self.warned_unshadowed = true;
+                    tracing::warn!(
+                        target: "terrace::plan",
+                        "{reason}: shadow copies were asked for {outside} pages outside a shadow region Terrace's \
+                         agent maps; they are copied with move_pages (user space cannot keep a shadow of a \
+                         program's own memory: docs/live.md, \"Shadow copies\")"
+                    );
+                }
+            }
+            let out = match shadowed {
+                Some((agent, rest)) => {
+                    let mut out = migrate::execute_guarded(m.pid, &rest, options, reason, guard);
+                    out.moved += agent.moved;
+                    out.failed.extend(agent.out.failed);
+                    self.stats.pages_switched += agent.switched;
+                    out
+                }
+                None => migrate::execute_guarded(m.pid, &moves, options, reason, guard),
+            };
             let failed = migrate::failed_pages(&moves, &out.failed);
             for why in failed.values() {
                 applied.fail(*why);
@@ -728,6 +801,8 @@ impl LiveMachine {
             log_dry_run(self.tiers.len(), wanted, &dry_asked, reason);
         }
         self.sum_counters();
+        self.stats.shadows_dropped =
+            self.shadow_links.iter().map(|l| l.dropped).sum::<u64>().max(self.stats.shadows_dropped);
         done
     }
 
@@ -859,6 +934,74 @@ impl LiveMachine {
 type MemberMoves = (Vec<(u32, TierId)>, HashMap<u32, u32>);
 
 /// What a dry run would have moved, per tier.
+/// A shadow agent's request: the target node, and whether old copies are kept.
+type ShadowGroup = (i32, bool);
+
+/// What a shadow agent did with its share of a batch.
+#[derive(Default)]
+struct ShadowOutcome {
+    out: migrate::MoveOutcome,
+    moved: u64,
+    switched: u64,
+}
+
+/// Sends the moves of `moves` that fall in `link`'s region to its agent, by target node and by
+/// whether the old copy is kept (`keep` of a page's tag); returns what the agent did and the
+/// moves left for move_pages. If the agent cannot be asked (it is gone, or answered nonsense),
+/// the outcome is `None`, said in the log, and every move is left for move_pages.
+fn shadow_moves(
+    link: &mut ShadowLink,
+    moves: &[PageMove],
+    keep: impl Fn(u32) -> bool,
+    reason: &str,
+) -> (Option<ShadowOutcome>, Vec<PageMove>) {
+    let mut rest = Vec::new();
+    // In the plan's order of first appearance: a policy that evicts before it promotes (mtier)
+    // must not have its promotions go first and overfill the fast tier.
+    let mut groups: Vec<(ShadowGroup, Vec<(u32, u32)>)> = Vec::new();
+    for m in moves {
+        match link.index_of(m.addr) {
+            Some(i) => {
+                let key = (m.node, keep(m.tag));
+                match groups.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, pages)) => pages.push((i, m.tag)),
+                    None => groups.push((key, vec![(i, m.tag)])),
+                }
+            }
+            None => rest.push(*m),
+        }
+    }
+    let mut outcome = ShadowOutcome::default();
+    for ((node, keep_shadow), pages) in groups {
+        let req =
+            MoveRequest { node: node as u32, keep_shadow, pages: pages.iter().map(|&(i, _)| i).collect() };
+        match link.request(&req) {
+            Ok(reply) => {
+                for (&(_, tag), r) in pages.iter().zip(&reply.results) {
+                    match r {
+                        PageResult::Switched => {
+                            outcome.moved += 1;
+                            outcome.switched += 1;
+                        }
+                        PageResult::Copied | PageResult::Stayed => outcome.moved += 1,
+                        PageResult::Failed(e) => outcome.out.failed.push((tag, migrate::failure_of(-e))),
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    target: "terrace::plan",
+                    "{reason}: pid {}'s shadow agent did not answer ({e}); its region's pages are moved with \
+                     move_pages from now on",
+                    link.pid()
+                );
+                return (None, moves.to_vec());
+            }
+        }
+    }
+    (Some(outcome), rest)
+}
+
 fn log_dry_run(tiers: usize, wanted: &[(u32, TierId)], asked: &[(u32, i32)], reason: &str) {
     // By the tier asked for, not the node it maps to: a single-node dry run's two tiers share one.
     let asked: HashSet<u32> = asked.iter().map(|&(page, _)| page).collect();
@@ -1138,7 +1281,7 @@ pub fn live_requirements(
         pages: 0,
         threads: 1,
         scale: 1.0,
-        mechanisms: migrate::host_mechanisms(attach == Attach::Start),
+        mechanisms: migrate::host_mechanisms(attach == Attach::Start, attach == Attach::Start),
     };
     let req = policy.requirements(&provisional);
     // As `drive` does, but before the program starts: a two-tier policy on a host of more tiers.
@@ -1178,7 +1321,7 @@ pub fn check_requirements(
     select::check(&HostKernel, req, attach, sampling)?;
     // What the policy cannot work without, of what this kernel's mover can do (write-protected
     // copies were checked above, with the reason that fits).
-    let mechanisms = migrate::host_mechanisms(attach == Attach::Start);
+    let mechanisms = migrate::host_mechanisms(attach == Attach::Start, attach == Attach::Start);
     if let Some(mechanism) = mechanisms.first_missing(&req.required_mechanisms()) {
         return Err(MachineError::MissingMechanism { mechanism, hint: mechanisms.why_not(mechanism) });
     }

@@ -123,7 +123,14 @@ fn kernel_release(release: &str) -> Option<(u32, u32)> {
 /// - Write-protected copies: with the program's userfaultfd, which only `terrace run` can give.
 /// - Huge-page moves: move_pages moves a transparent huge page whole since Linux 4.14 (Nimble's
 ///   native THP migration, Nimble §3.1.1), on a kernel with THP (`thp`: its sysfs directory).
-pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> Mechanisms {
+/// - Shadow copies: only in memory Terrace's agent maps for a program `terrace run` started
+///   (`shadow_agent`: [`crate::shadow_region`]); elsewhere pages are copied as usual.
+pub fn mechanisms(
+    release: Option<(u32, u32)>,
+    userfaultfd: bool,
+    thp: bool,
+    shadow_agent: bool,
+) -> Mechanisms {
     let mut m = Mechanisms::new(
         [
             Mechanism::Exchange,
@@ -133,6 +140,7 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
             Mechanism::TlbFlushPerPage,
             Mechanism::TlbFlushPerBatch,
             Mechanism::WriteProtectedCopies,
+            Mechanism::Shadowing,
         ],
         1,
         MAX_CONCURRENT_BATCHES,
@@ -141,12 +149,15 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
         Mechanism::CopyThreads,
         "move_pages copies each page with one kernel thread; multi-threaded copy needs Nimble's kernel \
          patches (simulate it with `terrace sim`)",
-    )
-    .lacking(
-        Mechanism::Shadowing,
-        "user space cannot point a page's mapping back at its slow copy; shadow copies need mtier's kernel \
-         module (simulate them with `terrace sim`; docs/live.md, \"Shadow copies\")",
     );
+    if !shadow_agent {
+        m = m.lacking(
+            Mechanism::Shadowing,
+            "user space cannot point an arbitrary page's mapping back at its slow copy; shadow copies work only \
+             in memory Terrace's agent maps for a program started by `terrace run` (docs/live.md, \"Shadow \
+             copies\"; simulate them with `terrace sim`)",
+        );
+    }
     m = match release {
         Some(r) if r >= (6, 3) => m.lacking(
             Mechanism::TlbFlushPerPage,
@@ -181,15 +192,15 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
 }
 
 /// The running kernel's [`mechanisms`].
-pub fn host_mechanisms(userfaultfd: bool) -> Mechanisms {
-    kernel_mechanisms(Path::new("/sys"), Path::new("/proc"), userfaultfd)
+pub fn host_mechanisms(userfaultfd: bool, shadow_agent: bool) -> Mechanisms {
+    kernel_mechanisms(Path::new("/sys"), Path::new("/proc"), userfaultfd, shadow_agent)
 }
 
 /// The [`mechanisms`] of the kernel whose sysfs and procfs are at `sys` and `proc_`.
-pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool) -> Mechanisms {
+pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool, shadow_agent: bool) -> Mechanisms {
     let release = std::fs::read_to_string(proc_.join("sys/kernel/osrelease")).ok();
     let thp = sys.join("kernel/mm/transparent_hugepage").is_dir();
-    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp)
+    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp, shadow_agent)
 }
 
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
@@ -212,7 +223,10 @@ pub fn how(m: Mechanism) -> String {
         Mechanism::HugePageMoves => {
             "move_pages moves a transparent huge page whole (thp_migration_success)".into()
         }
-        Mechanism::Shadowing => "a promoted page's slow copy kept and switched back to".into(),
+        Mechanism::Shadowing => "in memory Terrace's agent maps for the program (terrace-hotcold's \
+                                 --shadow-read): two slots of a memfd per page, switched with mmap(MAP_FIXED), \
+                                 a write fault dropping the shadow; pages elsewhere are copied"
+            .into(),
     }
 }
 
@@ -752,10 +766,10 @@ mod tests {
         assert_eq!(kernel_release("6.12.48+deb13-cloud-amd64"), Some((6, 12)));
         assert_eq!(kernel_release("5.15.0-91-generic"), Some((5, 15)));
         assert_eq!(kernel_release("garbage"), None);
-        let m = mechanisms(Some((6, 3)), true, true);
+        let m = mechanisms(Some((6, 3)), true, true, false);
         assert!(m.offers(Mechanism::TlbFlushPerBatch) && !m.offers(Mechanism::TlbFlushPerPage));
         assert!(m.why_not(Mechanism::TlbFlushPerPage).contains("6.3"));
-        let m = mechanisms(Some((6, 2)), false, true);
+        let m = mechanisms(Some((6, 2)), false, true, false);
         assert!(m.offers(Mechanism::TlbFlushPerPage) && !m.offers(Mechanism::TlbFlushPerBatch));
         assert!(!m.offers(Mechanism::WriteProtectedCopies) && !m.offers(Mechanism::CopyThreads));
         assert!(m.offers(Mechanism::Exchange) && m.offers(Mechanism::RateLimit));
@@ -764,10 +778,22 @@ mod tests {
 
     #[test]
     fn huge_pages_move_whole_only_on_a_kernel_with_thp_since_4_14() {
-        assert!(!mechanisms(Some((6, 12)), true, false).offers(Mechanism::HugePageMoves));
-        let old = mechanisms(Some((4, 9)), true, true);
+        assert!(!mechanisms(Some((6, 12)), true, false, false).offers(Mechanism::HugePageMoves));
+        let old = mechanisms(Some((4, 9)), true, true, false);
         assert!(!old.offers(Mechanism::HugePageMoves));
         assert!(old.why_not(Mechanism::HugePageMoves).contains("4.14"));
-        assert!(mechanisms(Some((4, 14)), true, true).offers(Mechanism::HugePageMoves));
+        assert!(mechanisms(Some((4, 14)), true, true, false).offers(Mechanism::HugePageMoves));
+    }
+
+    #[test]
+    fn shadows_are_offered_only_with_an_agent_socket_and_say_where_not() {
+        assert!(mechanisms(Some((6, 12)), true, true, true).offers(Mechanism::Shadowing));
+        let m = mechanisms(Some((6, 12)), true, true, false);
+        assert!(!m.offers(Mechanism::Shadowing));
+        assert!(
+            m.why_not(Mechanism::Shadowing).contains("terrace run"),
+            "{}",
+            m.why_not(Mechanism::Shadowing)
+        );
     }
 }

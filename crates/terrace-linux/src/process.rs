@@ -140,10 +140,14 @@ impl PageIndex {
 }
 
 /// Whether a mapping holds memory Terrace should place: private anonymous memory and the heap,
-/// writable or made read-only by the program (mtier's eligible memory, mtier §3.2).
+/// writable or made read-only by the program (mtier's eligible memory, mtier §3.2), and the
+/// program's shadow region, memory Terrace's agent maps for it ([`crate::shadow_region`]).
 fn is_managed(path: &MMapPath, perms: &procfs::process::MMPermissions) -> bool {
     use procfs::process::MMPermissions as P;
-    perms.contains(P::READ | P::PRIVATE) && matches!(path, MMapPath::Anonymous | MMapPath::Heap)
+    let shadow_region = || matches!(path, MMapPath::Path(p) if p.to_string_lossy().starts_with(crate::shadow_region::MAPS_NAME));
+    perms.contains(P::READ)
+        && ((perms.contains(P::PRIVATE) && matches!(path, MMapPath::Anonymous | MMapPath::Heap))
+            || (perms.contains(P::SHARED) && shadow_region()))
 }
 
 /// Whether a managed mapping is read-only.

@@ -65,6 +65,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     cmd.args(&args.command[1..]);
     // Initial placement is the child's own memory policy, set between fork and exec.
     terrace_linux::launch::prepare(&mut cmd, &req, &tiers);
+    // A program that maps memory through Terrace's shadow agent connects here (docs/live.md,
+    // "Shadow copies"); any other program never looks at the variable.
+    let shadow = match terrace_linux::shadow_link::ShadowListener::bind() {
+        Ok(l) => {
+            cmd.env(terrace_linux::shadow_link::ENV, l.path());
+            Some(l)
+        }
+        Err(e) => {
+            tracing::warn!("no socket for a shadow agent ({e}): shadow copies are not offered");
+            None
+        }
+    };
     // The fault sampler's userfaultfd must be created inside the program: start it stopped at
     // exec, have it make one, take a copy, and let it run.
     let sampling = req.trackers.iter().any(|t| t.kind == TrackerKind::Sampling);
@@ -120,6 +132,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             std::time::Duration::from_millis(config.trackers.fault_epoch_ms),
         );
     }
+    if let Some(listener) = shadow {
+        machine.set_shadow_listener(listener);
+    }
     if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {
         // The program is running already: it runs on, unmanaged, and we wait for it.
         tracing::error!("{e:#}; the program runs on unmanaged");
@@ -128,7 +143,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let s = machine.stats();
     tracing::info!(
         "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.3} s, decisions {:.3} s, \
-         migration {:.2} s over {:.1} s{}{}{}",
+         migration {:.2} s over {:.1} s{}{}{}{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
@@ -151,6 +166,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         if s.processes_joined > 0 {
             format!("; managed {} more process(es) it started", s.processes_joined)
+        } else {
+            String::new()
+        },
+        if s.pages_switched > 0 || s.shadows_dropped > 0 {
+            format!(
+                "; {} moved by switching back to their shadow (no copy), {} shadows dropped by writes",
+                s.pages_switched, s.shadows_dropped
+            )
         } else {
             String::new()
         }

@@ -4,7 +4,8 @@
 # writes after filling it, and a read set it makes read-only (mprotect PROT_READ) once filled,
 # all first touched on node 1; node 0 limited to a 4 MiB pool. mtier's eligible pages are those
 # made read-only (mtier §3.2): it must rotate the read set's pages through node 0 every 100 ms
-# epoch (with the kernel's migration: user space keeps no shadows, which the log must say once),
+# epoch (with the kernel's migration: user space keeps no shadow of a program's own memory, which
+# the log must say once),
 # never the hot or the cold set, never more than the pool's 1024 pages, and every value must read
 # back intact. The run's log must end with the kernel's own TLB shootdown counts (docs/live.md,
 # "TLB shootdowns").
@@ -25,8 +26,8 @@ read0=$(pages_at read 0)
 [ "$read0" -le 1024 ] || fail "the pool holds $read0 pages, more than its 1024"
 seen=$(grep '^hotcold t=' /tmp/out | while read -r l; do _count read 0 "$l"; done | sort -n | tail -n 1)
 [ "${seen:-0}" -gt 0 ] || fail "no report saw a page of the read set on node 0"
-warnings=$(grep -c 'shadow copies is not available here' /tmp/log)
-[ "$warnings" -eq 1 ] || fail "the lacking shadow copies were reported $warnings times, not once"
+warnings=$(grep -c 'outside a shadow region' /tmp/log)
+[ "$warnings" -eq 1 ] || fail "shadows asked for outside a shadow region were reported $warnings times, not once"
 grep -q 'host-wide TLB shootdowns during the run: [0-9]* shootdown interrupts' /tmp/log ||
 	fail "no kernel TLB count in the log: $(grep -i tlb /tmp/log | tail -n 2)"
 note "mtier: $moved pages moved; read pages on node 0: up to $seen in the reports, $read0 at the end (pool 1024); hot and cold in the pool: 0; $(grep -o 'host-wide TLB.*' /tmp/log)"
