@@ -15,6 +15,7 @@ pub mod hpwp;
 pub mod kernel_tiering;
 pub mod mtier;
 pub mod nimble;
+pub mod object_tiering;
 pub mod params;
 pub mod ping_pong;
 pub mod registry;

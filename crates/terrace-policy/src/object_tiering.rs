@@ -1,0 +1,594 @@
+//! Object tiering: the MAT daemon's policy engine ("Flexible and Effective Object Tiering for
+//! Heterogeneous Memory Systems", Kammerdiener et al., 2024; docs/policies.md, "objects").
+//!
+//! It places whole program objects, known by their allocation site, instead of pages. The
+//! engine is the seed's four routines, each selectable by name (§3.4):
+//! 1. Aggregate: allocations are buffered until the end of the interval and never recorded if
+//!    freed within it (§3.2.1); an object over the split size becomes several records (§3.2.2);
+//!    sampled accesses count for the record whose range holds their address (§3.3); each
+//!    record's weighted average is τ(n+1) = α·t(n) + (1−α)·τ(n), α = 0.1 (Eq. 1).
+//! 2. Prioritise: FIFO (newest first), LRU (most recently sampled first) or accesses per byte
+//!    (τ / size, highest first) (§3.4.2).
+//! 3. Trigger: every n intervals, on a change of misses per instruction against the mean of the
+//!    last ten intervals, or after n bytes allocated since the last enforcement (§3.4.3).
+//! 4. Enforce: walk the records in priority order into a fast set until the next would pass 90%
+//!    of the fast tier; move the rest out, demoting before promoting (§3.4.4).
+//!
+//! Proactive placement (§3.5): after an enforcement, a site all (or a configured share) of whose
+//! live objects sit in the slow tier has its new objects placed there at allocation; every other
+//! site's go to the fast tier while it has room. Several programs by priority (§5.5): while a
+//! program of higher priority runs, lower-priority programs' records all go to the slow tier and
+//! only the highest priority's compete for the fast tier.
+
+use std::collections::{BTreeMap, HashMap};
+use terrace_model::TierId;
+
+/// Which records go first into the fast set (§3.4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// First in, first out: the newest records first, the oldest demoted first.
+    Fifo,
+    /// Least recently used: the most recently sampled first (a never-sampled record counts from
+    /// its creation).
+    Lru,
+    /// Accesses per byte: the highest weighted average per byte first.
+    AccessesPerByte,
+}
+
+/// When the fast set is recomputed and enforced (§3.4.3).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Trigger {
+    /// Every `intervals` intervals.
+    Time { intervals: u32 },
+    /// When |MPI − mean of the last ten| / mean exceeds `threshold` (the seed's 2; it states no
+    /// absolute value: a fall as well as a rise marks a new phase, so both count).
+    MissesPerInstruction { threshold: f64 },
+    /// When `bytes` have been allocated since the last enforcement (the seed's 1 GiB, scaled).
+    Allocation { bytes: u64 },
+}
+
+/// Intervals of misses per instruction the MPI trigger compares against (§3.4.3: "the previous 10").
+const MPI_HISTORY: usize = 10;
+
+/// The engine's settings, the seed's defaults in [`Settings::seed`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub priority: Priority,
+    pub trigger: Trigger,
+    /// Eq. 1's α.
+    pub alpha: f64,
+    /// Records are at most this large (§3.2.2: 64 MiB, scaled).
+    pub split_bytes: u64,
+    /// Share of the fast tier the fast set may fill (§3.4.4: 90%).
+    pub fast_fill: f64,
+    /// Proactive placement: a site goes to the slow tier at allocation when at least this share
+    /// of its live bytes is there (1.0: all of them, the seed's conservative scheme, §5.4.1).
+    /// `None`: no proactive placement.
+    pub site_share: Option<f64>,
+}
+
+impl Settings {
+    /// The seed's avg-best configuration (§4, Table 5): the allocation trigger with accesses per
+    /// byte; `scale` divides its byte sizes (64 MiB records, 1 GiB allocated).
+    pub fn seed(scale: f64) -> Settings {
+        let scaled = |b: u64| ((b as f64 / scale.max(1.0)).round() as u64).max(4096);
+        Settings {
+            priority: Priority::AccessesPerByte,
+            trigger: Trigger::Allocation { bytes: scaled(1 << 30) },
+            alpha: 0.1,
+            split_bytes: scaled(64 << 20),
+            fast_fill: 0.9,
+            site_share: Some(1.0),
+        }
+    }
+}
+
+/// One record: a whole object, or a part of at most `split_bytes` of one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub start: u64,
+    pub bytes: u64,
+    /// The object's first byte (a split object's records share it).
+    pub object: u64,
+    pub site: u64,
+    pub program: u32,
+    pub created_ns: u64,
+    /// When a sample last fell in it.
+    pub last_sampled_ns: Option<u64>,
+    /// Eq. 1's τ.
+    pub average: f64,
+    /// Samples this interval (Eq. 1's t).
+    hits: u64,
+    pub tier: TierId,
+}
+
+/// An allocation not yet recorded: it becomes records at the end of its interval, unless freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pending {
+    bytes: u64,
+    site: u64,
+    program: u32,
+    at_ns: u64,
+    tier: TierId,
+}
+
+/// What an enforcement decided.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Address ranges to the slow tier, then ranges to the fast tier (§3.4.4: demote first).
+    pub demote: Vec<(u64, u64)>,
+    pub promote: Vec<(u64, u64)>,
+    /// Sites whose new objects go to a tier at allocation; a site not named has no advice.
+    pub advice: Vec<(u64, TierId)>,
+}
+
+/// The engine's counts, for the run's log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub allocations: u64,
+    /// Freed within their interval: never recorded (§3.2.1).
+    pub ephemeral: u64,
+    pub records_peak: u64,
+    pub samples_attributed: u64,
+    pub samples_unattributed: u64,
+    pub enforcements: u64,
+}
+
+/// The engine: records by start address, the interval's pending allocations, the trigger's
+/// state and the programs' priorities.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    settings: Settings,
+    records: BTreeMap<u64, Record>,
+    pending: HashMap<u64, Pending>,
+    intervals: u64,
+    since_enforce: u32,
+    allocated_since: u64,
+    mpi_history: Vec<f64>,
+    priorities: HashMap<u32, i32>,
+    pub counts: Counts,
+}
+
+impl Engine {
+    pub fn new(settings: Settings) -> Engine {
+        Engine {
+            settings,
+            records: BTreeMap::new(),
+            pending: HashMap::new(),
+            intervals: 0,
+            since_enforce: 0,
+            allocated_since: 0,
+            mpi_history: Vec::new(),
+            priorities: HashMap::new(),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.records.values()
+    }
+
+    /// Sets a program's priority (higher runs first); a program never set has priority 0.
+    pub fn set_priority(&mut self, program: u32, priority: i32) {
+        self.priorities.insert(program, priority);
+    }
+
+    /// A program has ended: its priority no longer holds the others back.
+    pub fn program_ended(&mut self, program: u32) {
+        self.priorities.remove(&program);
+        self.records.retain(|_, r| r.program != program);
+        self.pending.retain(|_, p| p.program != program);
+    }
+
+    /// An object of `bytes` at `addr`, from `site`, placed in `tier` at allocation.
+    pub fn allocated(&mut self, addr: u64, bytes: u64, site: u64, program: u32, tier: TierId, now_ns: u64) {
+        self.counts.allocations += 1;
+        self.allocated_since += bytes;
+        self.pending.insert(addr, Pending { bytes, site, program, at_ns: now_ns, tier });
+    }
+
+    /// The object at `addr` is freed: dropped from the buffer if it is still there (ephemeral),
+    /// else its records.
+    pub fn freed(&mut self, addr: u64) {
+        if self.pending.remove(&addr).is_some() {
+            self.counts.ephemeral += 1;
+            return;
+        }
+        let Some(first) = self.records.get(&addr) else { return };
+        let object = first.object;
+        let keys: Vec<u64> =
+            self.records.range(addr..).take_while(|(_, r)| r.object == object).map(|(&k, _)| k).collect();
+        for k in keys {
+            self.records.remove(&k);
+        }
+    }
+
+    /// `n` sampled accesses at `addr` at time `now_ns`: counted for the record holding it.
+    pub fn sampled(&mut self, addr: u64, n: u64, now_ns: u64) {
+        match self.records.range_mut(..=addr).next_back() {
+            Some((_, r)) if addr < r.start + r.bytes => {
+                r.hits += n;
+                r.last_sampled_ns = Some(now_ns);
+                self.counts.samples_attributed += n;
+            }
+            _ => self.counts.samples_unattributed += n,
+        }
+    }
+
+    /// Records now in `tier`, as the machine reports (a move that did not happen is not
+    /// pretended): the record at `start` is in `tier`.
+    pub fn placed(&mut self, start: u64, tier: TierId) {
+        if let Some(r) = self.records.get_mut(&start) {
+            r.tier = tier;
+        }
+    }
+
+    /// The end of an interval: pending allocations become records (split), each record's
+    /// average takes its interval's samples (Eq. 1), and if the trigger fires, the fast set is
+    /// recomputed for a fast tier of `fast_bytes`; `mpi` is the interval's misses per
+    /// instruction, where the machine knows it.
+    pub fn end_interval(&mut self, fast_bytes: u64, mpi: Option<f64>) -> Option<Decision> {
+        self.intervals += 1;
+        self.since_enforce += 1;
+        self.record_pending();
+        let alpha = self.settings.alpha;
+        for r in self.records.values_mut() {
+            r.average = alpha * r.hits as f64 + (1.0 - alpha) * r.average;
+            r.hits = 0;
+        }
+        self.counts.records_peak = self.counts.records_peak.max(self.records.len() as u64);
+        if !self.triggered(mpi) {
+            return None;
+        }
+        self.since_enforce = 0;
+        self.allocated_since = 0;
+        self.counts.enforcements += 1;
+        Some(self.enforce(fast_bytes))
+    }
+
+    fn record_pending(&mut self) {
+        let split = self.settings.split_bytes.max(4096);
+        let mut pending: Vec<(u64, Pending)> = self.pending.drain().collect();
+        pending.sort_unstable_by_key(|(a, _)| *a);
+        for (addr, p) in pending {
+            let mut offset = 0;
+            while offset < p.bytes {
+                let bytes = split.min(p.bytes - offset);
+                let start = addr + offset;
+                self.records.insert(
+                    start,
+                    Record {
+                        start,
+                        bytes,
+                        object: addr,
+                        site: p.site,
+                        program: p.program,
+                        created_ns: p.at_ns,
+                        last_sampled_ns: None,
+                        average: 0.0,
+                        hits: 0,
+                        tier: p.tier,
+                    },
+                );
+                offset += bytes;
+            }
+        }
+    }
+
+    fn triggered(&mut self, mpi: Option<f64>) -> bool {
+        match self.settings.trigger {
+            Trigger::Time { intervals } => self.since_enforce >= intervals.max(1),
+            Trigger::Allocation { bytes } => self.allocated_since >= bytes,
+            Trigger::MissesPerInstruction { threshold } => {
+                let Some(now) = mpi else { return false };
+                let fired = self.mpi_history.len() == MPI_HISTORY && {
+                    let mean = self.mpi_history.iter().sum::<f64>() / MPI_HISTORY as f64;
+                    mean > 0.0 && ((now - mean) / mean).abs() > threshold
+                };
+                if self.mpi_history.len() == MPI_HISTORY {
+                    self.mpi_history.remove(0);
+                }
+                self.mpi_history.push(now);
+                fired
+            }
+        }
+    }
+
+    /// The records in priority order, highest first (ties by address, so runs repeat).
+    fn in_priority_order(&self) -> Vec<&Record> {
+        let mut order: Vec<&Record> = self.records.values().collect();
+        match self.settings.priority {
+            Priority::Fifo => {
+                order.sort_by(|a, b| b.created_ns.cmp(&a.created_ns).then(a.start.cmp(&b.start)))
+            }
+            Priority::Lru => order.sort_by(|a, b| {
+                let last = |r: &Record| r.last_sampled_ns.unwrap_or(r.created_ns);
+                last(b).cmp(&last(a)).then(a.start.cmp(&b.start))
+            }),
+            Priority::AccessesPerByte => order.sort_by(|a, b| {
+                let apb = |r: &Record| r.average / r.bytes.max(1) as f64;
+                apb(b).total_cmp(&apb(a)).then(a.start.cmp(&b.start))
+            }),
+        }
+        order
+    }
+
+    /// §3.4.4 and §5.5: the fast set in priority order up to the fill limit, among the records
+    /// of the highest-priority programs only; moves for records not where the set puts them;
+    /// then §3.5's advice.
+    fn enforce(&mut self, fast_bytes: u64) -> Decision {
+        let limit = (self.settings.fast_fill * fast_bytes as f64) as u64;
+        let top = self.records.values().map(|r| self.priority_of(r.program)).max().unwrap_or(0);
+        let mut fast = std::collections::HashSet::new();
+        let mut used = 0u64;
+        for r in self.in_priority_order() {
+            if self.priority_of(r.program) < top {
+                continue;
+            }
+            if used + r.bytes > limit {
+                // The seed walks until the total would pass the limit, and stops.
+                break;
+            }
+            used += r.bytes;
+            fast.insert(r.start);
+        }
+        let mut d = Decision::default();
+        for r in self.records.values_mut() {
+            let want = if fast.contains(&r.start) { TierId::FAST } else { TierId::SLOW };
+            if want == r.tier {
+                continue;
+            }
+            match want {
+                TierId::FAST => d.promote.push((r.start, r.bytes)),
+                _ => d.demote.push((r.start, r.bytes)),
+            }
+            // Where the engine believes it is until the machine says otherwise (`placed`).
+            r.tier = want;
+        }
+        d.advice = self.advice(top);
+        d
+    }
+
+    fn priority_of(&self, program: u32) -> i32 {
+        self.priorities.get(&program).copied().unwrap_or(0)
+    }
+
+    /// §3.5's conservative scheme: a site with at least `site_share` of its live bytes in the
+    /// slow tier places its new objects there; every other site in the fast tier. A lower
+    /// priority program's sites go to the slow tier while a higher one runs (§5.5).
+    fn advice(&self, top: i32) -> Vec<(u64, TierId)> {
+        let Some(share) = self.settings.site_share else { return Vec::new() };
+        let mut by_site: BTreeMap<u64, (u64, u64, bool)> = BTreeMap::new();
+        for r in self.records.values() {
+            let e = by_site.entry(r.site).or_default();
+            e.0 += r.bytes;
+            if r.tier == TierId::SLOW {
+                e.1 += r.bytes;
+            }
+            e.2 |= self.priority_of(r.program) < top;
+        }
+        by_site
+            .into_iter()
+            .map(|(site, (total, slow, low))| {
+                let tier =
+                    if low || slow as f64 >= share * total as f64 { TierId::SLOW } else { TierId::FAST };
+                (site, tier)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F: TierId = TierId::FAST;
+    const S: TierId = TierId::SLOW;
+    const MIB: u64 = 1 << 20;
+
+    fn settings(priority: Priority, trigger: Trigger) -> Settings {
+        Settings {
+            priority,
+            trigger,
+            alpha: 0.1,
+            split_bytes: 64 * MIB,
+            fast_fill: 0.9,
+            site_share: Some(1.0),
+        }
+    }
+
+    fn every_interval(priority: Priority) -> Engine {
+        Engine::new(settings(priority, Trigger::Time { intervals: 1 }))
+    }
+
+    /// An engine that records in the first interval and enforces at the end of the second.
+    fn second_interval(priority: Priority) -> Engine {
+        Engine::new(settings(priority, Trigger::Time { intervals: 2 }))
+    }
+
+    #[test]
+    fn the_weighted_average_follows_equation_1() {
+        let mut e = every_interval(Priority::AccessesPerByte);
+        e.allocated(0x1000_0000, MIB, 1, 0, S, 0);
+        e.end_interval(0, None);
+        e.sampled(0x1000_0000 + 5, 10, 1);
+        e.end_interval(0, None);
+        let r = e.records().next().unwrap();
+        // τ1 = 0.1 × 10 + 0.9 × 0 = 1.
+        assert!((r.average - 1.0).abs() < 1e-12);
+        e.sampled(0x1000_0000, 20, 2);
+        e.end_interval(0, None);
+        // τ2 = 0.1 × 20 + 0.9 × 1 = 2.9.
+        assert!((e.records().next().unwrap().average - 2.9).abs() < 1e-12);
+        e.end_interval(0, None);
+        assert!((e.records().next().unwrap().average - 2.61).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_object_freed_within_its_interval_is_never_recorded() {
+        let mut e = every_interval(Priority::Fifo);
+        e.allocated(0x1000, 8192, 1, 0, F, 0);
+        e.allocated(0x9000, 8192, 1, 0, F, 0);
+        e.freed(0x1000);
+        e.end_interval(MIB, None);
+        assert_eq!(e.records().map(|r| r.start).collect::<Vec<_>>(), vec![0x9000]);
+        assert_eq!(e.counts.ephemeral, 1);
+        // Freed after its interval: its records go.
+        e.freed(0x9000);
+        assert_eq!(e.records().count(), 0);
+        assert_eq!(e.counts.ephemeral, 1);
+    }
+
+    #[test]
+    fn a_large_object_is_split_and_freed_whole() {
+        let mut e = every_interval(Priority::Fifo);
+        e.allocated(0x4000_0000, 150 * MIB, 7, 0, S, 0);
+        e.allocated(0x4000_0000 + 150 * MIB, 4096, 8, 0, S, 0);
+        e.end_interval(0, None);
+        let sizes: Vec<u64> = e.records().map(|r| r.bytes).collect();
+        assert_eq!(sizes, vec![64 * MIB, 64 * MIB, 22 * MIB, 4096]);
+        // A sample counts for the part that holds it.
+        e.sampled(0x4000_0000 + 100 * MIB, 3, 1);
+        e.end_interval(0, None);
+        let avg: Vec<f64> = e.records().map(|r| r.average).collect();
+        assert!(avg[0] == 0.0 && avg[1] > 0.0 && avg[2] == 0.0);
+        e.freed(0x4000_0000);
+        assert_eq!(e.records().map(|r| r.site).collect::<Vec<_>>(), vec![8]);
+    }
+
+    #[test]
+    fn samples_outside_every_record_are_counted_apart() {
+        let mut e = every_interval(Priority::Fifo);
+        e.allocated(0x10000, 4096, 1, 0, S, 0);
+        e.end_interval(0, None);
+        e.sampled(0x10000 + 4096, 1, 0);
+        e.sampled(0x0fff, 1, 0);
+        e.sampled(0x10fff, 1, 0);
+        assert_eq!((e.counts.samples_attributed, e.counts.samples_unattributed), (1, 2));
+    }
+
+    /// Three 1 MiB objects, a fast tier that holds two at 90%: which two, by each priority.
+    fn fast_set(priority: Priority) -> Vec<u64> {
+        let mut e = every_interval(priority);
+        // a: oldest, hottest; b: warm, sampled before a; c: newest, barely sampled, sampled last.
+        e.allocated(0xa00000, MIB, 1, 0, S, 0);
+        e.allocated(0xb00000, MIB, 2, 0, S, 10);
+        e.allocated(0xc00000, MIB, 3, 0, S, 20);
+        e.end_interval(0, None);
+        e.sampled(0xb00000, 5, 25);
+        e.sampled(0xa00000, 50, 30);
+        e.sampled(0xc00000, 1, 40);
+        let d = e.end_interval(3 * MIB * 10 / 12, None).expect("the time trigger fires every interval");
+        let mut fast: Vec<u64> = d.promote.iter().map(|&(s, _)| s).collect();
+        fast.sort();
+        fast
+    }
+
+    #[test]
+    fn each_priority_order_picks_its_own_fast_set() {
+        // 2.5 MiB x 0.9 = 2.25 MiB: two objects fit. FIFO keeps the newest two, LRU the two
+        // sampled last, accesses per byte the two hottest.
+        assert_eq!(fast_set(Priority::Fifo), vec![0xb00000, 0xc00000]);
+        assert_eq!(fast_set(Priority::Lru), vec![0xa00000, 0xc00000]);
+        assert_eq!(fast_set(Priority::AccessesPerByte), vec![0xa00000, 0xb00000]);
+    }
+
+    #[test]
+    fn enforcement_demotes_before_it_promotes_and_never_passes_the_fill() {
+        let mut e = second_interval(Priority::AccessesPerByte);
+        for i in 0..10u64 {
+            e.allocated(i * MIB, MIB, i, 0, if i < 4 { F } else { S }, 0);
+        }
+        e.end_interval(0, None);
+        for i in 6..10u64 {
+            e.sampled(i * MIB, 100, 1);
+        }
+        // A fast tier of 5 MiB: 4.5 MiB at 90%, so four objects.
+        let d = e.end_interval(5 * MIB, None).unwrap();
+        let starts = |v: &[(u64, u64)]| v.iter().map(|&(s, _)| s / MIB).collect::<Vec<_>>();
+        assert_eq!(starts(&d.demote), vec![0, 1, 2, 3]);
+        assert_eq!(starts(&d.promote), vec![6, 7, 8, 9]);
+        let fast: u64 = e.records().filter(|r| r.tier == F).map(|r| r.bytes).sum();
+        assert!(fast <= 5 * MIB * 9 / 10);
+    }
+
+    #[test]
+    fn each_trigger_fires_when_its_rule_says() {
+        let mut time = Engine::new(settings(Priority::Fifo, Trigger::Time { intervals: 3 }));
+        let fired: Vec<bool> = (0..6).map(|_| time.end_interval(MIB, None).is_some()).collect();
+        assert_eq!(fired, vec![false, false, true, false, false, true]);
+
+        let mut alloc = Engine::new(settings(Priority::Fifo, Trigger::Allocation { bytes: 3 * MIB }));
+        alloc.allocated(0, 2 * MIB, 1, 0, S, 0);
+        assert!(alloc.end_interval(MIB, None).is_none());
+        alloc.allocated(4 * MIB, MIB, 1, 0, S, 0);
+        assert!(alloc.end_interval(MIB, None).is_some());
+        // Counting starts again after an enforcement.
+        alloc.allocated(8 * MIB, 2 * MIB, 1, 0, S, 0);
+        assert!(alloc.end_interval(MIB, None).is_none());
+
+        let mut mpi = Engine::new(settings(Priority::Fifo, Trigger::MissesPerInstruction { threshold: 2.0 }));
+        // Ten intervals at 0.01 fill the history; 0.025 is +150% (no), 0.031 is +210% (yes).
+        for _ in 0..10 {
+            assert!(mpi.end_interval(MIB, Some(0.01)).is_none());
+        }
+        assert!(mpi.end_interval(MIB, Some(0.025)).is_none());
+        let mut mpi2 = mpi.clone();
+        assert!(mpi.end_interval(MIB, Some(0.045)).is_some());
+        // Without a measure of MPI it never fires.
+        assert!(mpi2.end_interval(MIB, None).is_none());
+    }
+
+    #[test]
+    fn a_site_whose_objects_all_sit_slow_is_advised_slow() {
+        let mut e = every_interval(Priority::AccessesPerByte);
+        // Site 1: hot objects; site 2: cold ones; site 3: one hot, one cold.
+        e.allocated(0, MIB, 1, 0, S, 0);
+        e.allocated(MIB, MIB, 2, 0, S, 0);
+        e.allocated(2 * MIB, MIB, 2, 0, S, 0);
+        e.allocated(3 * MIB, MIB, 3, 0, S, 0);
+        e.allocated(4 * MIB, MIB, 3, 0, S, 0);
+        e.end_interval(0, None);
+        e.sampled(0, 100, 1);
+        e.sampled(3 * MIB, 50, 1);
+        let d = e.end_interval(3 * MIB, None).unwrap();
+        assert_eq!(d.advice, vec![(1, F), (2, S), (3, F)]);
+        // A share of one half: site 3 (half its bytes slow) goes slow too.
+        let mut half = e.clone();
+        half.settings.site_share = Some(0.5);
+        half.sampled(0, 100, 2);
+        half.sampled(3 * MIB, 50, 2);
+        assert_eq!(half.end_interval(3 * MIB, None).unwrap().advice, vec![(1, F), (2, S), (3, S)]);
+    }
+
+    #[test]
+    fn a_higher_priority_program_holds_the_fast_tier_until_it_ends() {
+        let mut e = second_interval(Priority::AccessesPerByte);
+        e.set_priority(1, 10);
+        e.allocated(0, MIB, 100, 0, F, 0);
+        e.allocated(MIB, MIB, 200, 1, S, 0);
+        e.end_interval(0, None);
+        // The low-priority object is the hotter one, and still goes slow.
+        e.sampled(0, 1000, 1);
+        e.sampled(MIB, 1, 1);
+        let d = e.end_interval(10 * MIB, None).unwrap();
+        assert_eq!((d.demote, d.promote), (vec![(0, MIB)], vec![(MIB, MIB)]));
+        assert_eq!(d.advice, vec![(100, S), (200, F)]);
+        // The high-priority program ends: the other competes again.
+        e.program_ended(1);
+        e.end_interval(10 * MIB, None);
+        let d = e.end_interval(10 * MIB, None).unwrap();
+        assert_eq!(d.promote, vec![(0, MIB)]);
+        assert_eq!(d.advice, vec![(100, F)]);
+    }
+
+    #[test]
+    fn the_seed_settings_scale_their_sizes() {
+        let s = Settings::seed(1024.0);
+        assert_eq!((s.split_bytes, s.trigger), (64 << 10, Trigger::Allocation { bytes: 1 << 20 }));
+        assert_eq!(
+            (s.priority, s.alpha, s.fast_fill, s.site_share),
+            (Priority::AccessesPerByte, 0.1, 0.9, Some(1.0))
+        );
+    }
+}
