@@ -28,9 +28,9 @@ fn maybe_ours(p: *mut c_void) -> Option<&'static table::Entry> {
 
 /// A large object, or null when the runtime cannot take it (the caller asks the system).
 #[inline]
-fn large(size: usize, align: usize) -> *mut c_void {
+fn large(size: usize, align: usize, zero: bool) -> *mut c_void {
     match Guard::enter() {
-        Some(_g) => alloc_large(size, align),
+        Some(_g) => alloc_large(size, align, zero),
         None => null_mut(),
     }
 }
@@ -41,7 +41,7 @@ fn large(size: usize, align: usize) -> *mut c_void {
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     let Some(real) = real() else { return boot_alloc(size, 16) };
     if size >= THRESHOLD {
-        let p = large(size, PAGE);
+        let p = large(size, PAGE, false);
         if !p.is_null() {
             return p;
         }
@@ -79,8 +79,7 @@ pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     };
     let Some(real) = real() else { return boot_alloc(total, 16) };
     if total >= THRESHOLD {
-        // A fresh anonymous mapping is already zero.
-        let p = large(total, PAGE);
+        let p = large(total, PAGE, true);
         if !p.is_null() {
             return p;
         }
@@ -141,7 +140,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     }
     if size >= THRESHOLD {
         // A system block grows into an object of its own.
-        let q = large(size, PAGE);
+        let q = large(size, PAGE, false);
         if !q.is_null() {
             // SAFETY: p is a live system block of `old` usable bytes; q has `size` bytes.
             unsafe {
@@ -177,7 +176,7 @@ pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> 
 #[inline]
 fn aligned(align: usize, size: usize, small: impl FnOnce() -> *mut c_void) -> *mut c_void {
     if size >= THRESHOLD && align.is_power_of_two() {
-        let p = large(size, align.max(PAGE));
+        let p = large(size, align.max(PAGE), false);
         if !p.is_null() {
             return p;
         }
@@ -267,7 +266,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     }
     let Some(real) = real_if_ready() else { return 0 };
     if let Some(e) = maybe_ours(p) {
-        return e.map_len.load(core::sync::atomic::Ordering::Acquire);
+        return e.len();
     }
     // SAFETY: a system block.
     unsafe { (real.malloc_usable_size)(p) }

@@ -50,10 +50,19 @@
 //!   `malloc` on first use (recursion); it is not supported.
 #![cfg(target_os = "linux")]
 
+// The unit-test harness is an ordinary Rust program: it must keep the system allocator, so the
+// exported hooks are left out of it (and the rest is then partly unused there).
+#[cfg_attr(test, allow(dead_code))]
+mod cache;
+#[cfg(not(test))]
 mod hooks;
+#[cfg_attr(test, allow(dead_code))]
 mod real;
+#[cfg_attr(test, allow(dead_code))]
 mod runtime;
+#[cfg_attr(test, allow(dead_code))]
 mod site;
+#[cfg_attr(test, allow(dead_code))]
 mod table;
 
 /// The page size the runtime assumes (x86-64 and the default aarch64 kernels).

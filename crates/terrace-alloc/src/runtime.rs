@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use terrace_alloc_ring::{Event, EventKind, RingRef};
 
-use crate::{site, table, PAGE};
+use crate::{cache, site, table, PAGE};
 
 thread_local! {
     /// Set while this thread is inside the runtime's large-object path; a nested allocation
@@ -64,6 +64,7 @@ pub fn die(msg: &[u8]) -> ! {
 /// range (for site ids), the pid page and the ring.
 pub fn init() {
     table::init();
+    cache::init();
     site::init();
     // SAFETY: a fresh anonymous page; madvise on it.
     unsafe {
@@ -245,10 +246,25 @@ fn bind(p: usize, len: usize, node: u32) -> bool {
 
 /// A new object of `size` bytes (at least THRESHOLD) aligned to `align` (a power of two) in its
 /// own mapping, recorded and reported; null if the runtime cannot take it (mapping or table
-/// full), and the caller then asks the system allocator. Zero-filled. Call inside the guard.
-pub fn alloc_large(size: usize, align: usize) -> *mut c_void {
+/// full), and the caller then asks the system allocator. Zero-filled if `zero` (a fresh mapping
+/// is; a cached one is cleared). Call inside the guard.
+pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut c_void {
     let Some(len) = round_page(size) else { return core::ptr::null_mut() };
-    let p = if align <= PAGE {
+    let ring = ring();
+    let site = if ring.is_some() { site::id() } else { 0 };
+    let advice = ring.and_then(|r| r.advice(site));
+    // Unadvised page-aligned objects are mapped at their cache class's size, so that their
+    // mappings can be reused; advised ones always get a fresh mapping (first touch on the node).
+    let cacheable = advice.is_none() && align <= PAGE;
+    let len = if cacheable { cache::class_len(len) } else { len };
+    let cached = if cacheable { cache::take(len) } else { None };
+    let p = if let Some(c) = cached {
+        if zero {
+            // SAFETY: the cached mapping has len >= size bytes and is ours alone now.
+            unsafe { core::ptr::write_bytes(c as *mut u8, 0, size) };
+        }
+        c as *mut u8
+    } else if align <= PAGE {
         map(len)
     } else {
         let Some(total) = len.checked_add(align) else { return core::ptr::null_mut() };
@@ -269,15 +285,15 @@ pub fn alloc_large(size: usize, align: usize) -> *mut c_void {
     if p.is_null() {
         return core::ptr::null_mut();
     }
-    let ring = ring();
-    let site = if ring.is_some() { site::id() } else { 0 };
     let mut node = -1;
-    if let Some(n) = ring.and_then(|r| r.advice(site)) {
+    let mut flags = 0;
+    if let Some(n) = advice {
         if bind(p as usize, len, n) {
             node = n as i32;
+            flags = table::BOUND;
         }
     }
-    if !table::insert(p as usize, len, size, site, table::MAX_PROBE) {
+    if !table::insert(p as usize, len | flags, size, site, table::MAX_PROBE) {
         unmap(p as usize, len);
         return core::ptr::null_mut();
     }
@@ -287,16 +303,20 @@ pub fn alloc_large(size: usize, align: usize) -> *mut c_void {
     p.cast()
 }
 
-/// Frees a runtime object given its entry.
+/// Frees a runtime object given its entry: its mapping goes to the cache if it has no policy of
+/// its own and fits, else it is unmapped.
 pub fn free_large(p: usize, e: &table::Entry) {
-    let len = e.map_len.load(Ordering::Acquire);
+    let len = e.len();
+    let bound = e.bound();
     let size = e.size.load(Ordering::Acquire);
     let site = e.site.load(Ordering::Acquire);
     table::remove(e);
     if let Some(r) = ring() {
         report(&r, EventKind::Free, p, size, site, -1);
     }
-    unmap(p, len);
+    if bound || !cache::put(p, len) {
+        unmap(p, len);
+    }
 }
 
 /// Resizes a runtime object to `new` bytes (at least THRESHOLD): in place when the pages allow,
@@ -304,7 +324,8 @@ pub fn free_large(p: usize, e: &table::Entry) {
 /// the object intact if it cannot. Call inside the guard.
 pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_void {
     let Some(new_len) = round_page(new) else { return core::ptr::null_mut() };
-    let len = e.map_len.load(Ordering::Acquire);
+    let len = e.len();
+    let flags = e.map_len.load(Ordering::Acquire) & table::BOUND;
     let old_size = e.size.load(Ordering::Acquire);
     let old_site = e.site.load(Ordering::Acquire);
     let ring = ring();
@@ -312,7 +333,7 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
     if new_len <= len {
         if new_len < len {
             unmap(p + new_len, len - new_len);
-            e.map_len.store(new_len, Ordering::Release);
+            e.map_len.store(new_len | flags, Ordering::Release);
         }
         e.size.store(new, Ordering::Release);
         e.site.store(site, Ordering::Release);
@@ -330,13 +351,13 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
     if q == libc::MAP_FAILED {
         // The address is still ours, so its home probe finds the tombstone just left (or an
         // earlier free slot): put the entry back.
-        if !table::insert(p, len, old_size, old_site, table::SLOTS) {
+        if !table::insert(p, len | flags, old_size, old_site, table::SLOTS) {
             die(b"terrace-alloc: side table full while restoring an entry\n");
         }
         return core::ptr::null_mut();
     }
     let q = q as usize;
-    if !table::insert(q, new_len, new, site, table::MAX_PROBE) {
+    if !table::insert(q, new_len | flags, new, site, table::MAX_PROBE) {
         // No room for the new address: hand the bytes to the system allocator instead.
         let s = match crate::real::real_if_ready() {
             // SAFETY: the system malloc.
@@ -345,7 +366,7 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
         };
         if s.is_null() {
             // Put it back where it is now, whatever the cost of the probe.
-            if !table::insert(q, new_len, old_size, old_site, table::SLOTS) {
+            if !table::insert(q, new_len | flags, old_size, old_site, table::SLOTS) {
                 die(b"terrace-alloc: side table full while restoring an entry\n");
             }
             return core::ptr::null_mut();

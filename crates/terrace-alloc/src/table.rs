@@ -32,7 +32,8 @@ const TOMB: usize = 1;
 #[repr(C)]
 pub struct Entry {
     key: AtomicUsize,
-    /// Bytes mapped (the size rounded up to pages).
+    /// Bytes mapped (the size rounded up to pages), with [`BOUND`] set if the mapping has a
+    /// memory policy of its own (read it through [`Entry::len`] and [`Entry::bound`]).
     pub map_len: AtomicUsize,
     /// Bytes the program asked for.
     pub size: AtomicUsize,
@@ -41,6 +42,23 @@ pub struct Entry {
 }
 
 const _: () = assert!(core::mem::size_of::<Entry>() == 32);
+
+/// The flag in `map_len`'s low bits (a page multiple) that marks a mapping bound by advice.
+pub const BOUND: usize = 1;
+
+impl Entry {
+    /// Bytes mapped.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.map_len.load(Ordering::Acquire) & !(crate::PAGE - 1)
+    }
+
+    /// Whether the mapping has a memory policy of its own.
+    #[inline]
+    pub fn bound(&self) -> bool {
+        self.map_len.load(Ordering::Acquire) & BOUND != 0
+    }
+}
 
 static TABLE: AtomicPtr<Entry> = AtomicPtr::new(core::ptr::null_mut());
 

@@ -252,13 +252,17 @@ fn forking_program_runs_and_children_report_themselves() {
 }
 
 #[test]
-fn run_without_ring_is_unchanged() {
+fn run_without_ring_and_without_cache_is_unchanged() {
     let dir = Scratch::new("noring");
     let exe = compile(&dir, "threads", include_str!("c/threads.c"));
     let plain = run(&mut Command::new(&exe), b"", None);
     let under = run(&mut Command::new(&exe), b"", Some(None));
     assert_eq!(plain.stdout, under.stdout);
     assert!(under.status.success());
+    // Without the mapping cache every object is a fresh mapping and every free an munmap.
+    let fresh = run(Command::new(&exe).env("TERRACE_OBJECTS_CACHE_MB", "0"), b"", Some(None));
+    assert_eq!(plain.stdout, fresh.stdout);
+    assert!(fresh.status.success());
 }
 
 #[test]
