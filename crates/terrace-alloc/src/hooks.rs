@@ -156,9 +156,8 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 }
 
 /// # Safety
-/// The C `reallocarray` contract. glibc's own reallocarray calls realloc internally without
-/// going through the PLT, so it is hooked too: it would otherwise hand the runtime's objects to
-/// the system allocator.
+/// The C `reallocarray` contract. Hooked too, so that a runtime object passed to it is
+/// recognised whichever route the C library's own reallocarray takes to its realloc.
 #[no_mangle]
 pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {

@@ -13,7 +13,10 @@
 //! with `dlsym(RTLD_NEXT, ...)`. Each object is recorded in a side table ([`table`]); when
 //! `TERRACE_OBJECTS_RING` names a ring file made by Terrace, each object's allocation and free are
 //! reported there with a site id ([`site`]), and an object whose site Terrace has advised is bound
-//! with `mbind(MPOL_PREFERRED)` to the advised node before anything touches it. The ring and
+//! with `mbind(MPOL_PREFERRED)` to the advised node before anything touches it (preferred, not
+//! bind: a wrong advice must cost placement, never an OOM kill). Freed mappings without a policy
+//! are reused through a bounded cache ([`cache`]), which keeps first-touch faults off the
+//! allocation path. The ring and
 //! advice layout live in the crate `terrace-alloc-ring`, shared with Terrace's reader.
 //!
 //! # Why it is safe
