@@ -19,7 +19,7 @@
 //! | 24 | 8 | `records_offset` = [`HEADER_BYTES`] (4096) |
 //! | 32 | 8 | `advice_offset` = `records_offset + capacity * 64` |
 //! | 40 | 8 | `advice_slots`: entries in the advice table, a power of two |
-//! | 48 | 8 | `attached`: processes that attached (each `fork` child that allocates counts too) |
+//! | 48 | 8 | `attached`: processes that attached (a `fork` child inherits its parent's attachment and is not counted again; each exec'd program that allocates is) |
 //! | 56 | 8 | `advice_count`: advice entries ever claimed (0: the runtime skips the lookup) |
 //! | 128 | 8 | `tail`: producers' claim counter = events accepted since creation |
 //! | 192 | 8 | `dropped`: events dropped because the ring was full (or too contended) |

@@ -246,8 +246,8 @@ pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
 /// The C `pvalloc` contract (size rounded up to a page).
 #[no_mangle]
 pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    let Some(real) = real() else { return boot_alloc(size.next_multiple_of(PAGE), PAGE) };
     let rounded = size.checked_next_multiple_of(PAGE).unwrap_or(usize::MAX);
+    let Some(real) = real() else { return boot_alloc(rounded, PAGE) };
     // SAFETY: the system pvalloc.
     aligned(PAGE, rounded, || unsafe { (real.pvalloc)(size) })
 }

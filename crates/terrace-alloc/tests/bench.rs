@@ -14,6 +14,7 @@
 //! The figure comparable to the seed's 2.8% (object tiering §5.1: profiling on, against the
 //! allocator alone) is "attached against no ring"; "attached against the system allocator" is
 //! the whole cost of running under Terrace's runtime.
+#![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
