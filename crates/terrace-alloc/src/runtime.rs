@@ -343,44 +343,35 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
         }
         return p as *mut c_void;
     }
-    // Out of the table before the old address can be unmapped by mremap, so that no other
-    // thread's new mapping at that address meets a stale entry.
+    // Out of the table, and its free reported, before mremap can unmap the old address: another
+    // thread's new mapping there must meet no stale entry, and its alloc event must come after
+    // this free in the ring.
     table::remove(e);
+    if let Some(r) = ring {
+        report(&r, EventKind::Free, p, old_size, old_site, -1);
+    }
     // SAFETY: [p, p+len) is this object's whole mapping; MREMAP_MAYMOVE lets the kernel move it.
     let q = unsafe { libc::mremap(p as *mut c_void, len, new_len, libc::MREMAP_MAYMOVE) };
     if q == libc::MAP_FAILED {
         // The address is still ours, so its home probe finds the tombstone just left (or an
-        // earlier free slot): put the entry back.
+        // earlier free slot): put the entry back, and say the object lives on.
         if !table::insert(p, len | flags, old_size, old_site, table::SLOTS) {
             die(b"terrace-alloc: side table full while restoring an entry\n");
         }
+        if let Some(r) = ring {
+            report(&r, EventKind::Alloc, p, old_size, old_site, -1);
+        }
         return core::ptr::null_mut();
     }
+    // The object has moved: from here the call must succeed, so the entry goes in whatever the
+    // probe costs (a table with no free slot at all, a million live objects, is fatal).
     let q = q as usize;
-    if !table::insert(q, new_len | flags, new, site, table::MAX_PROBE) {
-        // No room for the new address: hand the bytes to the system allocator instead.
-        let s = match crate::real::real_if_ready() {
-            // SAFETY: the system malloc.
-            Some(real) => unsafe { (real.malloc)(new) },
-            None => core::ptr::null_mut(),
-        };
-        if s.is_null() {
-            // Put it back where it is now, whatever the cost of the probe.
-            if !table::insert(q, new_len | flags, old_size, old_site, table::SLOTS) {
-                die(b"terrace-alloc: side table full while restoring an entry\n");
-            }
-            return core::ptr::null_mut();
-        }
-        // SAFETY: s has `new` bytes; q has new_len >= new readable bytes; distinct blocks.
-        unsafe { core::ptr::copy_nonoverlapping(q as *const u8, s.cast::<u8>(), old_size.min(new)) };
-        if let Some(r) = ring {
-            report(&r, EventKind::Free, p, old_size, old_site, -1);
-        }
-        unmap(q, new_len);
-        return s;
+    if !table::insert(q, new_len | flags, new, site, table::MAX_PROBE)
+        && !table::insert(q, new_len | flags, new, site, table::SLOTS)
+    {
+        die(b"terrace-alloc: side table full while moving an object\n");
     }
     if let Some(r) = ring {
-        report(&r, EventKind::Free, p, old_size, old_site, -1);
         report(&r, EventKind::Alloc, q, new, site, -1);
     }
     q as *mut c_void

@@ -26,7 +26,7 @@ use terrace_alloc_ring::{Ring, RING_ENV};
 
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().join("libterrace_alloc.so")
+    exe.parent().unwrap().join("libterrace_alloc.so")
 }
 
 /// The "seconds" figure a program printed, else None.

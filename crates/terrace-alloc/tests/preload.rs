@@ -10,11 +10,11 @@ use std::process::{Command, Output, Stdio};
 
 use terrace_alloc_ring::{Event, EventKind, Ring, DEFAULT_ADVICE_SLOTS, RING_ENV};
 
-/// libterrace_alloc.so next to this test's executable (target/<profile>/deps/..).
+/// libterrace_alloc.so next to this test's executable, in target/<profile>/deps: cargo builds it
+/// there before the tests (the copy one level up is refreshed only by `cargo build`).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let so = dir.join("libterrace_alloc.so");
+    let so = exe.parent().unwrap().join("libterrace_alloc.so");
     assert!(so.exists(), "{} is missing: build it with cargo build -p terrace-alloc", so.display());
     so
 }
