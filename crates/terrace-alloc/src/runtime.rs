@@ -1,0 +1,378 @@
+//! The runtime's own objects: mapping, recording, advising, reporting and freeing them.
+
+use core::cell::Cell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+use terrace_alloc_ring::{Event, EventKind, RingRef};
+
+use crate::{cache, site, table, PAGE};
+
+thread_local! {
+    /// Set while this thread is inside the runtime's large-object path; a nested allocation
+    /// (from the unwinder) then goes straight to the system allocator. A const-initialised Cell
+    /// of a type without Drop is a plain ELF TLS variable: no lazy initialisation, no destructor
+    /// registration, no allocation. The library is preloaded, so its TLS block is static TLS and
+    /// `__tls_get_addr` never has to allocate it (a `dlopen`ed runtime could, which is one reason
+    /// the runtime supports LD_PRELOAD only).
+    static IN_HOOK: Cell<bool> = const { Cell::new(false) };
+    /// This thread's (pid << 32 | tid), refreshed when the pid changes (after fork).
+    static IDS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The reentrancy guard; `None` if this thread is already inside.
+pub struct Guard(());
+
+impl Guard {
+    #[inline]
+    pub fn enter() -> Option<Guard> {
+        IN_HOOK.with(|g| {
+            if g.get() {
+                None
+            } else {
+                g.set(true);
+                Some(Guard(()))
+            }
+        })
+    }
+}
+
+impl Drop for Guard {
+    #[inline]
+    fn drop(&mut self) {
+        IN_HOOK.with(|g| g.set(false));
+    }
+}
+
+static RING_BASE: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+static RING_LEN: AtomicUsize = AtomicUsize::new(0);
+/// A page mapped with MADV_WIPEONFORK whose first word caches the pid: a fork child finds it
+/// zeroed and looks the pid up again. Null if the kernel lacks WIPEONFORK (pre-4.14): then the pid
+/// is asked for at every event.
+static PID_PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Writes `msg` to stderr and aborts (no allocation).
+pub fn die(msg: &[u8]) -> ! {
+    // SAFETY: writing a valid buffer to fd 2; abort never returns.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort()
+    }
+}
+
+/// Initialisation after the system allocator is known: the side table, the runtime's own text
+/// range (for site ids), the pid page and the ring.
+pub fn init() {
+    table::init();
+    cache::init();
+    site::init();
+    // SAFETY: a fresh anonymous page; madvise on it.
+    unsafe {
+        let p = libc::mmap(
+            core::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if p != libc::MAP_FAILED {
+            if libc::madvise(p, PAGE, libc::MADV_WIPEONFORK) == 0 {
+                PID_PAGE.store(p.cast(), Ordering::Release);
+            } else {
+                libc::munmap(p, PAGE);
+            }
+        }
+    }
+    attach_ring();
+}
+
+fn attach_ring() {
+    // SAFETY: getenv reads the environment without allocating; the name is NUL-terminated.
+    let path = unsafe { libc::getenv(c"TERRACE_OBJECTS_RING".as_ptr()) };
+    if path.is_null() {
+        return;
+    }
+    // SAFETY: open/fstat/mmap/close on a path from the environment; every result is checked,
+    // and the mapping stays for the life of the process (and is inherited by fork children).
+    unsafe {
+        let fd = libc::open(path, libc::O_RDWR | libc::O_CLOEXEC);
+        if fd < 0 {
+            return;
+        }
+        let mut st: libc::stat = core::mem::zeroed();
+        let len = if libc::fstat(fd, &mut st) == 0 { st.st_size as usize } else { 0 };
+        let p = if len >= terrace_alloc_ring::HEADER_BYTES {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
+        };
+        libc::close(fd);
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        match RingRef::from_raw(p.cast(), len) {
+            Some(r) => {
+                r.note_attached();
+                RING_LEN.store(len, Ordering::Relaxed);
+                RING_BASE.store(p.cast(), Ordering::Release);
+            }
+            None => {
+                libc::munmap(p, len);
+            }
+        }
+    }
+}
+
+#[inline]
+fn ring() -> Option<RingRef> {
+    let base = RING_BASE.load(Ordering::Acquire);
+    if base.is_null() {
+        return None;
+    }
+    // SAFETY: base/len are a mapping checked at attach and never unmapped.
+    unsafe { RingRef::from_raw(base, RING_LEN.load(Ordering::Relaxed)) }
+}
+
+fn ids() -> (u32, u32) {
+    let page = PID_PAGE.load(Ordering::Acquire);
+    let pid = if page.is_null() {
+        // SAFETY: getpid has no preconditions.
+        unsafe { libc::getpid() as u32 }
+    } else {
+        // SAFETY: the page is mapped for the life of the process; its first word is an AtomicU32.
+        let cached = unsafe { &*page };
+        match cached.load(Ordering::Relaxed) {
+            0 => {
+                // SAFETY: as above.
+                let p = unsafe { libc::getpid() as u32 };
+                cached.store(p, Ordering::Relaxed);
+                p
+            }
+            p => p,
+        }
+    };
+    let v = IDS.with(|c| c.get());
+    if v >> 32 == u64::from(pid) && v != 0 {
+        return (pid, v as u32);
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() as u32 };
+    IDS.with(|c| c.set((u64::from(pid) << 32) | u64::from(tid)));
+    (pid, tid)
+}
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec (vDSO, no allocation).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+}
+
+fn report(r: &RingRef, kind: EventKind, addr: usize, bytes: usize, site: u64, node: i32) {
+    let (pid, tid) = ids();
+    r.push(&Event { kind, tid, pid, node, addr: addr as u64, bytes: bytes as u64, site, time_ns: now_ns() });
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(v: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+fn round_page(n: usize) -> Option<usize> {
+    n.checked_add(PAGE - 1).map(|v| v & !(PAGE - 1))
+}
+
+fn map(len: usize) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping; the kernel checks the arguments.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        core::ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+fn unmap(p: usize, len: usize) {
+    // SAFETY: [p, p+len) is a mapping (or part of one) the runtime made and no longer hands out.
+    unsafe { libc::munmap(p as *mut c_void, len) };
+}
+
+/// Binds [p, p+len) to `node` with MPOL_PREFERRED before anything touches it. Returns whether
+/// it took; errno is left as it was.
+fn bind(p: usize, len: usize, node: u32) -> bool {
+    let mut mask = [0u64; 16];
+    if node as usize >= mask.len() * 64 {
+        return false;
+    }
+    mask[node as usize / 64] |= 1 << (node % 64);
+    let saved = errno();
+    // SAFETY: mbind over a mapping the runtime owns; the mask outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mbind,
+            p,
+            len as libc::c_ulong,
+            libc::MPOL_PREFERRED,
+            mask.as_ptr(),
+            (mask.len() * 64 + 1) as libc::c_ulong,
+            0u32,
+        )
+    };
+    set_errno(saved);
+    r == 0
+}
+
+/// A new object of `size` bytes (at least THRESHOLD) aligned to `align` (a power of two) in its
+/// own mapping, recorded and reported; null if the runtime cannot take it (mapping or table
+/// full), and the caller then asks the system allocator. Zero-filled if `zero` (a fresh mapping
+/// is; a cached one is cleared). Call inside the guard.
+pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut c_void {
+    let Some(len) = round_page(size) else { return core::ptr::null_mut() };
+    let ring = ring();
+    let site = if ring.is_some() { site::id() } else { 0 };
+    let advice = ring.and_then(|r| r.advice(site));
+    // Unadvised page-aligned objects are mapped at their cache class's size, so that their
+    // mappings can be reused; advised ones always get a fresh mapping (first touch on the node).
+    let cacheable = advice.is_none() && align <= PAGE;
+    let len = if cacheable { cache::class_len(len) } else { len };
+    let cached = if cacheable { cache::take(len) } else { None };
+    let p = if let Some(c) = cached {
+        if zero {
+            // SAFETY: the cached mapping has len >= size bytes and is ours alone now.
+            unsafe { core::ptr::write_bytes(c as *mut u8, 0, size) };
+        }
+        c as *mut u8
+    } else if align <= PAGE {
+        map(len)
+    } else {
+        let Some(total) = len.checked_add(align) else { return core::ptr::null_mut() };
+        let raw = map(total);
+        if raw.is_null() {
+            return raw.cast();
+        }
+        let start = (raw as usize + align - 1) & !(align - 1);
+        if start > raw as usize {
+            unmap(raw as usize, start - raw as usize);
+        }
+        let tail = raw as usize + total - (start + len);
+        if tail > 0 {
+            unmap(start + len, tail);
+        }
+        start as *mut u8
+    };
+    if p.is_null() {
+        return core::ptr::null_mut();
+    }
+    let mut node = -1;
+    let mut flags = 0;
+    if let Some(n) = advice {
+        if bind(p as usize, len, n) {
+            node = n as i32;
+            flags = table::BOUND;
+        }
+    }
+    if !table::insert(p as usize, len | flags, size, site, table::MAX_PROBE) {
+        unmap(p as usize, len);
+        return core::ptr::null_mut();
+    }
+    if let Some(r) = ring {
+        report(&r, EventKind::Alloc, p as usize, size, site, node);
+    }
+    p.cast()
+}
+
+/// Frees a runtime object given its entry: its mapping goes to the cache if it has no policy of
+/// its own and fits, else it is unmapped.
+pub fn free_large(p: usize, e: &table::Entry) {
+    let len = e.len();
+    let bound = e.bound();
+    let size = e.size.load(Ordering::Acquire);
+    let site = e.site.load(Ordering::Acquire);
+    table::remove(e);
+    if let Some(r) = ring() {
+        report(&r, EventKind::Free, p, size, site, -1);
+    }
+    if bound || !cache::put(p, len) {
+        unmap(p, len);
+    }
+}
+
+/// Resizes a runtime object to `new` bytes (at least THRESHOLD): in place when the pages allow,
+/// else by mremap (which moves the pages, and their memory policy, without copying). Null with
+/// the object intact if it cannot. Call inside the guard.
+pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_void {
+    let Some(new_len) = round_page(new) else { return core::ptr::null_mut() };
+    let len = e.len();
+    let flags = e.map_len.load(Ordering::Acquire) & table::BOUND;
+    let old_size = e.size.load(Ordering::Acquire);
+    let old_site = e.site.load(Ordering::Acquire);
+    let ring = ring();
+    let site = if ring.is_some() { site::id() } else { 0 };
+    if new_len <= len {
+        if new_len < len {
+            unmap(p + new_len, len - new_len);
+            e.map_len.store(new_len | flags, Ordering::Release);
+        }
+        e.size.store(new, Ordering::Release);
+        e.site.store(site, Ordering::Release);
+        if let Some(r) = ring {
+            report(&r, EventKind::Free, p, old_size, old_site, -1);
+            report(&r, EventKind::Alloc, p, new, site, -1);
+        }
+        return p as *mut c_void;
+    }
+    // Out of the table, and its free reported, before mremap can unmap the old address: another
+    // thread's new mapping there must meet no stale entry, and its alloc event must come after
+    // this free in the ring.
+    table::remove(e);
+    if let Some(r) = ring {
+        report(&r, EventKind::Free, p, old_size, old_site, -1);
+    }
+    // SAFETY: [p, p+len) is this object's whole mapping; MREMAP_MAYMOVE lets the kernel move it.
+    let q = unsafe { libc::mremap(p as *mut c_void, len, new_len, libc::MREMAP_MAYMOVE) };
+    if q == libc::MAP_FAILED {
+        // The address is still ours, so its home probe finds the tombstone just left (or an
+        // earlier free slot): put the entry back, and say the object lives on.
+        if !table::insert(p, len | flags, old_size, old_site, table::SLOTS) {
+            die(b"terrace-alloc: side table full while restoring an entry\n");
+        }
+        if let Some(r) = ring {
+            report(&r, EventKind::Alloc, p, old_size, old_site, -1);
+        }
+        return core::ptr::null_mut();
+    }
+    // The object has moved: from here the call must succeed, so the entry goes in whatever the
+    // probe costs (a table with no free slot at all, a million live objects, is fatal).
+    let q = q as usize;
+    if !table::insert(q, new_len | flags, new, site, table::MAX_PROBE)
+        && !table::insert(q, new_len | flags, new, site, table::SLOTS)
+    {
+        die(b"terrace-alloc: side table full while moving an object\n");
+    }
+    if let Some(r) = ring {
+        report(&r, EventKind::Alloc, q, new, site, -1);
+    }
+    q as *mut c_void
+}
