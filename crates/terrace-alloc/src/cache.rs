@@ -170,18 +170,8 @@ mod tests {
     }
 
     fn map_for_test(len: usize) -> usize {
-        // SAFETY: a fresh anonymous mapping, leaked by the test.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = crate::runtime::map(len);
+        assert!(!p.is_null());
         p as usize
     }
 }

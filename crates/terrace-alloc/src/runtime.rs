@@ -195,7 +195,7 @@ fn round_page(n: usize) -> Option<usize> {
     n.checked_add(PAGE - 1).map(|v| v & !(PAGE - 1))
 }
 
-fn map(len: usize) -> *mut u8 {
+pub(crate) fn map(len: usize) -> *mut u8 {
     // SAFETY: a fresh anonymous mapping; the kernel checks the arguments.
     let p = unsafe {
         libc::mmap(
