@@ -147,6 +147,11 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
         "user space cannot point a page's mapping back at its slow copy; shadow copies need mtier's kernel \
          module (simulate them with `terrace sim`; docs/live.md, \"Shadow copies\")",
     );
+    m = m.lacking(
+        Mechanism::SiteAdvice,
+        "placing a site's new objects at allocation needs the object runtime (LD_PRELOAD), which is not built \
+         yet (simulate it with `terrace sim`)",
+    );
     m = match release {
         Some(r) if r >= (6, 3) => m.lacking(
             Mechanism::TlbFlushPerPage,
@@ -213,6 +218,7 @@ pub fn how(m: Mechanism) -> String {
             "move_pages moves a transparent huge page whole (thp_migration_success)".into()
         }
         Mechanism::Shadowing => "a promoted page's slow copy kept and switched back to".into(),
+        Mechanism::SiteAdvice => "the object runtime places a site's new objects with mbind".into(),
     }
 }
 

@@ -224,6 +224,15 @@ pub fn check(
             }
             // The kernel's own tiering consumes its hint faults; nothing to observe here.
             TrackerKind::HintFaults if req.memory_mode == MemoryMode::KernelTiering => {}
+            TrackerKind::ObjectEvents => {
+                return Err(MachineError::MissingTracker {
+                    tracker: "object events",
+                    hint:
+                        "allocation and free events come from the object runtime (LD_PRELOAD), which is not \
+                           built yet; run this policy with `terrace sim` on a workload with object events"
+                            .into(),
+                })
+            }
             TrackerKind::HintFaults => {
                 return Err(MachineError::MissingTracker {
                     tracker: "NUMA hint faults",
