@@ -235,3 +235,36 @@ fn an_object_outside_the_footprint_is_an_error() {
     let e = m.take_error().expect("refused").to_string();
     assert!(e.contains("outside the workload's footprint"), "{e}");
 }
+
+/// The built-in `objects` workload through the machine: the policy is handed exactly the events
+/// the generator made, in order, and every object freed gives its pages back (only the 12
+/// long-lived large objects, 75% of the footprint, are held at the end).
+#[test]
+fn the_objects_workload_reaches_the_policy_event_for_event() {
+    let scale = 1.0 / 64.0;
+    let mut g = terrace_workloads::build("objects", 3, scale).unwrap();
+    let (mut buf, mut made) = (Vec::new(), Vec::new());
+    while {
+        buf.clear();
+        g.fill(&mut buf, 1 << 16) > 0
+    } {}
+    g.take_object_events(&mut made);
+    let made: Vec<ObjectEvent> = made.into_iter().map(|e| e.event).collect();
+    assert!(made.len() > 500, "{} events", made.len());
+
+    let w = terrace_workloads::build("objects", 3, scale).unwrap();
+    let footprint = w.info().footprint_bytes;
+    let profile = Profile::load("optane-2019").unwrap();
+    let mut m = SimMachine::new(profile, w, footprint / 4, None).unwrap();
+    let mut p = Scripted::new(InitialPlacement::FirstTouch, Plan::none());
+    p.events = true;
+    drive(&mut m, &mut p).unwrap();
+    assert!(m.take_error().is_none());
+    assert!(p.ticks > 10);
+    assert_eq!(p.seen, made);
+    let r = m.report();
+    let frees = made.iter().filter(|e| e.kind == terrace_model::ObjectEventKind::Free).count() as u64;
+    assert_eq!((r.objects.allocated + r.objects.freed, r.objects.freed), (made.len() as u64, frees));
+    assert!(m.placement().is_consistent());
+    assert_eq!(m.placement().used.iter().sum::<u64>() * PAGE, footprint / 4 * 3);
+}

@@ -14,6 +14,7 @@ mod bfs;
 mod gups;
 mod kvstore;
 mod npb;
+mod objects;
 mod phases;
 mod pmbench;
 mod registry;
