@@ -276,22 +276,25 @@ fn generate(
     seed: u64,
     size_scale: f64,
 ) -> Result<Box<dyn AccessSource>, WorkloadError> {
-    if let Recipe::Objects = entry.recipe {
-        return Ok(Box::new(objects::build(name, seed, size_scale)?));
-    }
-    let g: Generator = match entry.recipe {
-        Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
-        Recipe::Pmbench { sigma, reads, array } => {
-            pmbench::build(name, array.unwrap_or(pmbench::DEFAULT_ARRAY), sigma, reads, seed, size_scale)?
-        }
-        Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
-        Recipe::MtierStream(threads) => stream::mtier::build(name, threads, size_scale)?,
-        Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
-        Recipe::Bfs(size, order) => bfs::build(name, size, order, seed, size_scale)?,
-        Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,
-        Recipe::Objects => unreachable!("built above"),
-    };
-    Ok(Box::new(g))
+    let phases = |g: Generator| -> Box<dyn AccessSource> { Box::new(g) };
+    Ok(match entry.recipe {
+        Recipe::Gups { hot_mib } => phases(gups::build(name, hot_mib, seed, size_scale)?),
+        Recipe::Pmbench { sigma, reads, array } => phases(pmbench::build(
+            name,
+            array.unwrap_or(pmbench::DEFAULT_ARRAY),
+            sigma,
+            reads,
+            seed,
+            size_scale,
+        )?),
+        Recipe::Stream(kernel) => phases(stream::build(name, kernel, size_scale)?),
+        Recipe::MtierStream(threads) => phases(stream::mtier::build(name, threads, size_scale)?),
+        Recipe::Npb(kernel, size) => phases(npb::build(name, kernel, size, seed, size_scale)?),
+        Recipe::Bfs(size, order) => phases(bfs::build(name, size, order, seed, size_scale)?),
+        Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
+        // Not made of phases: its stream carries object events.
+        Recipe::Objects => Box::new(objects::build(name, seed, size_scale)?),
+    })
 }
 
 /// `bytes * size_scale`, rounded down to whole pages; at least one page per thread, so every

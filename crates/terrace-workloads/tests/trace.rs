@@ -331,7 +331,7 @@ fn object_events_round_trip_at_their_places() {
     let mut events = Vec::new();
     for (i, at) in [0u64, 0, 1, 65_535, 65_536, 65_536, 99_999, 150_000, 150_000].into_iter().enumerate() {
         let i = i as u64;
-        let event = if i % 2 == 0 {
+        let event = if i.is_multiple_of(2) {
             ObjectEvent::alloc(i << 30, FOOTPRINT - (i << 30), u64::MAX - i)
         } else {
             ObjectEvent::free(FOOTPRINT - 1, 1, i)
