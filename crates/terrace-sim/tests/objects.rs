@@ -268,3 +268,25 @@ fn the_objects_workload_reaches_the_policy_event_for_event() {
     assert!(m.placement().is_consistent());
     assert_eq!(m.placement().used.iter().sum::<u64>() * PAGE, footprint / 4 * 3);
 }
+
+/// A recorded trace of the `objects` workload (format version 3) replays on the machine exactly
+/// as the generator runs: the same report, frees and object counts included, under a policy that
+/// moves pages.
+#[test]
+fn a_recorded_objects_trace_replays_as_the_generator_runs() {
+    use terrace_sim::{simulate, Capacity, SimOptions};
+    let scale = 1.0 / 64.0;
+    let mut g = terrace_workloads::build("objects", 5, scale).unwrap();
+    let bytes = terrace_workloads::trace::record(g.as_mut(), Vec::new()).unwrap();
+    let profile = Profile::load("optane-2019").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Percent(25.0), ..Default::default() };
+    let run = |source: Box<dyn terrace_workloads::AccessSource>| {
+        let mut p = terrace_policy::build("ambix").unwrap();
+        simulate(source, p.as_mut(), &profile, &opts).unwrap()
+    };
+    let generated = run(terrace_workloads::build("objects", 5, scale).unwrap());
+    let reader = terrace_workloads::trace::TraceReader::from_reader(std::io::Cursor::new(bytes)).unwrap();
+    let replayed = run(Box::new(reader));
+    assert!(generated.objects.freed > 0 && generated.pages_migrated > 0);
+    assert_eq!(replayed, generated);
+}
