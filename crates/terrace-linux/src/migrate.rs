@@ -147,11 +147,6 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
         "user space cannot point a page's mapping back at its slow copy; shadow copies need mtier's kernel \
          module (simulate them with `terrace sim`; docs/live.md, \"Shadow copies\")",
     );
-    m = m.lacking(
-        Mechanism::SiteAdvice,
-        "placing a site's new objects at allocation needs the object runtime (LD_PRELOAD), which is not built \
-         yet (simulate it with `terrace sim`)",
-    );
     m = match release {
         Some(r) if r >= (6, 3) => m.lacking(
             Mechanism::TlbFlushPerPage,
@@ -182,7 +177,11 @@ pub fn mechanisms(release: Option<(u32, u32)>, userfaultfd: bool, thp: bool) -> 
              program as it starts: start it with `terrace run --policy P -- PROGRAM`",
         );
     }
-    m
+    m.lacking(
+        Mechanism::SiteAdvice,
+        "placing a site's new objects at allocation needs the object runtime (LD_PRELOAD) joined to the live \
+         machine, which it is not yet (simulate it with `terrace sim`)",
+    )
 }
 
 /// The running kernel's [`mechanisms`].
@@ -200,6 +199,7 @@ pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool) -> Mechani
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
 pub fn how(m: Mechanism) -> String {
     match m {
+        Mechanism::SiteAdvice => "the object runtime places a site's new objects with mbind".into(),
         Mechanism::Exchange => "as pairs of move_pages batches, each demotion batch followed by its partners' \
                                 promotion batch, so neither tier overflows (stock kernels have no exchange_pages, \
                                 Nimble §3.1.4)"
@@ -218,7 +218,6 @@ pub fn how(m: Mechanism) -> String {
             "move_pages moves a transparent huge page whole (thp_migration_success)".into()
         }
         Mechanism::Shadowing => "a promoted page's slow copy kept and switched back to".into(),
-        Mechanism::SiteAdvice => "the object runtime places a site's new objects with mbind".into(),
     }
 }
 
