@@ -229,7 +229,8 @@ pub fn check(
                     tracker: "object events",
                     hint:
                         "allocation and free events come from the object runtime (LD_PRELOAD), which is not \
-                           built yet; run this policy with `terrace sim` on a workload with object events"
+                         joined to the live machine yet; run this policy with `terrace sim` on a workload \
+                         with object events"
                             .into(),
                 })
             }
