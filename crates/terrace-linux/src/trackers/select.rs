@@ -834,5 +834,13 @@ mod tests {
         let tiering = Requirements { memory_mode: MemoryMode::KernelTiering, ..faults };
         assert!(check(&k, &tiering, Attach::Running, SamplingSource::Auto).is_ok());
         assert_eq!(built(&k, &tiering, auto(), None), Ok(vec![]));
+        // Object events need the object runtime joined to this machine: not yet.
+        let objects =
+            Requirements { trackers: vec![TrackerRequest::object_events()], ..Requirements::default() };
+        let e = check(&k, &objects, Attach::Start, SamplingSource::Auto).unwrap_err().to_string();
+        assert!(
+            e.starts_with("this machine has no object events tracker: ") && e.contains("terrace sim"),
+            "{e}"
+        );
     }
 }
