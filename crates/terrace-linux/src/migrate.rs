@@ -188,7 +188,11 @@ pub fn mechanisms(
              program as it starts: start it with `terrace run --policy P -- PROGRAM`",
         );
     }
-    m
+    m.lacking(
+        Mechanism::SiteAdvice,
+        "placing a site's new objects at allocation needs the object runtime (LD_PRELOAD) joined to the live \
+         machine, which it is not yet (simulate it with `terrace sim`)",
+    )
 }
 
 /// The running kernel's [`mechanisms`].
@@ -206,6 +210,7 @@ pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool, shadow_age
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
 pub fn how(m: Mechanism) -> String {
     match m {
+        Mechanism::SiteAdvice => "the object runtime places a site's new objects with mbind".into(),
         Mechanism::Exchange => "as pairs of move_pages batches, each demotion batch followed by its partners' \
                                 promotion batch, so neither tier overflows (stock kernels have no exchange_pages, \
                                 Nimble §3.1.4)"

@@ -42,17 +42,36 @@ impl Access {
     }
 }
 
-/// Allocation or free of an object, with the allocation site it came from (object tiering, §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Allocation or free of an object, with the allocation site it came from (object tiering §3.2,
+/// §3.5): what bkmalloc sends its daemon. A free names the same range and site as its
+/// allocation. Addresses are in the managed region, as [`Access::addr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectEvent {
     pub kind: ObjectEventKind,
     pub addr: u64,
     pub bytes: u64,
-    /// Hash of the allocation's call stack.
+    /// Hash of the allocation's call stack (up to 16 return addresses, §3.5).
     pub site: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+impl ObjectEvent {
+    pub const fn alloc(addr: u64, bytes: u64, site: u64) -> Self {
+        ObjectEvent { kind: ObjectEventKind::Alloc, addr, bytes, site }
+    }
+    pub const fn free(addr: u64, bytes: u64, site: u64) -> Self {
+        ObjectEvent { kind: ObjectEventKind::Free, addr, bytes, site }
+    }
+    /// The pages of `page_bytes` the object overlaps, first to last; empty for 0 bytes.
+    pub fn pages(&self, page_bytes: u64) -> std::ops::Range<u64> {
+        if self.bytes == 0 {
+            return 0..0;
+        }
+        let last = self.addr.saturating_add(self.bytes - 1);
+        self.addr / page_bytes..last / page_bytes + 1
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ObjectEventKind {
     Alloc,
     Free,

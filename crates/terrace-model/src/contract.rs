@@ -28,7 +28,7 @@ fn failed(a: &Applied, why: MoveFailure) -> u64 {
 }
 
 fn plan(moves: Vec<Move>, exchanges: Vec<Exchange>, options: MoveOptions) -> Plan {
-    Plan { moves, exchanges, options, reason: "contract".into() }
+    Plan { moves, exchanges, options, reason: "contract".into(), ..Plan::none() }
 }
 
 /// Applies `p` and waits for what the mover took on to land: nothing to wait for where moves

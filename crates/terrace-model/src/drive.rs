@@ -14,6 +14,13 @@ pub enum DriveError {
 
 /// Runs `policy` on `machine` until the program finishes: advance to the next tick, observe,
 /// decide, apply. A policy without a tick period just lets the program run.
+///
+/// Object events (allocations and frees, object tiering §3.2) are handed to the policy here,
+/// one call of [`Policy::object_event`] each, before the tick that follows them: the one loop
+/// carries them on both machines, and [`Observations`](crate::Observations) stays a borrow of
+/// the machine's per-interval state, which an event-driven record table (the MAT daemon's
+/// object records, §3.3) does not need to rescan. Events after the last tick are handed over
+/// when the program ends, so a policy sees every event once.
 pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), DriveError> {
     let req = policy.requirements(machine.info());
     let refuse = |source| DriveError::Unsupported { policy: policy.name().to_string(), source };
@@ -29,8 +36,19 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
     }
     machine.prepare(&req).map_err(refuse)?;
     policy.start(machine.info());
+    let mut events = Vec::new();
+    let mut deliver = |machine: &mut dyn Machine, policy: &mut dyn Policy| {
+        events.clear();
+        machine.take_object_events(&mut events);
+        for e in &events {
+            policy.object_event(e);
+        }
+    };
     let Some(tick_ns) = req.tick_ns else {
-        while let Progress::Running { .. } = machine.advance(u64::MAX) {}
+        while let Progress::Running { .. } = machine.advance(u64::MAX) {
+            deliver(machine, policy);
+        }
+        deliver(machine, policy);
         return Ok(());
     };
     // Seed periods are real time; a scaled-down run ticks proportionally faster (MachineInfo::scale).
@@ -38,7 +56,9 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
     let scaled = |ns: u64| ((ns as f64 / scale).round() as u64).max(1);
     let mut next = scaled(policy.next_tick_ns().unwrap_or(tick_ns));
     loop {
-        match machine.advance(next) {
+        let progress = machine.advance(next);
+        deliver(machine, policy);
+        match progress {
             Progress::Finished { .. } => return Ok(()),
             Progress::Running { now_ns } => {
                 let plan = {
@@ -68,6 +88,9 @@ mod tests {
         observed_at: Vec<u64>,
         applied: usize,
         refuse: bool,
+        /// Object events, each with the time it happens.
+        events: Vec<(u64, crate::ObjectEvent)>,
+        taken: usize,
     }
 
     impl Clock {
@@ -81,7 +104,16 @@ mod tests {
                 scale,
                 mechanisms: crate::Mechanisms::default(),
             };
-            Clock { info, now: 0, end_ns, observed_at: vec![], applied: 0, refuse: false }
+            Clock {
+                info,
+                now: 0,
+                end_ns,
+                observed_at: vec![],
+                applied: 0,
+                refuse: false,
+                events: vec![],
+                taken: 0,
+            }
         }
     }
 
@@ -124,6 +156,11 @@ mod tests {
         fn apply(&mut self, _: &Plan) -> Applied {
             self.applied += 1;
             Applied::default()
+        }
+        fn take_object_events(&mut self, out: &mut Vec<crate::ObjectEvent>) {
+            let due = self.events[self.taken..].iter().take_while(|(t, _)| *t <= self.now).count();
+            out.extend(self.events[self.taken..self.taken + due].iter().map(|(_, e)| *e));
+            self.taken += due;
         }
     }
 
@@ -229,5 +266,59 @@ mod tests {
         let mut m = Clock::new(1_000, 1.0);
         m.info.mechanisms = crate::Mechanisms::new([crate::Mechanism::CopyThreads], 4, 1);
         drive(&mut m, &mut Ticker(Some(100), vec![crate::Mechanism::CopyThreads])).unwrap();
+    }
+
+    /// Records each object event with the number of ticks before it.
+    struct Recorder {
+        period: Option<u64>,
+        ticks: usize,
+        seen: Vec<(usize, crate::ObjectEvent)>,
+    }
+    impl Policy for Recorder {
+        fn name(&self) -> &str {
+            "recorder"
+        }
+        fn requirements(&self, _: &MachineInfo) -> Requirements {
+            Requirements {
+                trackers: vec![TrackerRequest::object_events()],
+                tick_ns: self.period,
+                ..Default::default()
+            }
+        }
+        fn tick(&mut self, _: &Observations<'_>) -> Plan {
+            self.ticks += 1;
+            Plan::none()
+        }
+        fn object_event(&mut self, e: &crate::ObjectEvent) {
+            self.seen.push((self.ticks, *e));
+        }
+    }
+
+    #[test]
+    fn object_events_reach_the_policy_once_each_in_order_before_the_tick_after_them() {
+        use crate::ObjectEvent;
+        let events = vec![
+            (0, ObjectEvent::alloc(0, 4096, 7)),
+            (150, ObjectEvent::alloc(8192, 100, 8)),
+            (150, ObjectEvent::free(0, 4096, 7)),
+            (420, ObjectEvent::alloc(0, 64, 9)),
+            // After the last tick (at 900), before the end (1000).
+            (950, ObjectEvent::free(8192, 100, 8)),
+        ];
+        let mut m = Clock::new(1_000, 1.0);
+        m.events = events.clone();
+        let mut p = Recorder { period: Some(300), ticks: 0, seen: vec![] };
+        drive(&mut m, &mut p).unwrap();
+        // Ticks at 300, 600, 900: events up to 300 come before the first, and so on.
+        let ticks_before: Vec<usize> = p.seen.iter().map(|(t, _)| *t).collect();
+        assert_eq!(ticks_before, [0, 0, 0, 1, 3]);
+        let seen: Vec<ObjectEvent> = p.seen.iter().map(|(_, e)| *e).collect();
+        assert_eq!(seen, events.iter().map(|(_, e)| *e).collect::<Vec<_>>());
+        // A policy that never ticks sees them all too.
+        let mut m = Clock::new(1_000, 1.0);
+        m.events = events.clone();
+        let mut p = Recorder { period: None, ticks: 0, seen: vec![] };
+        drive(&mut m, &mut p).unwrap();
+        assert_eq!(p.seen.len(), events.len());
     }
 }

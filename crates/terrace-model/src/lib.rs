@@ -32,8 +32,8 @@ pub use observe::{
 };
 pub use page::{PageIdx, PageSize};
 pub use plan::{
-    Applied, CheckedExchange, CheckedPlan, Exchange, Move, MoveFailure, MoveOptions, Plan, RateBudget,
-    TlbFlush,
+    Applied, CheckedExchange, CheckedPlan, Exchange, Move, MoveFailure, MoveOptions, ObjectMove, Plan,
+    RateBudget, SiteAdvice, TlbFlush,
 };
 pub use policy::{InitialPlacement, MemoryMode, Policy, Requirements};
 pub use tier::{Tier, TierId, TierKind};

@@ -1,6 +1,6 @@
 //! The `Machine` trait: runs a program and carries plans out.
 
-use crate::{Applied, Mechanism, Mechanisms, Observations, PageSize, Plan, Requirements, Tier};
+use crate::{Applied, Mechanism, Mechanisms, ObjectEvent, Observations, PageSize, Plan, Requirements, Tier};
 use serde::{Deserialize, Serialize};
 
 /// What a policy may know about the machine before it starts.
@@ -90,4 +90,9 @@ pub trait Machine {
     /// Hands a plan to the policy's movers; reports what they took on (and what is still in
     /// flight), what failed and why, and what it cost. A page changes tier when its copy completes.
     fn apply(&mut self, plan: &Plan) -> Applied;
+    /// Appends the program's allocations and frees since the previous call, in program order,
+    /// each once, if the policy asked for [`crate::TrackerKind::ObjectEvents`]; [`crate::drive`]
+    /// hands them to [`crate::Policy::object_event`]. A machine without the tracker refuses it
+    /// in `prepare` and keeps this default.
+    fn take_object_events(&mut self, _out: &mut Vec<ObjectEvent>) {}
 }

@@ -36,11 +36,14 @@ pub enum Mechanism {
     /// A promoted clean page keeps its slow copy, and goes back to it by a mapping switch
     /// (mtier §3.1, §5.2.2).
     Shadowing,
+    /// New objects of an allocation site placed in an advised tier at allocation (object
+    /// tiering §3.5): [`crate::Plan::site_advice`].
+    SiteAdvice,
 }
 
 impl Mechanism {
     /// Every mechanism, in a stable order.
-    pub const ALL: [Mechanism; 9] = [
+    pub const ALL: [Mechanism; 10] = [
         Mechanism::Exchange,
         Mechanism::CopyThreads,
         Mechanism::ConcurrentBatches,
@@ -50,6 +53,7 @@ impl Mechanism {
         Mechanism::WriteProtectedCopies,
         Mechanism::HugePageMoves,
         Mechanism::Shadowing,
+        Mechanism::SiteAdvice,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,6 +67,7 @@ impl Mechanism {
             Mechanism::WriteProtectedCopies => "write-protected copies",
             Mechanism::HugePageMoves => "huge-page moves",
             Mechanism::Shadowing => "shadow copies",
+            Mechanism::SiteAdvice => "allocation-site placement",
         }
     }
 }
@@ -166,6 +171,9 @@ impl Mechanisms {
         if o.shadow {
             asked.push(Mechanism::Shadowing);
         }
+        if !plan.site_advice.is_empty() {
+            asked.push(Mechanism::SiteAdvice);
+        }
         asked
     }
 
@@ -200,7 +208,8 @@ impl Mechanisms {
                 Mechanism::RateLimit => o.rate_limit_mb_s = None,
                 Mechanism::WriteProtectedCopies => o.protected_copies = false,
                 Mechanism::Shadowing => o.shadow = false,
-                Mechanism::Exchange | Mechanism::HugePageMoves => {}
+                // A machine without it leaves the advice unapplied (it is no move option).
+                Mechanism::Exchange | Mechanism::HugePageMoves | Mechanism::SiteAdvice => {}
             }
         }
         (o, not_honoured)
@@ -217,7 +226,7 @@ mod tests {
             moves: vec![Move { page: 0, to: TierId::FAST }],
             exchanges: vec![Exchange { a: 1, b: 2 }],
             options,
-            reason: String::new(),
+            ..Plan::none()
         }
     }
 

@@ -32,6 +32,10 @@ pub enum TrackerKind {
     /// fault reports its page, whether it was a write, and the time since the scan (Linux NUMA
     /// balancing; TPP and the tiering patch Ambix compares with).
     HintFaults,
+    /// Allocations and frees of the program's objects, with their sites, in program order
+    /// (object tiering §3.2): delivered by [`crate::drive`] through
+    /// [`crate::Policy::object_event`] before each tick ([`crate::Machine::take_object_events`]).
+    ObjectEvents,
 }
 
 impl TrackerKind {
@@ -41,6 +45,7 @@ impl TrackerKind {
             TrackerKind::Sampling => "access sampling",
             TrackerKind::Future => "future accesses",
             TrackerKind::HintFaults => "NUMA hint faults",
+            TrackerKind::ObjectEvents => "object events",
         }
     }
 }
@@ -63,6 +68,9 @@ impl TrackerRequest {
     }
     pub const fn future(intervals: u32) -> Self {
         TrackerRequest { kind: TrackerKind::Future, period: intervals }
+    }
+    pub const fn object_events() -> Self {
+        TrackerRequest { kind: TrackerKind::ObjectEvents, period: 0 }
     }
 }
 

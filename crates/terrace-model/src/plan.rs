@@ -18,6 +18,28 @@ pub struct Exchange {
     pub b: PageIdx,
 }
 
+/// Move every page of an object, the address range `[addr, addr + bytes)` of the managed region,
+/// to a tier: the MAT daemon's unit of placement (object tiering §3.4.4). [`Plan::check`] turns
+/// it into the moves of the pages the range overlaps, so it is carried out, costed and reported
+/// exactly as those page moves would be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectMove {
+    pub addr: u64,
+    pub bytes: u64,
+    pub to: TierId,
+}
+
+/// Place the new objects of an allocation site in a tier from their allocation on (object
+/// tiering §3.5, `mmap` + `mbind`): the site's objects allocated after the plan is applied have
+/// their pages first touched in `tier` while it has room, and by the initial-placement rule
+/// otherwise. `tier: None` withdraws the site's advice. Asks for [`crate::Mechanism::SiteAdvice`];
+/// a machine without it reports the advice as not honoured and ignores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiteAdvice {
+    pub site: u64,
+    pub tier: Option<TierId>,
+}
+
 /// When translations of moved pages are flushed from other cores' TLBs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -107,6 +129,10 @@ impl RateBudget {
 pub struct Plan {
     pub moves: Vec<Move>,
     pub exchanges: Vec<Exchange>,
+    /// Objects to move whole, after `moves` (their pages are moved as `moves` are).
+    pub objects: Vec<ObjectMove>,
+    /// Placement advice for new objects of allocation sites, applied in order.
+    pub site_advice: Vec<SiteAdvice>,
     pub options: MoveOptions,
     /// Why these pages move, in a few words (logged once per batch on the live machine).
     pub reason: String,
@@ -117,7 +143,27 @@ impl Plan {
         Plan::default()
     }
     pub fn is_empty(&self) -> bool {
-        self.moves.is_empty() && self.exchanges.is_empty()
+        self.moves.is_empty()
+            && self.exchanges.is_empty()
+            && self.objects.is_empty()
+            && self.site_advice.is_empty()
+    }
+
+    /// The page moves of `objects` (pages of `page_bytes`), in plan order, each object's pages
+    /// in address order; pages at or beyond `pages` are left out, and the objects that reach
+    /// past them are counted in the second value (each is one [`MoveFailure::Invalid`]).
+    pub fn object_page_moves(&self, page_bytes: u64, pages: usize) -> (Vec<Move>, u64) {
+        let mut out = Vec::new();
+        let mut beyond = 0;
+        for o in &self.objects {
+            let range = crate::ObjectEvent::alloc(o.addr, o.bytes, 0).pages(page_bytes);
+            if range.end > pages as u64 {
+                beyond += 1;
+            }
+            let end = range.end.min(pages as u64);
+            out.extend((range.start..end).map(|p| Move { page: p as PageIdx, to: o.to }));
+        }
+        (out, beyond)
     }
 
     /// What of this plan a machine should carry out, by the rules every machine shares, so the
@@ -128,6 +174,9 @@ impl Plan {
     /// the same tier is `Invalid`. Pages already moved earlier in the plan are seen where the
     /// plan put them. Room in the target tier is the machine's to check (the kernel answers
     /// ENOMEM), after the rate limit: a move refused for room has used its budget on both.
+    /// An object move is the moves of the pages its range overlaps ([`Self::object_page_moves`]),
+    /// checked after `moves` and by the same rules; an object reaching past the address space
+    /// fails `Invalid` once, for its pages there.
     pub fn check(
         &self,
         placement: &[TierId],
@@ -141,7 +190,11 @@ impl Plan {
         let tier_of = |moved: &std::collections::HashMap<PageIdx, TierId>, p: PageIdx| {
             moved.get(&p).copied().or_else(|| placement.get(p as usize).copied())
         };
-        for m in &self.moves {
+        let (object_moves, beyond) = self.object_page_moves(page_bytes, placement.len());
+        for _ in 0..beyond {
+            applied.fail(MoveFailure::Invalid);
+        }
+        for m in self.moves.iter().chain(&object_moves) {
             let Some(from) = tier_of(&moved, m.page).filter(|_| m.to.index() < tiers) else {
                 applied.fail(MoveFailure::Invalid);
                 continue;

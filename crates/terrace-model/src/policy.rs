@@ -110,6 +110,9 @@ pub trait Policy: Send {
     fn next_tick_ns(&self) -> Option<u64> {
         None
     }
-    /// An allocation or free in the managed program (object tiering).
+    /// An allocation or free in the managed program (object tiering §3.2), for a policy that
+    /// asked for [`crate::TrackerKind::ObjectEvents`]: every event once, in program order, those
+    /// since the previous tick just before [`Self::tick`] (and those after the last tick when the
+    /// program ends), so the policy's object records are current when it decides.
     fn object_event(&mut self, _event: &ObjectEvent) {}
 }

@@ -6,7 +6,7 @@ use terrace_model::{
 };
 
 fn plan(exchanges: Vec<Exchange>, options: MoveOptions) -> Plan {
-    Plan { moves: vec![Move { page: 0, to: TierId::FAST }], exchanges, options, reason: String::new() }
+    Plan { moves: vec![Move { page: 0, to: TierId::FAST }], exchanges, options, ..Plan::none() }
 }
 
 #[test]

@@ -12,7 +12,7 @@ const SLOW: TierId = TierId::SLOW;
 const NONE: TierId = TierId::UNPLACED;
 
 fn plan(moves: Vec<Move>, exchanges: Vec<Exchange>) -> Plan {
-    Plan { moves, exchanges, options: MoveOptions::default(), reason: "test".into() }
+    Plan { moves, exchanges, options: MoveOptions::default(), reason: "test".into(), ..Plan::none() }
 }
 
 /// A budget of `bytes` bytes: a rate of `bytes` B/s over one second.
@@ -189,4 +189,46 @@ fn the_empty_plan_is_empty_and_one_with_work_is_not() {
     assert!(Plan::default().is_empty());
     assert!(!plan(vec![Move { page: 0, to: FAST }], vec![]).is_empty());
     assert!(!plan(vec![], vec![Exchange { a: 0, b: 1 }]).is_empty());
+}
+
+/// An object move is the moves of every page its range overlaps, after the plan's own moves and
+/// under their rules (object tiering §3.4.4 moves objects whole).
+#[test]
+fn an_object_move_moves_every_page_its_range_overlaps() {
+    use terrace_model::ObjectMove;
+    // Bytes 4196..12388: the last 3,996 bytes of page 1, all of page 2, the first 100 of page 3.
+    let object = ObjectMove { addr: PAGE + 100, bytes: 2 * PAGE, to: FAST };
+    let p = Plan { objects: vec![object], ..plan(vec![Move { page: 0, to: FAST }], vec![]) };
+    let (out, applied) = check(&p, &[SLOW, SLOW, SLOW, SLOW, SLOW]);
+    let to_fast = |pages: &[u32]| pages.iter().map(|&page| Move { page, to: FAST }).collect::<Vec<_>>();
+    assert_eq!(out.moves, to_fast(&[0, 1, 2, 3]));
+    assert_eq!(applied, Applied::default());
+    // A page already in the tier is nothing to do, one never touched is NotPresent, and an
+    // object reaching past the address space fails Invalid once for what lies beyond.
+    let objects = vec![
+        ObjectMove { addr: 0, bytes: 2 * PAGE, to: FAST },
+        ObjectMove { addr: 2 * PAGE, bytes: 10 * PAGE, to: FAST },
+        ObjectMove { addr: 0, bytes: 0, to: SLOW },
+    ];
+    let p = Plan { objects, ..plan(vec![], vec![]) };
+    let (out, applied) = check(&p, &[FAST, SLOW, NONE, SLOW]);
+    assert_eq!(out.moves, to_fast(&[1, 3]));
+    assert_eq!(applied.failed, vec![(MoveFailure::Invalid, 1), (MoveFailure::NotPresent, 1)]);
+    // A rate limit counts an object's pages one by one.
+    let p = Plan { objects: vec![ObjectMove { addr: 0, bytes: 3 * PAGE, to: FAST }], ..plan(vec![], vec![]) };
+    let mut applied = Applied::default();
+    let out = p.check(&[SLOW, SLOW, SLOW], 2, &mut budget(2.0 * PAGE as f64), PAGE, &mut applied);
+    assert_eq!(out.moves, to_fast(&[0, 1]));
+    assert_eq!(applied.failed, vec![(MoveFailure::RateLimited, 1)]);
+}
+
+#[test]
+fn a_plan_with_only_site_advice_is_not_empty_and_asks_for_the_mechanism() {
+    use terrace_model::{Mechanism, Mechanisms, SiteAdvice};
+    let p = Plan { site_advice: vec![SiteAdvice { site: 3, tier: Some(SLOW) }], ..Plan::none() };
+    assert!(!p.is_empty(), "drive applies it");
+    assert!(Mechanisms::asked_by(&p).contains(&Mechanism::SiteAdvice));
+    let without = Mechanisms::default().lacking(Mechanism::SiteAdvice, "no runtime");
+    assert_eq!(without.honour(&p).1, vec![Mechanism::SiteAdvice]);
+    assert!(Mechanisms::all().honour(&p).1.is_empty());
 }

@@ -25,7 +25,7 @@ pub mod trackers;
 
 pub use machine::SimMachine;
 pub use profile::{Profile, ProfileError, DEFAULT_PROFILE};
-pub use report::{RunReport, TierTotals};
+pub use report::{ObjectTotals, RunReport, TierTotals};
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -48,6 +48,8 @@ pub enum SimError {
     DoesNotFit { footprint: u64, fast: u64, slow: u64 },
     #[error("an access at address {addr:#x} lies outside the workload's footprint ({footprint} bytes); the trace is inconsistent with its header")]
     OutOfFootprint { addr: u64, footprint: u64 },
+    #[error("an object event at address {addr:#x} of {bytes} bytes reaches outside the workload's footprint ({footprint} bytes); the trace is inconsistent with its header")]
+    ObjectOutOfFootprint { addr: u64, bytes: u64, footprint: u64 },
     #[error("every tier is full; the trace touched more pages than its footprint")]
     MachineFull,
     #[error(transparent)]

@@ -12,21 +12,22 @@ use crate::migration::{self, MoveWork};
 use crate::movers::{CopyKind, MoverQueue};
 use crate::placement::Placement;
 use crate::profile::{Profile, MAX_TIERS};
-use crate::report::{RunReport, TierTotals};
+use crate::report::{ObjectTotals, RunReport, TierTotals};
 use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
 use crate::trackers::{
     future::FutureWindow, hint_faults::HintFaults, page_bits::PageBits, sampling::Sampler, SliceTracker,
     Touch,
 };
 use crate::{energy, SimError};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
-    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanisms, MemoryMode, Move,
-    MoveFailure, MoveOptions, Mover, Observations, PageIdx, PageSize, Plan, Progress, RateBudget,
-    Requirements, Tier, TierId, TierStatus, TrackerKind,
+    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanism, Mechanisms, MemoryMode, Move,
+    MoveFailure, MoveOptions, Mover, ObjectEvent, ObjectEventKind, Observations, PageIdx, PageSize, Plan,
+    Progress, RateBudget, Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
-use terrace_workloads::AccessSource;
+use terrace_workloads::{AccessSource, ObjectEventAt};
 
 /// Accesses per timing slice: small enough that a policy tick lands close to its period.
 pub const SLICE_ACCESSES: usize = 1024;
@@ -111,6 +112,18 @@ pub struct SimMachine {
     /// What the last observation handed out as in flight.
     observed_in_flight: Vec<Move>,
     error: Option<SimError>,
+    /// The stream's object events not yet replayed, by position (docs/model.md §5, "Objects").
+    stream_events: VecDeque<ObjectEventAt>,
+    event_scratch: Vec<ObjectEventAt>,
+    /// Per page, the live objects that overlap it; empty until the first object event.
+    live_objects: Vec<u32>,
+    /// Pages freed while a mover held them: released when they land.
+    release_on_landing: Vec<PageIdx>,
+    /// The tier each advised allocation site's new objects go to (object tiering §3.5).
+    site_advice: HashMap<u64, TierId>,
+    /// Events replayed and not yet taken by the policy, when it asked for them.
+    policy_events: Option<Vec<ObjectEvent>>,
+    objects: ObjectTotals,
     policy_name: String,
     progress: Option<Arc<AtomicU64>>,
     reported_progress: u64,
@@ -231,6 +244,13 @@ impl SimMachine {
             move_wait_ns: 0.0,
             observed_in_flight: Vec::new(),
             error: None,
+            stream_events: VecDeque::new(),
+            event_scratch: Vec::new(),
+            live_objects: Vec::new(),
+            release_on_landing: Vec::new(),
+            site_advice: HashMap::new(),
+            policy_events: None,
+            objects: ObjectTotals::default(),
             policy_name: String::new(),
             progress: None,
             reported_progress: 0,
@@ -279,6 +299,10 @@ impl SimMachine {
             move_wait_ns: self.move_wait_ns,
             tracking_ns: self.tracking_ns,
             stall_ns: self.stall_ns,
+            objects: ObjectTotals {
+                bytes_placed_by_advice: self.placement.advised_pages * self.info.page_size.bytes(),
+                ..self.objects
+            },
         }
     }
 
@@ -301,8 +325,85 @@ impl SimMachine {
             if self.source.fill(&mut self.buf, want) == 0 {
                 self.source_done = true;
             }
+            self.source.take_object_events(&mut self.event_scratch);
+            self.stream_events.extend(self.event_scratch.drain(..));
         }
         self.buf.len() - self.pos
+    }
+
+    /// Replays the object events due before the next access (all of them once the stream has
+    /// ended): an allocation counts its pages' live objects and, if its site is advised, marks
+    /// them for the advised tier; a free releases each page no live object overlaps any more
+    /// (docs/model.md §5, "Objects").
+    fn replay_due_events(&mut self) {
+        let end_of_stream = self.source_done && self.buf.len() == self.pos;
+        while let Some(e) = self.stream_events.front().copied() {
+            if e.at > self.accesses && !end_of_stream {
+                break;
+            }
+            self.stream_events.pop_front();
+            self.object_event(e.event);
+            if self.error.is_some() {
+                return;
+            }
+        }
+    }
+
+    fn object_event(&mut self, ev: ObjectEvent) {
+        let footprint = self.source.info().footprint_bytes;
+        if ev.addr.checked_add(ev.bytes).is_none_or(|end| end > footprint) {
+            self.error = Some(SimError::ObjectOutOfFootprint { addr: ev.addr, bytes: ev.bytes, footprint });
+            return;
+        }
+        if self.live_objects.is_empty() {
+            self.live_objects = vec![0; self.info.pages as usize];
+        }
+        let pages = ev.pages(self.info.page_size.bytes());
+        match ev.kind {
+            ObjectEventKind::Alloc => {
+                self.objects.allocated += 1;
+                let advice = self.site_advice.get(&ev.site).copied();
+                for p in pages {
+                    let live = &mut self.live_objects[p as usize];
+                    *live = live.saturating_add(1);
+                    match advice {
+                        Some(t) if !self.placement.tiers[p as usize].is_placed() => {
+                            self.placement.prefer(p as PageIdx, t)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            ObjectEventKind::Free => {
+                self.objects.freed += 1;
+                for p in pages {
+                    let live = &mut self.live_objects[p as usize];
+                    // A page no allocation was seen for is not the free's to release.
+                    if *live == 0 {
+                        continue;
+                    }
+                    *live -= 1;
+                    if *live == 0 {
+                        self.release_page(p as PageIdx);
+                    }
+                }
+            }
+        }
+        if let Some(v) = self.policy_events.as_mut() {
+            v.push(ev);
+        }
+    }
+
+    /// Frees a page: out of its tier now, or when its copy lands if a mover holds it.
+    fn release_page(&mut self, page: PageIdx) {
+        if self.page_state[page as usize] != IDLE {
+            self.release_on_landing.push(page);
+            return;
+        }
+        self.placement.release(page);
+        if let Some(h) = self.hints.as_mut() {
+            h.disarm(page as usize);
+        }
     }
 
     /// Replays one slice in flat mode: places and counts each access against its tier (a page
@@ -459,10 +560,18 @@ impl SimMachine {
     /// Replays one slice and advances the clock by its time.
     fn step(&mut self) -> bool {
         self.land_copies();
-        if self.buffer_ahead(1) == 0 {
+        let buffered = self.buffer_ahead(1);
+        if !self.stream_events.is_empty() {
+            self.replay_due_events();
+        }
+        if buffered == 0 || self.error.is_some() {
             return false;
         }
-        let end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
+        let mut end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
+        if let Some(e) = self.stream_events.front() {
+            // A slice ends at the next object event, which comes between two accesses.
+            end = end.min(self.pos + (e.at - self.accesses) as usize);
+        }
         let mut loads = [TierLoad::default(); MAX_TIERS];
         // The copies under way load the tiers they read and write, each at its pages' bytes over
         // its duration, for the slice.
@@ -597,6 +706,15 @@ impl SimMachine {
                 *migrated += 1;
             });
         }
+        if !self.release_on_landing.is_empty() {
+            let pages = std::mem::take(&mut self.release_on_landing);
+            for page in pages {
+                // Still freed (no object allocated over it since): release it now it is IDLE.
+                if self.live_objects[page as usize] == 0 {
+                    self.release_page(page);
+                }
+            }
+        }
     }
 
     /// Drops the shadow of every page the slice wrote (docs/model.md §4, "Shadow copies"): its
@@ -709,7 +827,13 @@ impl SimMachine {
         let mut work = vec![MoveWork::default(); self.movers.len()];
         let busy = |p: PageIdx| self.page_state.get(p as usize).is_some_and(|&s| s != IDLE);
         let mut free = Plan { options: plan.options, ..Plan::none() };
-        for mv in &plan.moves {
+        // An object's pages are moves like the plan's own (Plan::check's rule, taken here so
+        // that its pages in flight are refused as Busy first).
+        let (object_moves, beyond) = plan.object_page_moves(page_bytes, self.placement.tiers.len());
+        for _ in 0..beyond {
+            applied.fail(MoveFailure::Invalid);
+        }
+        for mv in plan.moves.iter().chain(&object_moves) {
             if busy(mv.page) {
                 applied.fail(MoveFailure::Busy);
             } else {
@@ -930,6 +1054,7 @@ impl Machine for SimMachine {
                     self.hints = Some(HintFaults::new(self.info.pages, page, tr.period, self.info.scale));
                     self.hint_fault_ns = hint_fault_ns(&self.profile);
                 }
+                TrackerKind::ObjectEvents => self.policy_events = Some(Vec::new()),
             }
         }
         Ok(())
@@ -1010,9 +1135,28 @@ impl Machine for SimMachine {
         }
     }
 
+    fn take_object_events(&mut self, out: &mut Vec<ObjectEvent>) {
+        if let Some(v) = self.policy_events.as_mut() {
+            out.append(v);
+        }
+    }
+
     fn apply(&mut self, plan: &Plan) -> Applied {
         let mut applied = Applied::default();
         let (options, not_honoured) = self.info.mechanisms.honour(plan);
+        if !not_honoured.contains(&Mechanism::SiteAdvice) {
+            for a in &plan.site_advice {
+                match a.tier {
+                    Some(t) if t.index() < self.info.tiers.len() => {
+                        self.site_advice.insert(a.site, t);
+                    }
+                    Some(_) => applied.fail(MoveFailure::Invalid),
+                    None => {
+                        self.site_advice.remove(&a.site);
+                    }
+                }
+            }
+        }
         applied.not_honoured = not_honoured;
         let work = self.perform(plan, &options, &mut applied);
         self.last_apply_ns = self.now_ns;

@@ -28,6 +28,11 @@ pub struct Placement {
     rule: InitialPlacement,
     /// Position in the interleave cycle.
     interleave_turn: u64,
+    /// Per page, the tier its allocation site was advised to (object tiering §3.5), or
+    /// [`TierId::UNPLACED`]; empty until the first advised allocation.
+    preferred: Vec<TierId>,
+    /// Pages first touched in the tier their site was advised to.
+    pub advised_pages: u64,
 }
 
 impl Placement {
@@ -45,7 +50,39 @@ impl Placement {
             capacity,
             rule,
             interleave_turn: 0,
+            preferred: Vec::new(),
+            advised_pages: 0,
         }
+    }
+
+    /// Places `page`, when it is first touched, in tier `t` if `t` then has room (site advice,
+    /// docs/model.md §5); `TierId::UNPLACED` withdraws that.
+    pub fn prefer(&mut self, page: PageIdx, t: TierId) {
+        if self.preferred.is_empty() {
+            if !t.is_placed() {
+                return;
+            }
+            self.preferred = vec![TierId::UNPLACED; self.tiers.len()];
+        }
+        if let Some(p) = self.preferred.get_mut(page as usize) {
+            *p = t;
+        }
+    }
+
+    /// Frees `page` (its object was freed, docs/model.md §5): it occupies no tier any more, its
+    /// shadow frame is freed too, and its next touch places it afresh. Returns the tier it left.
+    pub fn release(&mut self, page: PageIdx) -> Option<TierId> {
+        self.drop_shadow(page);
+        if let Some(p) = self.preferred.get_mut(page as usize) {
+            *p = TierId::UNPLACED;
+        }
+        let slot = self.tiers.get_mut(page as usize)?;
+        let t = std::mem::replace(slot, TierId::UNPLACED);
+        if !t.is_placed() {
+            return None;
+        }
+        self.used[t.index()] -= 1;
+        Some(t)
     }
 
     pub fn has_room(&self, t: usize) -> bool {
@@ -112,6 +149,15 @@ impl Placement {
     /// checks at start that the footprint fits, so this means a trace touched more than it said).
     #[inline(never)]
     pub fn first_touch(&mut self, page: PageIdx) -> Option<TierId> {
+        // Site advice first, while the advised tier has room; then the rule.
+        if let Some(&t) = self.preferred.get(page as usize) {
+            if t.is_placed() && t.index() < self.capacity.len() && self.has_room(t.index()) {
+                self.preferred[page as usize] = TierId::UNPLACED;
+                self.advised_pages += 1;
+                self.set(page, t);
+                return Some(t);
+            }
+        }
         let wanted = match &self.rule {
             // Linux node-local allocation: the local (fast) node while it has room, then the next.
             InitialPlacement::FirstTouch => 0,

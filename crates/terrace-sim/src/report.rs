@@ -18,6 +18,16 @@ pub struct TierTotals {
     pub capacity_pages: Option<u64>,
 }
 
+/// What a workload's object events did (object tiering §3.2, §3.5); all 0 for a workload without
+/// them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectTotals {
+    pub allocated: u64,
+    pub freed: u64,
+    /// Bytes of pages first touched in the tier their allocation site was advised to.
+    pub bytes_placed_by_advice: u64,
+}
+
 /// The result of one simulated run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
@@ -73,6 +83,8 @@ pub struct RunReport {
     /// Program time lost to shootdowns, tracking and moves (`move_wait_ns` included).
     pub stall_ns: f64,
     pub energy_j: f64,
+    #[serde(default)]
+    pub objects: ObjectTotals,
 }
 
 impl RunReport {

@@ -313,6 +313,7 @@ fn arb_plan() -> impl Strategy<Value = Plan> {
             exchanges,
             options: MoveOptions { batch_pages: batch, rate_limit_mb_s: rate, ..Default::default() },
             reason: "proptest".into(),
+            ..Plan::none()
         })
 }
 

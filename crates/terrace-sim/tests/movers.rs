@@ -373,6 +373,7 @@ fn arb_plan() -> impl Strategy<Value = Plan> {
             exchanges,
             options: MoveOptions { batch_pages, protected_copies, shadow, ..MoveOptions::default() },
             reason: "proptest".into(),
+            ..Plan::none()
         })
 }
 

@@ -14,6 +14,7 @@ mod bfs;
 mod gups;
 mod kvstore;
 mod npb;
+mod objects;
 mod phases;
 mod pmbench;
 mod registry;
@@ -23,7 +24,7 @@ pub mod trace;
 mod turns;
 
 pub use registry::{build, list, WorkloadSpec, DEFAULT_SUITE};
-pub use terrace_model::{Access, AccessKind};
+pub use terrace_model::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 
 use serde::{Deserialize, Serialize};
 
@@ -122,14 +123,29 @@ fn text_field(field: &str, text: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// A deterministic stream of accesses.
+/// An object event and its place in an access stream: it comes after the stream's first `at`
+/// accesses and before the next one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectEventAt {
+    pub at: u64,
+    pub event: ObjectEvent,
+}
+
+/// A deterministic stream of accesses, with the allocations and frees of the program's objects
+/// between them (object tiering §3.2) when it has any.
 ///
-/// Batched so that the per-access cost is a loop iteration, not a virtual call.
+/// Batched so that the per-access cost is a loop iteration, not a virtual call. Object events,
+/// rare next to accesses, travel beside the batches ([`Self::take_object_events`]) instead of
+/// in them, so that [`Access`] stays 16 bytes and streams without objects cost nothing more.
 pub trait AccessSource: Send {
     fn info(&self) -> &WorkloadInfo;
     /// Appends up to `max` accesses to `buf` (which the caller cleared); returns how many were
     /// appended; 0 = the stream has ended.
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize;
+    /// Appends the object events not yet taken, in stream order, each once. Once `fill` has
+    /// handed out `n` accesses in all, every event with `at < n` is available (those at `n` may
+    /// come with a later call); once `fill` has returned 0, every event is.
+    fn take_object_events(&mut self, _out: &mut Vec<ObjectEventAt>) {}
     /// Why the stream ended early, if it did (a corrupt or truncated trace): `fill` cannot
     /// return an error, so a consumer asks here once the stream has ended.
     fn take_error(&mut self) -> Option<trace::TraceError> {
@@ -144,11 +160,24 @@ pub struct MemorySource {
     info: WorkloadInfo,
     accesses: std::sync::Arc<Vec<Access>>,
     pos: usize,
+    /// Object events by position (sorted), and how many were taken.
+    events: std::sync::Arc<Vec<ObjectEventAt>>,
+    taken: usize,
 }
 
 impl MemorySource {
     pub fn new(info: WorkloadInfo, accesses: impl Into<std::sync::Arc<Vec<Access>>>) -> Self {
-        MemorySource { info, accesses: accesses.into(), pos: 0 }
+        Self::with_events(info, accesses, Vec::new())
+    }
+
+    /// A stream with object events between its accesses (sorted here by position, stably).
+    pub fn with_events(
+        info: WorkloadInfo,
+        accesses: impl Into<std::sync::Arc<Vec<Access>>>,
+        mut events: Vec<ObjectEventAt>,
+    ) -> Self {
+        events.sort_by_key(|e| e.at);
+        MemorySource { info, accesses: accesses.into(), pos: 0, events: events.into(), taken: 0 }
     }
 }
 
@@ -161,6 +190,15 @@ impl AccessSource for MemorySource {
         buf.extend_from_slice(&self.accesses[self.pos..self.pos + n]);
         self.pos += n;
         n
+    }
+    fn take_object_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+        let end = if self.pos == self.accesses.len() {
+            self.events.len()
+        } else {
+            self.taken + self.events[self.taken..].partition_point(|e| e.at <= self.pos as u64)
+        };
+        out.extend_from_slice(&self.events[self.taken..end]);
+        self.taken = end;
     }
 }
 

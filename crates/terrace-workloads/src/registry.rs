@@ -2,7 +2,7 @@
 
 use crate::phases::Generator;
 use crate::stream::Kernel;
-use crate::{bfs, gups, kvstore, npb, pmbench, stream, AccessSource, WorkloadError, WorkloadInfo};
+use crate::{bfs, gups, kvstore, npb, objects, pmbench, stream, AccessSource, WorkloadError, WorkloadInfo};
 use std::sync::OnceLock;
 
 /// The seeds' sizes are in GB; Terrace's default runs are in MB.
@@ -42,6 +42,8 @@ enum Recipe {
     KvStore {
         set_percent: u32,
     },
+    /// Allocations and frees between the accesses (object tiering).
+    Objects,
 }
 
 #[derive(Clone, Copy)]
@@ -221,6 +223,7 @@ fn entries() -> &'static [Entry] {
                 });
             }
         }
+        v.push(Entry { name: "objects", summary: leak(objects::summary()), recipe: Recipe::Objects });
         for set_percent in kvstore::SET_PERCENTS {
             v.push(Entry {
                 name: leak(format!("kvstore-set{set_percent}")),
@@ -264,20 +267,33 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
             });
         }
     }
-    Ok(Box::new(generate(entry, name, seed, size_scale)?))
+    generate(entry, name, seed, size_scale)
 }
 
-fn generate(entry: &Entry, name: &str, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
+fn generate(
+    entry: &Entry,
+    name: &str,
+    seed: u64,
+    size_scale: f64,
+) -> Result<Box<dyn AccessSource>, WorkloadError> {
+    let phases = |g: Generator| -> Box<dyn AccessSource> { Box::new(g) };
     Ok(match entry.recipe {
-        Recipe::Gups { hot_mib } => gups::build(name, hot_mib, seed, size_scale)?,
-        Recipe::Pmbench { sigma, reads, array } => {
-            pmbench::build(name, array.unwrap_or(pmbench::DEFAULT_ARRAY), sigma, reads, seed, size_scale)?
-        }
-        Recipe::Stream(kernel) => stream::build(name, kernel, size_scale)?,
-        Recipe::MtierStream(threads) => stream::mtier::build(name, threads, size_scale)?,
-        Recipe::Npb(kernel, size) => npb::build(name, kernel, size, seed, size_scale)?,
-        Recipe::Bfs(size, order) => bfs::build(name, size, order, seed, size_scale)?,
-        Recipe::KvStore { set_percent } => kvstore::build(name, set_percent, seed, size_scale)?,
+        Recipe::Gups { hot_mib } => phases(gups::build(name, hot_mib, seed, size_scale)?),
+        Recipe::Pmbench { sigma, reads, array } => phases(pmbench::build(
+            name,
+            array.unwrap_or(pmbench::DEFAULT_ARRAY),
+            sigma,
+            reads,
+            seed,
+            size_scale,
+        )?),
+        Recipe::Stream(kernel) => phases(stream::build(name, kernel, size_scale)?),
+        Recipe::MtierStream(threads) => phases(stream::mtier::build(name, threads, size_scale)?),
+        Recipe::Npb(kernel, size) => phases(npb::build(name, kernel, size, seed, size_scale)?),
+        Recipe::Bfs(size, order) => phases(bfs::build(name, size, order, seed, size_scale)?),
+        Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
+        // Not made of phases: its stream carries object events.
+        Recipe::Objects => Box::new(objects::build(name, seed, size_scale)?),
     })
 }
 

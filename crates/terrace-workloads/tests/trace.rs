@@ -232,14 +232,14 @@ fn bad_magic_says_how_to_make_a_trace() {
 
 #[test]
 fn other_versions_are_refused_by_number() {
-    for version in [0u16, 3, u16::MAX] {
+    for version in [0u16, 4, u16::MAX] {
         let mut bytes = write_exact(&awkward_events(3));
         bytes[8..10].copy_from_slice(&version.to_le_bytes());
         let err = read_exact(&bytes).unwrap_err();
         assert!(
-            matches!(err, TraceError::UnsupportedVersion { found, supported: 2, .. } if found == version)
+            matches!(err, TraceError::UnsupportedVersion { found, supported: 3, .. } if found == version)
         );
-        assert!(err.to_string().contains("reads versions 1 to 2"), "{err}");
+        assert!(err.to_string().contains("reads versions 1 to 3"), "{err}");
     }
 }
 
@@ -320,4 +320,107 @@ fn files_and_trace_info() {
     assert!(matches!(missing, TraceError::Input(_)));
     assert!(missing.to_string().contains("does not exist"), "{missing}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Object events between accesses (version 3): `record` writes each at its place, the reader
+/// hands them back at the same places, across block boundaries, with every field intact.
+#[test]
+fn object_events_round_trip_at_their_places() {
+    use terrace_workloads::{MemorySource, ObjectEvent, ObjectEventAt};
+    let accesses = awkward_events(150_000);
+    let mut events = Vec::new();
+    for (i, at) in [0u64, 0, 1, 65_535, 65_536, 65_536, 99_999, 150_000, 150_000].into_iter().enumerate() {
+        let i = i as u64;
+        let event = if i.is_multiple_of(2) {
+            ObjectEvent::alloc(i << 30, FOOTPRINT - (i << 30), u64::MAX - i)
+        } else {
+            ObjectEvent::free(FOOTPRINT - 1, 1, i)
+        };
+        events.push(ObjectEventAt { at, event });
+    }
+    let info = info(accesses.len() as u64, FOOTPRINT);
+    let mut source = MemorySource::with_events(info.clone(), accesses.clone(), events.clone());
+    let bytes = record(&mut source, Vec::new()).unwrap();
+    assert_eq!(trace_info_of(&bytes).object_events, events.len() as u64);
+    // Read back with batch sizes that cut blocks, taking events after every batch.
+    for batch in [7_777, 1 << 16, 1] {
+        let mut r = TraceReader::from_reader(&bytes[..]).unwrap();
+        let (mut got, mut got_events) = (Vec::new(), Vec::new());
+        loop {
+            let n = r.fill(&mut got, batch);
+            let before = got_events.len();
+            r.take_object_events(&mut got_events);
+            assert!(
+                got_events[before..].iter().all(|e| e.at <= got.len() as u64),
+                "an event ahead of its place"
+            );
+            if n == 0 {
+                break;
+            }
+        }
+        assert!(r.take_error().is_none());
+        assert_eq!(got, accesses);
+        assert_eq!(got_events, events, "batch {batch}");
+    }
+    // The writer refuses an object outside the footprint; the aggregated form leaves events out.
+    let mut w = TraceWriter::new(Vec::new(), info.clone(), TraceForm::Exact).unwrap();
+    let e = w.write_object_event(&ObjectEvent::alloc(FOOTPRINT - 10, 11, 0)).unwrap_err();
+    assert!(matches!(e, TraceError::ObjectOutOfFootprint { .. }), "{e}");
+    let mut source = MemorySource::with_events(info, accesses, events);
+    let epochs = aggregate(&mut source, 10_000, Vec::new()).unwrap();
+    assert_eq!(trace_info_of(&epochs).object_events, 0);
+}
+
+/// A version 2 trace (no object events) still reads, and its address mode 3 stays invalid.
+#[test]
+fn a_version_2_trace_still_reads_and_cannot_hold_object_events() {
+    use terrace_workloads::{MemorySource, ObjectEvent, ObjectEventAt};
+    let accesses = awkward_events(1000);
+    let v3 = write_exact(&accesses);
+    // Version 2 differs only in its version field: the header checksum, and so every block's
+    // (each chains to it), change with it.
+    let v2 = relabel(&v3, 2);
+    assert_eq!(read_exact(&v2).unwrap(), accesses);
+    let info = info(accesses.len() as u64, FOOTPRINT);
+    let event = ObjectEventAt { at: 10, event: ObjectEvent::alloc(0, 4096, 1) };
+    let with =
+        record(&mut MemorySource::with_events(info, accesses.clone(), vec![event]), Vec::new()).unwrap();
+    assert_eq!(read_exact(&with).unwrap(), accesses);
+    let e = read_exact(&relabel(&with, 2)).unwrap_err().to_string();
+    assert!(e.contains("reserved address mode"), "{e}");
+}
+
+fn trace_info_of(bytes: &[u8]) -> terrace_workloads::trace::TraceSummary {
+    let path =
+        std::env::temp_dir().join(format!("terrace-objects-{}-{}.trace", std::process::id(), bytes.len()));
+    std::fs::write(&path, bytes).unwrap();
+    let s = trace_info(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    s
+}
+
+/// `bytes` (a trace written by this build) as version `version`, every checksum recomputed as
+/// docs/formats.md says (versions 2 and 3 chain alike).
+fn relabel(bytes: &[u8], version: u16) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out[8..10].copy_from_slice(&version.to_le_bytes());
+    let json_len = u32::from_le_bytes(out[15..19].try_into().unwrap()) as usize;
+    let header_end = 19 + json_len;
+    let mut previous = crc32fast::hash(&out[..header_end]);
+    out[header_end..header_end + 4].copy_from_slice(&previous.to_le_bytes());
+    let mut at = header_end + 4;
+    let mut seq = 0u64;
+    while at < out.len() {
+        let len = u32::from_le_bytes(out[at + 4..at + 8].try_into().unwrap()) as usize;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&previous.to_le_bytes());
+        h.update(&seq.to_le_bytes());
+        h.update(&out[at..at + 8]);
+        h.update(&out[at + 12..at + 12 + len]);
+        previous = h.finalize();
+        out[at + 8..at + 12].copy_from_slice(&previous.to_le_bytes());
+        at += 12 + len;
+        seq += 1;
+    }
+    out
 }

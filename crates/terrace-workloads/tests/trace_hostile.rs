@@ -221,7 +221,7 @@ fn the_writer_output_parses_and_rebuilds_bit_for_bit() {
     // The independent checksum computation above agrees with the writer's.
     for (_, bytes) in [three_blocks(), epochs_trace()] {
         let parts = Parts::parse(&bytes);
-        assert_eq!(parts.version, 2);
+        assert_eq!(parts.version, terrace_workloads::trace::VERSION);
         assert!(parts.bytes() == bytes);
     }
     assert_eq!(Parts::parse(&three_blocks().1).blocks.len(), 3);
@@ -466,7 +466,7 @@ fn length_fields_cannot_make_the_reader_allocate() {
     // 12-byte block header alone.
     for (bytes, count, len) in [
         (&exact, 65_537u32, 65_537usize),
-        (&exact, 1000, 21_001),
+        (&exact, 1000, 31_001), // more than 31 bytes an entry (an object event's most)
         (&exact, u32::MAX - 1, 100),
         (&agg, 101, 303),  // more entries than an epoch has accesses
         (&agg, 100, 1501), // more than 15 bytes an entry
@@ -477,6 +477,10 @@ fn length_fields_cannot_make_the_reader_allocate() {
         let e = err(&parts.bytes());
         assert!(e.contains("impossible block size"), "{e}");
     }
+    // Before version 3 (no object events) an entry is at most 21 bytes.
+    let mut parts = Parts { version: 2, ..Parts::parse(&exact) };
+    parts.blocks[0] = (1000, vec![0; 21_001]);
+    assert!(err(&parts.bytes()).contains("impossible block size"));
     // An epoch may not list more pages than the footprint has, whatever its length.
     let mut parts = Parts::parse(&agg);
     let mut v = parts.json_value();

@@ -1662,6 +1662,7 @@ mod tests {
                     tracking_ns: 1.0,
                     stall_ns: 1.0,
                     energy_j: 1.0,
+                    objects: Default::default(),
                 };
                 reports.insert((m, w, p), r);
             }

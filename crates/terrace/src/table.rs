@@ -90,6 +90,15 @@ pub fn print_report(r: &RunReport) {
     );
     println!("time in tracking    {}", human_time(r.tracking_ns));
     println!("program stalls      {} ({} TLB shootdowns)", human_time(r.stall_ns), r.tlb_shootdowns);
+    if r.objects.allocated + r.objects.freed > 0 {
+        // Only for a workload with object events, so other reports read as before.
+        println!(
+            "objects             {} allocated, {} freed, {} placed by site advice",
+            r.objects.allocated,
+            r.objects.freed,
+            human_bytes(r.objects.bytes_placed_by_advice)
+        );
+    }
     println!("energy              {}", human_energy(r.energy_j));
 }
 

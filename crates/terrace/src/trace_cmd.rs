@@ -100,6 +100,9 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             );
             println!("accesses        {} ({} reads, {} writes)", s.events, s.reads, s.writes);
             println!("pages touched   {} ({})", s.distinct_pages, human_bytes(s.footprint_bytes));
+            if s.object_events > 0 {
+                println!("object events   {}", s.object_events);
+            }
             println!("footprint       {} declared", human_bytes(s.info.footprint_bytes));
             if let Some(t) = s.threads {
                 println!("threads         {t}");

@@ -224,6 +224,16 @@ pub fn check(
             }
             // The kernel's own tiering consumes its hint faults; nothing to observe here.
             TrackerKind::HintFaults if req.memory_mode == MemoryMode::KernelTiering => {}
+            TrackerKind::ObjectEvents => {
+                return Err(MachineError::MissingTracker {
+                    tracker: "object events",
+                    hint:
+                        "allocation and free events come from the object runtime (LD_PRELOAD), which is not \
+                         joined to the live machine yet; run this policy with `terrace sim` on a workload \
+                         with object events"
+                            .into(),
+                })
+            }
             TrackerKind::HintFaults => {
                 return Err(MachineError::MissingTracker {
                     tracker: "NUMA hint faults",
@@ -824,5 +834,13 @@ mod tests {
         let tiering = Requirements { memory_mode: MemoryMode::KernelTiering, ..faults };
         assert!(check(&k, &tiering, Attach::Running, SamplingSource::Auto).is_ok());
         assert_eq!(built(&k, &tiering, auto(), None), Ok(vec![]));
+        // Object events need the object runtime joined to this machine: not yet.
+        let objects =
+            Requirements { trackers: vec![TrackerRequest::object_events()], ..Requirements::default() };
+        let e = check(&k, &objects, Attach::Start, SamplingSource::Auto).unwrap_err().to_string();
+        assert!(
+            e.starts_with("this machine has no object events tracker: ") && e.contains("terrace sim"),
+            "{e}"
+        );
     }
 }

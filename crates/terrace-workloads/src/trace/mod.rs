@@ -7,7 +7,8 @@
 //! truncation anywhere (even at a block boundary) is detected. From version 2 each block's
 //! checksum also covers the checksum before it (the header's, for the first block) and the
 //! block's position, so blocks cannot be reordered, dropped, repeated or spliced in from another
-//! trace unnoticed.
+//! trace unnoticed. From version 3 an exact trace also holds the program's object events
+//! (allocations and frees with their sites, object tiering §3.2) between its accesses.
 
 mod expand;
 mod reader;
@@ -26,10 +27,12 @@ use terrace_model::{Access, AccessKind};
 /// First 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"TRRCTRC\0";
 /// The format version this build writes.
-pub const VERSION: u16 = 2;
-/// The oldest version this build reads: version 1 differs only in its block checksums, which do
-/// not bind a block to its position.
+pub const VERSION: u16 = 3;
+/// The oldest version this build reads: version 2 differs only in having no object events,
+/// version 1 also in its block checksums, which do not bind a block to its position.
 pub const MIN_VERSION: u16 = 1;
+/// The first version whose exact blocks may hold object events.
+pub const OBJECTS_VERSION: u16 = 3;
 /// Events per block in the exact form: big enough to amortise the block header and checksum,
 /// small enough that a reader's buffers stay in L2.
 pub const BLOCK_EVENTS: usize = 65_536;
@@ -45,9 +48,11 @@ const MAX_HEADER_JSON: u32 = 1 << 20;
 const BLOCK_HEADER: usize = 12;
 /// The count field of the end marker.
 const END_MARKER: u32 = u32::MAX;
-/// Worst-case encoded event: tag, thread byte, fields byte, 10-byte address varint, 3-byte
-/// size varint, 5-byte instructions varint. Bounds a block's payload length.
+/// Worst-case encoded access: tag, thread byte, fields byte, 10-byte address varint, 3-byte
+/// size varint, 5-byte instructions varint. Bounds a block's payload length before version 3.
 const MAX_EVENT_BYTES: usize = 21;
+/// Worst-case encoded object event (version 3): tag and three 10-byte varints.
+const MAX_OBJECT_EVENT_BYTES: usize = 31;
 /// Worst-case aggregated entry: three 5-byte varints.
 const MAX_ENTRY_BYTES: usize = 15;
 
@@ -154,6 +159,12 @@ pub enum TraceError {
     )]
     OutOfFootprint { addr: u64, footprint: u64 },
     #[error(
+        "object event at address {addr:#x} of {bytes} bytes reaches outside the workload's footprint \
+         of {footprint} bytes; every object must lie below WorkloadInfo::footprint_bytes, so fix \
+         the footprint"
+    )]
+    ObjectOutOfFootprint { addr: u64, bytes: u64, footprint: u64 },
+    #[error(
         "access by thread {thread} but the workload declares {threads} threads; thread ids must \
          be below WorkloadInfo::threads, so fix the thread count"
     )]
@@ -179,6 +190,8 @@ pub struct TraceSummary {
     pub footprint_bytes: u64,
     /// Epochs stored; `None` for an exact trace.
     pub epochs: Option<u64>,
+    /// Object events (allocations and frees) stored; 0 for an aggregated trace.
+    pub object_events: u64,
 }
 
 /// Reads a whole trace (verifying every checksum) and summarises it.
@@ -188,13 +201,19 @@ pub fn trace_info(path: impl AsRef<Path>) -> Result<TraceSummary, TraceError> {
     let form = reader.form();
     let mut pages = PageSet::new(info.footprint_bytes);
     let (mut reads, mut writes) = (0u64, 0u64);
+    let mut object_events = 0u64;
     let (threads, epochs) = match form {
         TraceForm::Exact => {
             let mut seen = [false; 256];
             let mut buf = Vec::with_capacity(BLOCK_EVENTS);
+            let mut events = Vec::new();
             loop {
                 buf.clear();
-                if reader.read_batch(&mut buf, BLOCK_EVENTS)? == 0 {
+                let n = reader.read_batch(&mut buf, BLOCK_EVENTS)?;
+                events.clear();
+                reader.take_events(&mut events);
+                object_events += events.len() as u64;
+                if n == 0 {
                     break;
                 }
                 for a in &buf {
@@ -233,22 +252,43 @@ pub fn trace_info(path: impl AsRef<Path>) -> Result<TraceSummary, TraceError> {
         threads,
         footprint_bytes: distinct_pages << PAGE_SHIFT,
         epochs,
+        object_events,
     })
 }
 
-/// Writes every access of `source` as an exact trace to `out`; returns `out`, flushed.
+/// Writes every access and object event of `source` as an exact trace to `out`, each event
+/// at its place between the accesses; returns `out`, flushed.
 pub fn record<S, W>(source: &mut S, out: W) -> Result<W, TraceError>
 where
     S: AccessSource + ?Sized,
     W: std::io::Write,
 {
     let mut writer = TraceWriter::new(out, source.info().clone(), TraceForm::Exact)?;
-    drain(source, |batch| writer.write_batch(batch))?;
-    writer.finish()
+    let mut buf = Vec::with_capacity(BLOCK_EVENTS);
+    let mut events = Vec::new();
+    let mut before = 0u64;
+    loop {
+        buf.clear();
+        let n = source.fill(&mut buf, BLOCK_EVENTS);
+        source.take_object_events(&mut events);
+        let mut i = 0;
+        for e in events.drain(..) {
+            let upto = (e.at.saturating_sub(before) as usize).clamp(i, buf.len());
+            writer.write_batch(&buf[i..upto])?;
+            i = upto;
+            writer.write_object_event(&e.event)?;
+        }
+        writer.write_batch(&buf[i..])?;
+        before += n as u64;
+        if n == 0 {
+            return writer.finish();
+        }
+    }
 }
 
 /// Writes `source` as an aggregated trace with epochs of `epoch_accesses` accesses to `out`;
-/// returns `out`, flushed.
+/// returns `out`, flushed. The aggregated form keeps no object events (as it keeps no order
+/// within an epoch): they are left out.
 pub fn aggregate<S, W>(source: &mut S, epoch_accesses: u32, out: W) -> Result<W, TraceError>
 where
     S: AccessSource + ?Sized,
@@ -435,6 +475,10 @@ mod tag {
     pub const FIELDS: u8 = 1 << 7;
     pub const FIELD_SIZE: u8 = 1;
     pub const FIELD_INSTRUCTIONS: u8 = 2;
+    /// Address mode 3, from version 3: the entry is an object event, bit 0 its kind (0 alloc,
+    /// 1 free), bits 1-4 and 7 zero; address, bytes and site varints follow.
+    pub const ADDR_OBJECT: u8 = 3;
+    pub const OBJECT_FREE: u8 = 1;
 }
 
 #[cfg(test)]

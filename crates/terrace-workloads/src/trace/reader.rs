@@ -3,14 +3,15 @@
 
 use super::{
     block_crc, get_varint, tag, unzigzag, ThreadContext, TraceError, TraceForm, BLOCK_EVENTS, BLOCK_HEADER,
-    END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES, MAX_HEADER_JSON, MIN_VERSION,
-    PAGE_SHIFT, VERSION,
+    END_MARKER, HEADER_FIXED, MAGIC, MAX_ENTRY_BYTES, MAX_EVENT_BYTES, MAX_HEADER_JSON,
+    MAX_OBJECT_EVENT_BYTES, MIN_VERSION, OBJECTS_VERSION, PAGE_SHIFT, VERSION,
 };
-use crate::{AccessSource, WorkloadInfo};
+use crate::{AccessSource, ObjectEventAt, WorkloadInfo};
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::Path;
-use terrace_model::{Access, AccessKind, PageCounts, PageIdx};
+use terrace_model::{Access, AccessKind, ObjectEvent, ObjectEventKind, PageCounts, PageIdx};
 
 /// Reads a trace written by [`TraceWriter`](super::TraceWriter). An exact trace is also an
 /// [`AccessSource`], so the simulator replays it exactly as it would run the generator.
@@ -38,6 +39,8 @@ pub struct TraceReader<R: Read> {
     /// Decoded events not yet handed out (when a caller asks for fewer than a block).
     pending: Vec<Access>,
     pending_pos: usize,
+    /// Object events decoded and not yet taken, each placed by the accesses before it.
+    events: VecDeque<ObjectEventAt>,
     /// Accesses decoded so far, checked against the end marker.
     accesses: u64,
     done: bool,
@@ -98,6 +101,7 @@ impl<R: Read> TraceReader<R> {
             payload_offset: 0,
             pending: Vec::new(),
             pending_pos: 0,
+            events: VecDeque::new(),
             accesses: 0,
             done: false,
             error: None,
@@ -124,9 +128,26 @@ impl<R: Read> TraceReader<R> {
         self.error.take()
     }
 
-    /// Decodes up to `max` events of an exact trace, appending them to `buf`; returns how many
-    /// (0 at the end). No allocation per event: with `max` >= 65,536 and a reused `buf`, blocks
-    /// decode straight into it.
+    /// Moves the object events of the accesses read so far to `out`, in order (all of them once
+    /// the trace has ended): each comes with the number of accesses before it in the trace.
+    /// A caller of [`Self::read_batch`] that wants no events need not call it: they are kept
+    /// until taken, a block's worth at most unless a caller reads on without taking them.
+    pub fn take_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+        let handed = self.accesses - (self.pending.len() - self.pending_pos) as u64;
+        let all = self.done && self.pending_pos == self.pending.len();
+        while let Some(e) = self.events.front() {
+            if e.at > handed && !all {
+                break;
+            }
+            out.push(*e);
+            self.events.pop_front();
+        }
+    }
+
+    /// Decodes up to `max` accesses of an exact trace, appending them to `buf`; returns how
+    /// many (0 at the end). The object events between them are kept for [`Self::take_events`].
+    /// No allocation per access: with `max` >= 65,536 and a reused `buf`, blocks decode straight
+    /// into it.
     pub fn read_batch(&mut self, buf: &mut Vec<Access>, max: usize) -> Result<usize, TraceError> {
         if self.form != TraceForm::Exact {
             return Err(self.wrong_form("exact"));
@@ -143,30 +164,56 @@ impl<R: Read> TraceReader<R> {
             let Some(count) = self.next_block_or_fail()? else {
                 break;
             };
-            if self.accesses.saturating_add(count as u64) > self.info.accesses {
-                return Err(self.fail_problem(self.more_than_declared(count as u64)));
-            }
-            let limits = Limits { threads: self.info.threads, footprint: self.info.footprint_bytes };
-            if max - n >= count {
-                let before = buf.len();
-                let decoded = decode_exact(&self.payload[..self.payload_len], count, limits, buf);
-                if let Err(p) = decoded {
-                    buf.truncate(before);
-                    return Err(self.fail_problem(p));
+            let limits = Limits {
+                threads: self.info.threads,
+                footprint: self.info.footprint_bytes,
+                objects: self.version >= OBJECTS_VERSION,
+            };
+            let before = self.events.len();
+            let decoded = if max - n >= count {
+                let start = buf.len();
+                let decoded = decode_exact(
+                    &self.payload[..self.payload_len],
+                    count,
+                    limits,
+                    buf,
+                    self.accesses,
+                    &mut self.events,
+                );
+                match decoded {
+                    Ok(k) if self.accesses.saturating_add(k as u64) <= self.info.accesses => n += k,
+                    _ => buf.truncate(start),
                 }
-                n += count;
+                decoded
             } else {
                 self.pending.clear();
                 self.pending_pos = 0;
                 let mut pending = std::mem::take(&mut self.pending);
-                let decoded = decode_exact(&self.payload[..self.payload_len], count, limits, &mut pending);
+                let decoded = decode_exact(
+                    &self.payload[..self.payload_len],
+                    count,
+                    limits,
+                    &mut pending,
+                    self.accesses,
+                    &mut self.events,
+                );
                 self.pending = pending;
-                if let Err(p) = decoded {
+                decoded
+            };
+            let checked = decoded.and_then(|k| {
+                if self.accesses.saturating_add(k as u64) > self.info.accesses {
+                    return Err(self.more_than_declared(k as u64));
+                }
+                Ok(k)
+            });
+            match checked {
+                Ok(k) => self.accesses += k as u64,
+                Err(p) => {
                     self.pending.clear();
+                    self.events.truncate(before);
                     return Err(self.fail_problem(p));
                 }
             }
-            self.accesses += count as u64;
         }
         Ok(n)
     }
@@ -316,6 +363,7 @@ impl<R: Read> TraceReader<R> {
         // at most 21 bytes; an epoch at most one entry per page of the footprint (16 Mi at most)
         // and per access, of at most 15 bytes.
         let (max_entries, min_bytes, max_bytes) = match self.form {
+            TraceForm::Exact if self.version >= OBJECTS_VERSION => (BLOCK_EVENTS, 1, MAX_OBJECT_EVENT_BYTES),
             TraceForm::Exact => (BLOCK_EVENTS, 1, MAX_EVENT_BYTES),
             TraceForm::Aggregated { epoch_accesses } => {
                 let entries = u64::from(epoch_accesses).min(self.footprint_pages);
@@ -452,18 +500,33 @@ impl<R: Read + Send> AccessSource for TraceReader<R> {
     fn take_error(&mut self) -> Option<TraceError> {
         self.error.take()
     }
+
+    fn take_object_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+        self.take_events(out)
+    }
 }
 
-/// What the header allows an event: threads below `threads`, addresses below `footprint`.
+/// What the header allows an event: threads below `threads`, addresses below `footprint`, and
+/// object events only from version 3.
 #[derive(Clone, Copy)]
 struct Limits {
     threads: u32,
     footprint: u64,
+    objects: bool,
 }
 
-/// Decodes `count` exact-form events from `payload`, appending them to `out`. The payload must
-/// be consumed exactly, and every event must be within `limits`.
-fn decode_exact(payload: &[u8], count: usize, limits: Limits, out: &mut Vec<Access>) -> Result<(), Problem> {
+/// Decodes `count` exact-form entries from `payload`, appending the accesses to `out` and the
+/// object events to `events` (placed after the `base` accesses before the block and those of
+/// the block before them); returns the accesses decoded. The payload must be consumed exactly,
+/// and every entry must be within `limits`.
+fn decode_exact(
+    payload: &[u8],
+    count: usize,
+    limits: Limits,
+    out: &mut Vec<Access>,
+    base: u64,
+    events: &mut VecDeque<ObjectEventAt>,
+) -> Result<usize, Problem> {
     #[inline(always)]
     fn varint(payload: &[u8], pos: &mut usize) -> Result<u64, Problem> {
         let at = *pos;
@@ -483,9 +546,30 @@ fn decode_exact(payload: &[u8], count: usize, limits: Limits, out: &mut Vec<Acce
     let mut threads = [ThreadContext::START; 256];
     let mut thread = 0u8;
     let mut pos = 0usize;
-    for slot_out in &mut out[start..] {
+    let mut k = start;
+    for _ in 0..count {
         let at = pos;
         let t = byte(payload, &mut pos)?;
+        if (t >> tag::ADDR_SHIFT) & 3 == tag::ADDR_OBJECT && limits.objects {
+            if t & !(tag::OBJECT_FREE | tag::ADDR_OBJECT << tag::ADDR_SHIFT) != 0 {
+                return Err(malformed(at, "reserved bit set in an object event"));
+            }
+            let (addr, bytes, site) =
+                (varint(payload, &mut pos)?, varint(payload, &mut pos)?, varint(payload, &mut pos)?);
+            if addr.checked_add(bytes).is_none_or(|end| end > limits.footprint) {
+                return Err(malformed(
+                    at,
+                    format!(
+                        "an object of {bytes} bytes at {addr:#x}, outside the footprint of {} bytes",
+                        limits.footprint
+                    ),
+                ));
+            }
+            let kind = if t & tag::OBJECT_FREE != 0 { ObjectEventKind::Free } else { ObjectEventKind::Alloc };
+            let event = ObjectEvent { kind, addr, bytes, site };
+            events.push_back(ObjectEventAt { at: base + (k - start) as u64, event });
+            continue;
+        }
         // Selects rather than matches: they compile to moves, not mispredicted jumps.
         let thread_mode = (t >> tag::THREAD_SHIFT) & 3;
         thread = [thread, thread.wrapping_add(1), 0, 0][usize::from(thread_mode)];
@@ -528,18 +612,20 @@ fn decode_exact(payload: &[u8], count: usize, limits: Limits, out: &mut Vec<Acce
             let v = varint(payload, &mut pos)?;
             ctx.instructions = u32::try_from(v).map_err(|_| Problem::Varint(at))?;
         }
-        *slot_out = Access {
+        out[k] = Access {
             addr,
             instructions: ctx.instructions,
             size: ctx.size,
             thread,
             kind: if t & tag::WRITE != 0 { AccessKind::Write } else { AccessKind::Read },
         };
+        k += 1;
     }
     if pos != payload.len() {
         return Err(malformed(pos, "bytes after the block's last event"));
     }
-    Ok(())
+    out.truncate(k);
+    Ok(k - start)
 }
 
 #[cold]

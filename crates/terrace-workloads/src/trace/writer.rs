@@ -8,7 +8,7 @@ use crate::WorkloadInfo;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use terrace_model::{Access, AccessKind, PageCounts};
+use terrace_model::{Access, AccessKind, ObjectEvent, ObjectEventKind, PageCounts};
 
 /// Writes a trace block by block. Call [`finish`](Self::finish): without its end marker the
 /// trace reads as truncated.
@@ -115,6 +115,32 @@ impl<W: Write> TraceWriter<W> {
             }
         }
         self.written += batch.len() as u64;
+        Ok(())
+    }
+
+    /// Appends an object event after the accesses written so far (version 3, docs/formats.md
+    /// "Object events"). Its range must lie inside the footprint. The aggregated form keeps no
+    /// object events: there it is left out.
+    pub fn write_object_event(&mut self, e: &ObjectEvent) -> Result<(), TraceError> {
+        if e.addr.checked_add(e.bytes).is_none_or(|end| end > self.footprint) {
+            return Err(TraceError::ObjectOutOfFootprint {
+                addr: e.addr,
+                bytes: e.bytes,
+                footprint: self.footprint,
+            });
+        }
+        if self.form != TraceForm::Exact {
+            return Ok(());
+        }
+        let kind = if e.kind == ObjectEventKind::Free { tag::OBJECT_FREE } else { 0 };
+        self.payload.push(kind | tag::ADDR_OBJECT << tag::ADDR_SHIFT);
+        put_varint(&mut self.payload, e.addr);
+        put_varint(&mut self.payload, e.bytes);
+        put_varint(&mut self.payload, e.site);
+        self.entries += 1;
+        if self.entries as usize == BLOCK_EVENTS {
+            self.flush_block()?;
+        }
         Ok(())
     }
 

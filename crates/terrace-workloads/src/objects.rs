@@ -1,0 +1,408 @@
+//! A program of objects, with the characters the object-tiering seed reports for its HPC and ML
+//! applications (docs/workloads.md, "Objects"): allocations and frees with their sites between
+//! the accesses to the objects.
+//!
+//! - A few large, long-lived objects hold most of the memory: 12 objects from 3 sites, 75% of the
+//!   footprint, allocated at the start and never freed (object tiering Table 4: records live tens
+//!   to hundreds of seconds; §3.2.2: large objects dominate capacity).
+//! - Many short-lived small objects: below 4 KiB, packed into a small-object arena (§3.2: bkmalloc
+//!   slot-allocates objects under 4 KB into page-aligned blocks), allocated and freed within a
+//!   round (the ephemeral objects of §3.2.1); and medium 16 KiB buffers (at least 4 KiB, so
+//!   page-aligned regions of their own, §3.2) that live 4 rounds.
+//! - Sites share a usage pattern: every object of a site has the same size, lifetime and access
+//!   pattern (§3.5, the premise of allocation-site placement).
+//! - A phase change moves the hot set between sites: half-way through, the large objects of site 2
+//!   take over from those of site 1 (§5.3.2: the allocation trigger catches phases in SNAP and
+//!   QMCPACK).
+//!
+//! Sized as the seed's small inputs divided by 1024 (GB -> MB): a 64 MiB footprint (LULESH, AMG,
+//! WarpX and IdenProf peak at 23-50 GB, Table 3) with a fast tier of 25% of it (§5.3.1 tunes at a
+//! DRAM cap of 25% of peak RSS). 16 threads, as the seed's shared inputs (Table 3).
+
+use crate::registry::{scaled_bytes, scaled_count, seed_info};
+use crate::rng::Rng;
+use crate::{AccessSource, ObjectEventAt, WorkloadError, WorkloadInfo};
+use terrace_model::{Access, ObjectEvent};
+
+const PAGE: u64 = 4096;
+const LINE: u64 = 64;
+/// Table 3, shared inputs: 16 threads.
+const THREADS: u32 = 16;
+/// Choice: a 64 GB peak RSS (Table 3's small inputs reach 23-50 GB), scaled GB -> MB.
+const FOOTPRINT: u64 = 64 << 20;
+/// §5.3.1: a fast tier of 25% of peak RSS.
+const FAST_BYTES: u64 = FOOTPRINT / 4;
+/// Large objects: 3 sites of 4 objects, each 1/16 of the footprint (75% in all).
+const LARGE_SITES: [u64; 3] = [1, 2, 3];
+const LARGE_PER_SITE: u64 = 4;
+/// Site 1 is hot in the first half of the rounds, site 2 in the second; site 3 stays cold.
+const COLD_SITE: u64 = 3;
+/// Choice: 90% of the rounds' large-object accesses go to the hot site (as GUPS's hot set,
+/// HPWP §6.2), 5% to each other site.
+const HOT_SHARE: f64 = 0.9;
+/// Choice: 70% of large-object accesses are reads.
+const READ_SHARE: f64 = 0.7;
+/// Medium buffers: site 4, 16 KiB each, 64 allocated a round at full size, each living 4 rounds.
+/// Their size does not scale (a buffer stays a tracked object of its own, at least 4 KiB); their
+/// number does.
+const MEDIUM_SITE: u64 = 4;
+const MEDIUM_BYTES: u64 = 16 << 10;
+const MEDIUM_PER_ROUND: f64 = 64.0;
+const MEDIUM_LIFE: u64 = 4;
+/// Small objects: 8 sites (16-23), each of one size class, 512 a round at full size, freed in the
+/// round. Sizes do not scale; their number does.
+const SMALL_FIRST_SITE: u64 = 16;
+const SMALL_SITES: u64 = 8;
+const SMALL_CLASSES: [u64; 4] = [64, 256, 1024, 2048];
+const SMALL_PER_ROUND: f64 = 512.0;
+/// Choice: 32 rounds, each 256 Ki large-object accesses at full size.
+const ROUNDS: u64 = 32;
+const LARGE_ACCESSES_PER_ROUND: f64 = 262_144.0;
+/// Choice: compute between misses.
+const INSTRUCTIONS: u32 = 20;
+
+/// The layout: large objects from 0, the medium ring after them (3/16 of the footprint), the
+/// small-object arena last (1/16).
+struct Layout {
+    large_bytes: u64,
+    medium_start: u64,
+    medium_len: u64,
+    medium_bytes: u64,
+    medium_per_round: u64,
+    small_start: u64,
+    small_len: u64,
+    small_per_round: u64,
+    large_per_round: u64,
+}
+
+impl Layout {
+    fn new(name: &str, size_scale: f64) -> Result<Self, WorkloadError> {
+        let footprint = scaled_bytes(name, FOOTPRINT, size_scale, THREADS)?;
+        let sixteenth = footprint / 16 / PAGE * PAGE;
+        let medium_bytes = MEDIUM_BYTES;
+        let medium_per_round = scaled_count(MEDIUM_PER_ROUND, size_scale);
+        let small_per_round = scaled_count(SMALL_PER_ROUND, size_scale);
+        let medium_len = 3 * sixteenth;
+        let small_len = footprint - 15 * sixteenth;
+        let small_bytes: u64 = (0..small_per_round).map(small_size).sum();
+        // The ring holds a round's new buffers, the 4 rounds' live ones, and the gap it may
+        // leave at its end; the arena holds a round's small objects.
+        let too_small = || WorkloadError::TooSmall { name: name.to_string(), size_scale };
+        if medium_per_round == 0
+            || small_per_round == 0
+            || medium_len < (MEDIUM_LIFE + 2) * medium_per_round * medium_bytes
+            || small_bytes > small_len
+        {
+            return Err(too_small());
+        }
+        Ok(Layout {
+            large_bytes: sixteenth,
+            medium_start: 12 * sixteenth,
+            medium_len,
+            medium_bytes,
+            medium_per_round,
+            small_start: 15 * sixteenth,
+            small_len,
+            small_per_round,
+            large_per_round: scaled_count(LARGE_ACCESSES_PER_ROUND, size_scale).max(1),
+        })
+    }
+
+    fn footprint(&self) -> u64 {
+        self.small_start + self.small_len
+    }
+
+    fn accesses(&self) -> u64 {
+        let init = 12 * self.large_bytes / LINE;
+        let medium = self.medium_per_round * 2 * self.medium_bytes / LINE;
+        let small: u64 = (0..self.small_per_round).map(|j| 2 * small_size(j).div_ceil(LINE)).sum();
+        init + ROUNDS * (self.large_per_round + medium + small)
+    }
+}
+
+/// Site of the `j`th small object of a round, and its size (its site's class).
+fn small_site(j: u64) -> u64 {
+    SMALL_FIRST_SITE + j % SMALL_SITES
+}
+fn small_size(j: u64) -> u64 {
+    SMALL_CLASSES[(j % SMALL_SITES) as usize % SMALL_CLASSES.len()]
+}
+
+/// The generator: one round at a time into a buffer of accesses and one of events.
+pub(crate) struct Objects {
+    info: WorkloadInfo,
+    layout: Layout,
+    rng: Rng,
+    /// The next round to make (0 = the initialisation).
+    round: u64,
+    buf: Vec<Access>,
+    pos: usize,
+    /// Accesses made (in earlier rounds and `buf`), and handed out.
+    made: u64,
+    handed: u64,
+    events: std::collections::VecDeque<ObjectEventAt>,
+    /// Medium buffers alive: (address, round allocated), oldest first; the ring's next address.
+    medium_live: std::collections::VecDeque<(u64, u64)>,
+    medium_next: u64,
+    thread: u8,
+}
+
+pub(crate) fn summary() -> String {
+    "objects (object tiering §3.2, §3.5, Table 4): 16 threads, 64 MiB; 12 long-lived large objects of 3 \
+     sites hold 75%, short-lived small objects and 16 KiB buffers come and go, the hot site changes \
+     half-way"
+        .to_string()
+}
+
+pub(crate) fn build(name: &str, seed: u64, size_scale: f64) -> Result<Objects, WorkloadError> {
+    let layout = Layout::new(name, size_scale)?;
+    let mut info = seed_info(name, summary(), layout.footprint(), THREADS, FAST_BYTES, size_scale);
+    info.accesses = layout.accesses();
+    Ok(Objects {
+        info,
+        layout,
+        rng: Rng::new(seed),
+        round: 0,
+        buf: Vec::new(),
+        pos: 0,
+        made: 0,
+        handed: 0,
+        events: Default::default(),
+        medium_live: Default::default(),
+        medium_next: 0,
+        thread: 0,
+    })
+}
+
+impl Objects {
+    fn event(&mut self, event: ObjectEvent) {
+        self.events.push_back(ObjectEventAt { at: self.made + self.buf.len() as u64, event });
+    }
+
+    fn access(&mut self, addr: u64, write: bool) {
+        let t = self.thread;
+        self.thread = ((u32::from(t) + 1) % THREADS) as u8;
+        let a = if write {
+            Access::write(addr, LINE as u16, t, INSTRUCTIONS)
+        } else {
+            Access::read(addr, LINE as u16, t, INSTRUCTIONS)
+        };
+        self.buf.push(a);
+    }
+
+    fn large_addr(&self, site: u64, k: u64) -> u64 {
+        let i = (site - 1) + 3 * k;
+        i * self.layout.large_bytes
+    }
+
+    /// Makes the next round into `buf` (emptied first); false when every round is made.
+    fn make_round(&mut self) -> bool {
+        self.made += self.buf.len() as u64;
+        self.buf.clear();
+        self.pos = 0;
+        let l = &self.layout;
+        let (large, mbytes) = (l.large_bytes, l.medium_bytes);
+        if self.round == 0 {
+            // The large objects, sites in turn, then their first-touch initialisation.
+            for k in 0..LARGE_PER_SITE {
+                for site in LARGE_SITES {
+                    let addr = self.large_addr(site, k);
+                    self.event(ObjectEvent::alloc(addr, large, site));
+                }
+            }
+            for line in 0..12 * large / LINE {
+                self.access(line * LINE, true);
+            }
+        } else if self.round <= ROUNDS {
+            let r = self.round;
+            let hot = if r <= ROUNDS / 2 { 1 } else { 2 };
+            // New medium buffers, written then read once (a producer-consumer pass).
+            for _ in 0..self.layout.medium_per_round {
+                if self.medium_next + mbytes > self.layout.medium_len {
+                    self.medium_next = 0;
+                }
+                let addr = self.layout.medium_start + self.medium_next;
+                self.medium_next += mbytes;
+                self.medium_live.push_back((addr, r));
+                self.event(ObjectEvent::alloc(addr, mbytes, MEDIUM_SITE));
+            }
+            // Small objects, packed into the arena.
+            let mut small = Vec::with_capacity(self.layout.small_per_round as usize);
+            let mut at = self.layout.small_start;
+            for j in 0..self.layout.small_per_round {
+                let size = small_size(j);
+                small.push((at, size, small_site(j)));
+                self.event(ObjectEvent::alloc(at, size, small_site(j)));
+                at += size;
+            }
+            for &(addr, size, _) in &small {
+                for line in 0..size.div_ceil(LINE) {
+                    self.access(addr + line * LINE, true);
+                }
+                for line in 0..size.div_ceil(LINE) {
+                    self.access(addr + line * LINE, false);
+                }
+            }
+            let fresh: Vec<u64> = self
+                .medium_live
+                .iter()
+                .rev()
+                .take(self.layout.medium_per_round as usize)
+                .map(|b| b.0)
+                .collect();
+            for &addr in &fresh {
+                for line in 0..mbytes / LINE {
+                    self.access(addr + line * LINE, true);
+                }
+            }
+            for &addr in &fresh {
+                for line in 0..mbytes / LINE {
+                    self.access(addr + line * LINE, false);
+                }
+            }
+            // The large objects: mostly the hot site's.
+            for _ in 0..self.layout.large_per_round {
+                let u = self.rng.unit_f64();
+                let site = if u < HOT_SHARE {
+                    hot
+                } else if u < (1.0 + HOT_SHARE) / 2.0 {
+                    3 - hot
+                } else {
+                    COLD_SITE
+                };
+                let k = self.rng.below(LARGE_PER_SITE);
+                let line = self.rng.below(large / LINE);
+                let write = self.rng.unit_f64() >= READ_SHARE;
+                let addr = self.large_addr(site, k) + line * LINE;
+                self.access(addr, write);
+            }
+            for (addr, size, site) in small {
+                self.event(ObjectEvent::free(addr, size, site));
+            }
+            while let Some(&(addr, born)) = self.medium_live.front() {
+                if born + MEDIUM_LIFE > r && r < ROUNDS {
+                    break;
+                }
+                self.medium_live.pop_front();
+                self.event(ObjectEvent::free(addr, mbytes, MEDIUM_SITE));
+            }
+        } else {
+            return false;
+        }
+        self.round += 1;
+        true
+    }
+}
+
+impl AccessSource for Objects {
+    fn info(&self) -> &WorkloadInfo {
+        &self.info
+    }
+
+    fn fill(&mut self, out: &mut Vec<Access>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            if self.pos == self.buf.len() && !self.make_round() {
+                break;
+            }
+            let k = (max - n).min(self.buf.len() - self.pos);
+            out.extend_from_slice(&self.buf[self.pos..self.pos + k]);
+            self.pos += k;
+            n += k;
+        }
+        self.handed += n as u64;
+        n
+    }
+
+    fn take_object_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+        let done = self.round > ROUNDS && self.pos == self.buf.len();
+        while let Some(e) = self.events.front() {
+            if e.at > self.handed && !done {
+                break;
+            }
+            out.push(*e);
+            self.events.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use terrace_model::ObjectEventKind;
+
+    fn run(size_scale: f64) -> (WorkloadInfo, Vec<Access>, Vec<ObjectEventAt>) {
+        let mut g = build("objects", 7, size_scale).unwrap();
+        let (mut accesses, mut events) = (Vec::new(), Vec::new());
+        while g.fill(&mut accesses, 10_000) > 0 {
+            g.take_object_events(&mut events);
+            // Every event handed out is due: at or before the accesses handed out.
+            assert!(events.last().is_none_or(|e| e.at <= accesses.len() as u64));
+        }
+        g.take_object_events(&mut events);
+        (g.info().clone(), accesses, events)
+    }
+
+    #[test]
+    fn the_count_is_exact_and_every_access_is_to_a_live_object() {
+        let (info, accesses, events) = run(1.0 / 16.0);
+        info.validate().unwrap();
+        assert_eq!(accesses.len() as u64, info.accesses);
+        assert!(events.windows(2).all(|w| w[0].at <= w[1].at), "events in stream order");
+        // Replay: every access falls in a live object; every free matches a live allocation.
+        let mut live: HashMap<u64, ObjectEvent> = HashMap::new();
+        let mut next = 0;
+        for (i, a) in accesses.iter().enumerate() {
+            while next < events.len() && events[next].at <= i as u64 {
+                let e = events[next].event;
+                match e.kind {
+                    ObjectEventKind::Alloc => {
+                        assert!(live.insert(e.addr, e).is_none(), "{e:?} reuses a live address")
+                    }
+                    ObjectEventKind::Free => {
+                        assert_eq!(live.remove(&e.addr), Some(ObjectEvent::alloc(e.addr, e.bytes, e.site)))
+                    }
+                }
+                next += 1;
+            }
+            assert!(a.addr < info.footprint_bytes);
+            assert!(
+                live.values().any(|o| (o.addr..o.addr + o.bytes).contains(&a.addr)),
+                "access {i} at {:#x} is to no live object",
+                a.addr
+            );
+        }
+        // Only the 12 large objects outlive the program.
+        for e in &events[next..] {
+            assert_eq!(e.event.kind, ObjectEventKind::Free);
+            live.remove(&e.event.addr);
+        }
+        assert_eq!(live.len(), 12);
+        assert!(live.values().all(|o| LARGE_SITES.contains(&o.site)));
+    }
+
+    #[test]
+    fn large_objects_hold_most_memory_and_the_hot_site_changes_half_way() {
+        let (info, accesses, events) = run(1.0 / 16.0);
+        let allocs: Vec<ObjectEvent> =
+            events.iter().map(|e| e.event).filter(|e| e.kind == ObjectEventKind::Alloc).collect();
+        let large: u64 = allocs.iter().filter(|e| LARGE_SITES.contains(&e.site)).map(|e| e.bytes).sum();
+        assert_eq!(large * 4, info.footprint_bytes * 3, "75% of the footprint");
+        let small = allocs.iter().filter(|e| e.bytes < PAGE).count();
+        assert!(small > 20 * allocs.iter().filter(|e| LARGE_SITES.contains(&e.site)).count());
+        assert_eq!(info.suggested_fast_bytes * 4, info.footprint_bytes);
+        // Share of the large-object accesses of each half that go to sites 1 and 2.
+        let large_bytes = info.footprint_bytes / 16;
+        let site = |addr: u64| (addr / large_bytes) % 3 + 1;
+        let init = (12 * large_bytes / LINE) as usize;
+        let rounds = &accesses[init..];
+        let half = rounds.len() / 2;
+        for (part, hot) in [(&rounds[..half], 1), (&rounds[half..], 2)] {
+            let large: Vec<u64> =
+                part.iter().filter(|a| a.addr < 12 * large_bytes).map(|a| site(a.addr)).collect();
+            let share = large.iter().filter(|&&s| s == hot).count() as f64 / large.len() as f64;
+            assert!((share - HOT_SHARE).abs() < 0.02, "site {hot}: {share}");
+        }
+    }
+}
