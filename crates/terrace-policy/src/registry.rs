@@ -14,7 +14,7 @@
 
 use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
 use crate::params::{Param, Params, Value};
-use crate::{age, ambix, hemem, hpwp, kernel_tiering, mtier, nimble, ping_pong};
+use crate::{age, ambix, hemem, hpwp, kernel_tiering, mtier, nimble, object_tiering, ping_pong};
 use terrace_model::Policy;
 
 /// A registered policy or preset.
@@ -85,6 +85,13 @@ const NIMBLE: PolicySpec =
     policy(nimble::NAME, nimble::SUMMARY, nimble::PARAMS, |p| Box::new(nimble::Nimble::new(p)), no_check);
 const MTIER: PolicySpec =
     policy(mtier::NAME, mtier::SUMMARY, mtier::PARAMS, |p| Box::new(mtier::Mtier::new(p)), no_check);
+const OBJECTS: PolicySpec = policy(
+    object_tiering::NAME,
+    object_tiering::SUMMARY,
+    object_tiering::PARAMS,
+    |p| Box::new(object_tiering::ObjectTiering::new(p)),
+    no_check,
+);
 const AGE: PolicySpec =
     policy(age::NAME, age::SUMMARY, age::PARAMS, |p| Box::new(age::Age::new(p)), no_check);
 const PING_PONG: PolicySpec = policy(
@@ -123,6 +130,13 @@ const POLICIES: &[PolicySpec] = &[
     MTIER,
     preset(MTIER, mtier::HEAVY_NAME, mtier::HEAVY_SUMMARY, &[("mover", "heavy")]),
     preset(MTIER, mtier::MBIND_NAME, mtier::MBIND_SUMMARY, &[("mover", "mbind")]),
+    OBJECTS,
+    preset(
+        OBJECTS,
+        object_tiering::REACTIVE_NAME,
+        object_tiering::REACTIVE_SUMMARY,
+        &[("proactive", "false")],
+    ),
     AGE,
     preset(AGE, age::HUGE_NAME, age::HUGE_SUMMARY, &[("page_size", "2m")]),
     PING_PONG,

@@ -1,0 +1,85 @@
+//! The object-tiering policy (`objects`) on the simulated machine, over the `objects` workload:
+//! it sees every allocation and free, its plans move whole objects, demotions first, and its site advice places new objects at allocation only when proactive
+//! placement is on (object tiering §3.4.4, §3.5).
+
+use terrace_model::{
+    Applied, MachineInfo, ObjectEvent, ObjectEventKind, Observations, Plan, Policy, Requirements,
+};
+use terrace_sim::{Capacity, Profile, RunReport, SimOptions};
+
+/// Wraps a policy and keeps what passed through it.
+struct Watched {
+    inner: Box<dyn Policy>,
+    allocs: u64,
+    frees: u64,
+    object_moves: u64,
+    advice: u64,
+}
+
+impl Policy for Watched {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn requirements(&self, m: &MachineInfo) -> Requirements {
+        self.inner.requirements(m)
+    }
+    fn start(&mut self, m: &MachineInfo) {
+        self.inner.start(m);
+    }
+    fn object_event(&mut self, e: &ObjectEvent) {
+        match e.kind {
+            ObjectEventKind::Alloc => self.allocs += 1,
+            ObjectEventKind::Free => self.frees += 1,
+        }
+        self.inner.object_event(e);
+    }
+    fn tick(&mut self, obs: &Observations<'_>) -> Plan {
+        let plan = self.inner.tick(obs);
+        self.object_moves += plan.objects.len() as u64;
+        self.advice += plan.site_advice.len() as u64;
+        // Demotions come before promotions (§3.4.4).
+        let first_up = plan.objects.iter().position(|o| o.to == terrace_model::TierId::FAST);
+        if let Some(i) = first_up {
+            assert!(
+                plan.objects[i..].iter().all(|o| o.to == terrace_model::TierId::FAST),
+                "a demotion after a promotion"
+            );
+        }
+        plan
+    }
+    fn applied(&mut self, a: &Applied) {
+        self.inner.applied(a);
+    }
+}
+
+fn run(spec: &str) -> (RunReport, Watched) {
+    let mut p = Watched {
+        inner: terrace_policy::build(spec).unwrap(),
+        allocs: 0,
+        frees: 0,
+        object_moves: 0,
+        advice: 0,
+    };
+    let source = terrace_workloads::build("objects", 1, 1.0).unwrap();
+    let profile = Profile::load("optane-2019").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Percent(25.0), ..SimOptions::default() };
+    let r = terrace_sim::simulate(source, &mut p, &profile, &opts).unwrap();
+    (r, p)
+}
+
+#[test]
+fn the_policy_sees_every_object_moves_whole_objects_and_advises_sites() {
+    let (r, p) = run("objects");
+    // Every event the machine replayed reached the policy.
+    assert_eq!((p.allocs, p.frees), (r.objects.allocated, r.objects.freed), "{:?}", r.objects);
+    assert!(p.allocs > 1000 && p.frees > 1000);
+    assert!(p.object_moves > 0 && r.pages_migrated > 0, "{r:?}");
+    assert!(p.advice > 0 && r.objects.bytes_placed_by_advice > 0, "{:?}", r.objects);
+}
+
+#[test]
+fn without_proactive_placement_no_site_is_advised() {
+    let (r, p) = run("objects-reactive");
+    assert!(p.object_moves > 0);
+    assert_eq!((p.advice, r.objects.bytes_placed_by_advice), (0, 0));
+}
