@@ -13,7 +13,7 @@ ppid_of() { awk '{print $4}' "/proc/$1/stat"; }
 running() { [ -d "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
 for policy in ping-pong hpwp; do
-	terrace run --policy $policy -- terrace-hotcold --hot-mib 2 --cold-mib 8 --seconds 20 --verify-every 2 \
+	terrace run --policy $policy -- terrace-hotcold --hot-mib 2 --cold-mib 8 --seconds 12 --verify-every 2 \
 		--start-node 1 >/tmp/out 2>/tmp/log &
 	tpid=$!
 	sleep 6
