@@ -801,7 +801,8 @@ mod tests {
         assert!(alloc.end_interval(MIB, None).is_none());
 
         let mut mpi = Engine::new(settings(Priority::Fifo, Trigger::MissesPerInstruction { threshold: 2.0 }));
-        // Ten intervals at 0.01 fill the history; 0.025 is +150% (no), 0.031 is +210% (yes).
+        // Ten intervals at 0.01 fill the history; 0.025 is +150% (no); the mean is then 0.0115,
+        // and 0.045 is +291% (yes).
         for _ in 0..10 {
             assert!(mpi.end_interval(MIB, Some(0.01)).is_none());
         }
