@@ -59,10 +59,10 @@ pub struct MechanismCheck {
 }
 
 /// The migration mechanisms of the kernel under `sys` and `proc_`, for a program `terrace run`
-/// starts (which gives write-protected copies their userfaultfd, and shadow copies the socket of
-/// the agent that keeps them).
+/// starts (which gives write-protected copies their userfaultfd, shadow copies the socket of the
+/// agent that keeps them, and, with `--objects`, allocation-site placement the object runtime).
 pub fn migration_checks(sys: &Path, proc_: &Path) -> Vec<MechanismCheck> {
-    let m = crate::migrate::kernel_mechanisms(sys, proc_, true, true);
+    let m = crate::migrate::kernel_mechanisms(sys, proc_, true, true, true);
     terrace_model::Mechanism::ALL
         .iter()
         .map(|&k| MechanismCheck {

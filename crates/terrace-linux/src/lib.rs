@@ -5,7 +5,8 @@
 //! ([`process`], [`placement_scan`], with [`huge_view`] for 2 MiB pages), tracks accesses with
 //! the kernel's interfaces ([`trackers`], each behind one trait and chosen by name), moves pages
 //! with move_pages(2) and checks where they landed ([`migrate`]), keeps shadow copies of pages in
-//! memory it maps for a program ([`shadow_region`], asked over [`shadow_link`]), and implements
+//! memory it maps for a program ([`shadow_region`], asked over [`shadow_link`]), takes a program's
+//! allocation events from the object runtime and advises it ([`object_runtime`]), and implements
 //! `terrace_model::Machine` as a composition of all of it ([`machine`]), so every policy that runs on the
 //! simulated machine runs here unchanged; [`launch`] prepares a program it is to manage before
 //! the program starts. Linux only.
@@ -22,6 +23,7 @@ pub mod machine;
 pub mod metrics;
 pub mod migrate;
 pub mod numa_sys;
+pub mod object_runtime;
 pub mod page_space;
 pub mod placement_scan;
 pub mod process;

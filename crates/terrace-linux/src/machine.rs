@@ -14,6 +14,7 @@ use crate::huge_view::{self, SUBPAGES};
 use crate::kernel_tiering::TieringRun;
 use crate::migrate;
 use crate::migrate::PageMove;
+use crate::object_runtime::{object_ranges, ObjectRuntime};
 use crate::page_space::{MemberId, PageSpace};
 use crate::placement_scan::PlacementScan;
 use crate::process::{ProcessError, ProcessMemory};
@@ -73,6 +74,14 @@ pub struct LiveStats {
     /// writes dropped, in the shadow region Terrace's agent maps ([`crate::shadow_region`]).
     pub pages_switched: u64,
     pub shadows_dropped: u64,
+    /// The object runtime's events (`terrace run --objects`, [`crate::object_runtime`]): objects
+    /// handed to the policy and their frees, allocations whose pages no scan found, events the
+    /// runtime dropped for a full ring, and sites advised.
+    pub objects_seen: u64,
+    pub objects_freed: u64,
+    pub objects_unseen: u64,
+    pub object_events_dropped: u64,
+    pub sites_advised: u64,
 }
 
 /// A warning says the program has no present page after this many observations in a row...
@@ -215,6 +224,10 @@ pub struct LiveMachine {
     shadow: Option<ShadowListener>,
     shadow_links: Vec<ShadowLink>,
     warned_unshadowed: bool,
+    /// The object runtime's ring, for a program started with `terrace run --objects`.
+    objects: Option<ObjectRuntime>,
+    /// Full scans completed: an object event waits for the next one to index its pages.
+    full_scans: u64,
 }
 
 impl LiveMachine {
@@ -260,7 +273,7 @@ impl LiveMachine {
             threads,
             scale: 1.0,
             // Write-protected copies come with the program's userfaultfd (set_fault_source).
-            mechanisms: migrate::host_mechanisms(false, false),
+            mechanisms: migrate::host_mechanisms(false, false, false),
         };
         let n = tiers.len();
         let mut machine = LiveMachine {
@@ -299,6 +312,8 @@ impl LiveMachine {
             shadow: None,
             shadow_links: Vec::new(),
             warned_unshadowed: false,
+            objects: None,
+            full_scans: 0,
         };
         if let Some(mem) = first {
             machine.add_member(pid, mem, TrackerSet::default());
@@ -340,7 +355,7 @@ impl LiveMachine {
         self.fault_fd = Some(uffd);
         self.choice.fault_sample = sample_per_epoch.max(1);
         self.choice.fault_epoch = epoch;
-        self.info.mechanisms = migrate::host_mechanisms(true, self.shadow.is_some());
+        self.refresh_mechanisms(true);
     }
 
     /// Gives the machine the socket whose path the program was started with
@@ -348,8 +363,27 @@ impl LiveMachine {
     /// program's agent maps ([`crate::shadow_region`]). Set before driving.
     pub fn set_shadow_listener(&mut self, listener: ShadowListener) {
         self.shadow = Some(listener);
-        let userfaultfd = self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies);
-        self.info.mechanisms = migrate::host_mechanisms(userfaultfd, true);
+        self.refresh_mechanisms(self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies));
+    }
+
+    /// Gives the machine the object runtime's ring the program was started with
+    /// ([`ObjectRuntime::environment`]): its allocation events reach the policy and allocation-site
+    /// placement is offered. Set before driving.
+    pub fn set_object_runtime(&mut self, runtime: ObjectRuntime) {
+        self.objects = Some(runtime);
+        self.refresh_mechanisms(self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies));
+    }
+
+    /// What this kernel's mover offers with what the program was given: a userfaultfd (write-
+    /// protected copies), a shadow agent's socket, the object runtime.
+    fn refresh_mechanisms(&mut self, userfaultfd: bool) {
+        self.info.mechanisms =
+            migrate::host_mechanisms(userfaultfd, self.shadow.is_some(), self.objects.is_some());
+    }
+
+    /// The object runtime's counters, when the program runs under it.
+    pub fn object_counters(&self) -> Option<crate::object_runtime::ObjectCounters> {
+        self.objects.as_ref().map(|o| o.counters())
     }
 
     /// The program's pid (0 for a cgroup).
@@ -480,6 +514,9 @@ impl LiveMachine {
     /// Lets go of member `i`: its page numbers read as unplaced and go to the next newcomer.
     fn remove_member(&mut self, i: usize) {
         let m = self.members.remove(i);
+        if let Some(o) = self.objects.as_mut() {
+            o.process_left(m.pid as u32);
+        }
         self.space.release(m.id);
         self.departed.write_faults += m.counters.write_faults;
         self.departed.writes_held_for_copy += m.counters.writes_held_for_copy;
@@ -531,6 +568,7 @@ impl LiveMachine {
             self.space.grow(m.id, m.scan.policy_pages() as u32);
         }
         self.stats.processes = self.members.len() as u64;
+        self.full_scans += 1;
         Ok(())
     }
 
@@ -548,7 +586,11 @@ impl LiveMachine {
             && self.info.mechanisms.offers(terrace_model::Mechanism::WriteProtectedCopies)
         {
             // The guard's descriptor belonged to the old address space: copies go unprotected.
-            self.info.mechanisms = migrate::host_mechanisms(false, self.shadow.is_some());
+            self.refresh_mechanisms(false);
+        }
+        // Its objects went with its old address space.
+        if let Some(o) = self.objects.as_mut() {
+            o.process_left(pid as u32);
         }
     }
 
@@ -653,6 +695,37 @@ impl LiveMachine {
         self.stats.write_faults = faults;
         self.stats.writes_held_for_copy = held;
         self.stats.ranges_not_registered = refused;
+    }
+
+    /// Writes the plan's site advice into the object runtime's ring, each tier as its first node
+    /// (a dry run only logs it): the program's next objects of each site are placed there.
+    fn advise_sites(&mut self, plan: &Plan, applied: &mut Applied) {
+        let Some(objects) = self.objects.as_mut() else { return };
+        let mut advised = 0;
+        for a in &plan.site_advice {
+            let node = match a.tier {
+                None => None,
+                Some(t) => match self.tiers.get(t.index()).and_then(|t| t.nodes.first()) {
+                    Some(&n) => Some(n),
+                    None => {
+                        applied.fail(MoveFailure::Invalid);
+                        continue;
+                    }
+                },
+            };
+            if self.dry_run || objects.advise(a.site, node) {
+                advised += 1;
+            }
+        }
+        if advised > 0 {
+            self.stats.sites_advised += advised;
+            tracing::info!(
+                target: "terrace::plan",
+                "{}advised a node for {advised} allocation site(s) ({})",
+                if self.dry_run { "dry run: would have " } else { "" },
+                plan.reason
+            );
+        }
     }
 
     /// Adds the policy's time since the last observation to its decision time.
@@ -1067,6 +1140,14 @@ impl Machine for LiveMachine {
 
     fn prepare(&mut self, req: &Requirements) -> Result<(), MachineError> {
         check_requirements(req, Attach::Start, self.choice.sampling)?;
+        if self.objects.is_none() && req.trackers.iter().any(|t| t.kind == TrackerKind::ObjectEvents) {
+            return Err(MachineError::MissingTracker {
+                tracker: "object events",
+                hint: "allocation and free events come from the object runtime, which this program was not started \
+                       with: start it with `terrace run --objects --policy P -- PROGRAM`"
+                    .into(),
+            });
+        }
         if req.memory_mode == MemoryMode::KernelTiering {
             if self.dry_run {
                 // A dry run changes nothing on the host: the kernel's setting is left as it is,
@@ -1191,6 +1272,31 @@ impl Machine for LiveMachine {
         }
     }
 
+    fn take_object_events(&mut self, out: &mut Vec<terrace_model::ObjectEvent>) {
+        let Some(mut objects) = self.objects.take() else { return };
+        // Each member's page numbers, looked up once for all its events.
+        let runs: HashMap<u32, (usize, crate::page_space::MemberRuns)> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.pid as u32, (i, self.space.of_member(m.id))))
+            .collect();
+        let unit = self.info.page_size.bytes();
+        let members = &self.members;
+        let mut pieces = |pid: u32, addr: u64, bytes: u64| {
+            let (i, runs) = runs.get(&pid)?;
+            let scan = &members[*i].scan;
+            object_ranges(addr, bytes, unit, |a| runs.global(scan.policy_page_of(a)?))
+        };
+        objects.take(self.full_scans, &mut pieces, out);
+        let c = objects.counters();
+        self.stats.objects_seen = c.allocs;
+        self.stats.objects_freed = c.frees + c.freed_with_process;
+        self.stats.objects_unseen = c.unseen + c.overflowed;
+        self.stats.object_events_dropped = objects.ring_dropped();
+        self.objects = Some(objects);
+    }
+
     fn apply(&mut self, plan: &Plan) -> Applied {
         self.end_decision();
         if self.kernel_tiering.is_some() {
@@ -1200,6 +1306,9 @@ impl Machine for LiveMachine {
         let mut applied = Applied::default();
         let now = self.start.elapsed();
         let (options, checked) = self.check_plan(plan, now, &mut applied);
+        if !applied.not_honoured.contains(&terrace_model::Mechanism::SiteAdvice) {
+            self.advise_sites(plan, &mut applied);
+        }
         let (mut first, pairs) = phases(&checked);
         if self.dry_run {
             first.extend(pairs.iter().flat_map(|&(down, to_down, up, to_up)| [(down, to_down), (up, to_up)]));
@@ -1281,7 +1390,11 @@ pub fn live_requirements(
         pages: 0,
         threads: 1,
         scale: 1.0,
-        mechanisms: migrate::host_mechanisms(attach == Attach::Start, attach == Attach::Start),
+        mechanisms: migrate::host_mechanisms(
+            attach == Attach::Start,
+            attach == Attach::Start,
+            attach == Attach::Start,
+        ),
     };
     let req = policy.requirements(&provisional);
     // As `drive` does, but before the program starts: a two-tier policy on a host of more tiers.
@@ -1321,7 +1434,8 @@ pub fn check_requirements(
     select::check(&HostKernel, req, attach, sampling)?;
     // What the policy cannot work without, of what this kernel's mover can do (write-protected
     // copies were checked above, with the reason that fits).
-    let mechanisms = migrate::host_mechanisms(attach == Attach::Start, attach == Attach::Start);
+    let started = attach == Attach::Start;
+    let mechanisms = migrate::host_mechanisms(started, started, started);
     if let Some(mechanism) = mechanisms.first_missing(&req.required_mechanisms()) {
         return Err(MachineError::MissingMechanism { mechanism, hint: mechanisms.why_not(mechanism) });
     }

@@ -130,6 +130,7 @@ pub fn mechanisms(
     userfaultfd: bool,
     thp: bool,
     shadow_agent: bool,
+    object_runtime: bool,
 ) -> Mechanisms {
     let mut m = Mechanisms::new(
         [
@@ -141,6 +142,7 @@ pub fn mechanisms(
             Mechanism::TlbFlushPerBatch,
             Mechanism::WriteProtectedCopies,
             Mechanism::Shadowing,
+            Mechanism::SiteAdvice,
         ],
         1,
         MAX_CONCURRENT_BATCHES,
@@ -188,29 +190,43 @@ pub fn mechanisms(
              program as it starts: start it with `terrace run --policy P -- PROGRAM`",
         );
     }
-    m.lacking(
-        Mechanism::SiteAdvice,
-        "placing a site's new objects at allocation needs the object runtime (LD_PRELOAD) joined to the live \
-         machine, which it is not yet (simulate it with `terrace sim`)",
-    )
+    if !object_runtime {
+        m = m.lacking(
+            Mechanism::SiteAdvice,
+            "placing a site's new objects at allocation needs the object runtime in the program: start it with \
+             `terrace run --objects --policy P -- PROGRAM` (a running process cannot be given it)",
+        );
+    }
+    m
 }
 
 /// The running kernel's [`mechanisms`].
-pub fn host_mechanisms(userfaultfd: bool, shadow_agent: bool) -> Mechanisms {
-    kernel_mechanisms(Path::new("/sys"), Path::new("/proc"), userfaultfd, shadow_agent)
+/// `userfaultfd`, `shadow_agent` and `object_runtime` say what the program was given: a
+/// userfaultfd made inside it, a shadow agent's socket, the object runtime (all three only for a
+/// program `terrace run` starts).
+pub fn host_mechanisms(userfaultfd: bool, shadow_agent: bool, object_runtime: bool) -> Mechanisms {
+    kernel_mechanisms(Path::new("/sys"), Path::new("/proc"), userfaultfd, shadow_agent, object_runtime)
 }
 
 /// The [`mechanisms`] of the kernel whose sysfs and procfs are at `sys` and `proc_`.
-pub fn kernel_mechanisms(sys: &Path, proc_: &Path, userfaultfd: bool, shadow_agent: bool) -> Mechanisms {
+pub fn kernel_mechanisms(
+    sys: &Path,
+    proc_: &Path,
+    userfaultfd: bool,
+    shadow_agent: bool,
+    object_runtime: bool,
+) -> Mechanisms {
     let release = std::fs::read_to_string(proc_.join("sys/kernel/osrelease")).ok();
     let thp = sys.join("kernel/mm/transparent_hugepage").is_dir();
-    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp, shadow_agent)
+    mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp, shadow_agent, object_runtime)
 }
 
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
 pub fn how(m: Mechanism) -> String {
     match m {
-        Mechanism::SiteAdvice => "the object runtime places a site's new objects with mbind".into(),
+        Mechanism::SiteAdvice => "for a program started with `terrace run --objects`: the object runtime \
+                                  (LD_PRELOAD) places a site's new objects with mbind(MPOL_PREFERRED)"
+            .into(),
         Mechanism::Exchange => "as pairs of move_pages batches, each demotion batch followed by its partners' \
                                 promotion batch, so neither tier overflows (stock kernels have no exchange_pages, \
                                 Nimble §3.1.4)"
@@ -771,10 +787,10 @@ mod tests {
         assert_eq!(kernel_release("6.12.48+deb13-cloud-amd64"), Some((6, 12)));
         assert_eq!(kernel_release("5.15.0-91-generic"), Some((5, 15)));
         assert_eq!(kernel_release("garbage"), None);
-        let m = mechanisms(Some((6, 3)), true, true, false);
+        let m = mechanisms(Some((6, 3)), true, true, false, false);
         assert!(m.offers(Mechanism::TlbFlushPerBatch) && !m.offers(Mechanism::TlbFlushPerPage));
         assert!(m.why_not(Mechanism::TlbFlushPerPage).contains("6.3"));
-        let m = mechanisms(Some((6, 2)), false, true, false);
+        let m = mechanisms(Some((6, 2)), false, true, false, false);
         assert!(m.offers(Mechanism::TlbFlushPerPage) && !m.offers(Mechanism::TlbFlushPerBatch));
         assert!(!m.offers(Mechanism::WriteProtectedCopies) && !m.offers(Mechanism::CopyThreads));
         assert!(m.offers(Mechanism::Exchange) && m.offers(Mechanism::RateLimit));
@@ -783,22 +799,30 @@ mod tests {
 
     #[test]
     fn huge_pages_move_whole_only_on_a_kernel_with_thp_since_4_14() {
-        assert!(!mechanisms(Some((6, 12)), true, false, false).offers(Mechanism::HugePageMoves));
-        let old = mechanisms(Some((4, 9)), true, true, false);
+        assert!(!mechanisms(Some((6, 12)), true, false, false, false).offers(Mechanism::HugePageMoves));
+        let old = mechanisms(Some((4, 9)), true, true, false, false);
         assert!(!old.offers(Mechanism::HugePageMoves));
         assert!(old.why_not(Mechanism::HugePageMoves).contains("4.14"));
-        assert!(mechanisms(Some((4, 14)), true, true, false).offers(Mechanism::HugePageMoves));
+        assert!(mechanisms(Some((4, 14)), true, true, false, false).offers(Mechanism::HugePageMoves));
     }
 
     #[test]
     fn shadows_are_offered_only_with_an_agent_socket_and_say_where_not() {
-        assert!(mechanisms(Some((6, 12)), true, true, true).offers(Mechanism::Shadowing));
-        let m = mechanisms(Some((6, 12)), true, true, false);
+        assert!(mechanisms(Some((6, 12)), true, true, true, false).offers(Mechanism::Shadowing));
+        let m = mechanisms(Some((6, 12)), true, true, false, false);
         assert!(!m.offers(Mechanism::Shadowing));
         assert!(
             m.why_not(Mechanism::Shadowing).contains("terrace run"),
             "{}",
             m.why_not(Mechanism::Shadowing)
         );
+    }
+
+    #[test]
+    fn site_advice_is_offered_only_with_the_object_runtime() {
+        assert!(mechanisms(Some((6, 12)), true, true, false, true).offers(Mechanism::SiteAdvice));
+        let m = mechanisms(Some((6, 12)), true, true, true, false);
+        assert!(!m.offers(Mechanism::SiteAdvice));
+        assert!(m.why_not(Mechanism::SiteAdvice).contains("terrace run --objects"));
     }
 }

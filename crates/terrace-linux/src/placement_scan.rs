@@ -179,6 +179,15 @@ impl PlacementScan {
         }
     }
 
+    /// The policy's page holding `addr`, if the last full scan saw it (a page indexed since has
+    /// no placement yet, so it is not one of the policy's pages until the next scan).
+    pub fn policy_page_of(&self, addr: u64) -> Option<u32> {
+        match &self.huge {
+            Some(h) => h.page_of(addr),
+            None => self.mem.index().index_of(addr).filter(|&i| (i as usize) < self.placement.len()),
+        }
+    }
+
     /// The 4 KiB addresses that make up the policy's page `page`: the page itself, or the pages
     /// of a 2 MiB range that were present at the last scan (a range the program touched only in
     /// part moves what it holds; asking move_pages for its absent pages only fails them).

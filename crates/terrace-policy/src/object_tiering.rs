@@ -131,10 +131,12 @@ pub struct ObjectTiering {
     interval_ns: u64,
     sample_period: u32,
     engine: Engine,
-    /// Byte sizes as shares of the footprint, set at start.
+    /// Byte sizes as shares of the footprint, set at start and as a live program grows.
     alloc_share: f64,
     split_share: f64,
     page_bytes: u64,
+    /// The footprint (pages) the sizes were set against.
+    footprint_pages: u64,
     /// Advice the machine was last given, by site, so only changes are sent.
     advised: HashMap<u64, TierId>,
     now_ns: u64,
@@ -175,6 +177,7 @@ impl ObjectTiering {
             alloc_share: p.fraction("alloc_share"),
             split_share: p.fraction("split_share"),
             page_bytes: 4096,
+            footprint_pages: 0,
             advised: HashMap::new(),
             now_ns: 0,
         }
@@ -182,6 +185,22 @@ impl ObjectTiering {
 
     pub fn counts(&self) -> Counts {
         self.engine.counts
+    }
+
+    /// Sets the record split and the allocation trigger against a footprint of `pages` if it is
+    /// larger than the one they were set against: the simulated machine's footprint is known at
+    /// start, a live program's grows as it runs (at start it is the loader's few pages).
+    fn footprint_grew_to(&mut self, pages: u64) {
+        if pages <= self.footprint_pages {
+            return;
+        }
+        self.footprint_pages = pages;
+        let footprint = (pages * self.page_bytes) as f64;
+        let share = |s: f64| ((s * footprint) as u64).max(self.page_bytes);
+        self.engine.settings.split_bytes = share(self.split_share);
+        if let Trigger::Allocation { .. } = self.engine.settings.trigger {
+            self.engine.settings.trigger = Trigger::Allocation { bytes: share(self.alloc_share) };
+        }
     }
 }
 
@@ -202,12 +221,7 @@ impl Policy for ObjectTiering {
 
     fn start(&mut self, machine: &MachineInfo) {
         self.page_bytes = machine.page_size.bytes();
-        let footprint = (machine.pages * self.page_bytes) as f64;
-        let share = |s: f64| ((s * footprint) as u64).max(self.page_bytes);
-        self.engine.settings.split_bytes = share(self.split_share);
-        if let Trigger::Allocation { .. } = self.engine.settings.trigger {
-            self.engine.settings.trigger = Trigger::Allocation { bytes: share(self.alloc_share) };
-        }
+        self.footprint_grew_to(machine.pages);
     }
 
     fn object_event(&mut self, e: &ObjectEvent) {
@@ -222,6 +236,7 @@ impl Policy for ObjectTiering {
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         self.now_ns = obs.now_ns;
+        self.footprint_grew_to(obs.placement.len() as u64);
         let page = self.page_bytes;
         for s in obs.samples {
             // A sample names its page: it counts for the record holding the page's first byte

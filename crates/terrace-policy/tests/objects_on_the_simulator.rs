@@ -60,7 +60,8 @@ fn run(spec: &str) -> (RunReport, Watched) {
         object_moves: 0,
         advice: 0,
     };
-    let source = terrace_workloads::build("objects", 1, 1.0).unwrap();
+    // At a sixteenth of its size: its full 2,048 rounds at every size keep the passes over memory.
+    let source = terrace_workloads::build("objects", 1, 1.0 / 16.0).unwrap();
     let profile = Profile::load("optane-2019").unwrap();
     let opts = SimOptions { fast_capacity: Capacity::Percent(25.0), ..SimOptions::default() };
     let r = terrace_sim::simulate(source, &mut p, &profile, &opts).unwrap();

@@ -59,13 +59,16 @@ struct Machine {
     profile: &'static str,
     /// A share of each footprint ("50%"); `None`: each workload's seed-sized fast tier.
     fast_capacity: Option<&'static str>,
+    /// The workloads' sizes divided by this (`--size-scale 1/shrink`; 1: as built), for a
+    /// workload whose seed-long runs are affordable only smaller.
+    shrink: u32,
 }
 
 /// The machine of every reproduction of a seed that ran on Optane: the default profile, each
 /// workload's seed-sized DRAM.
-const SEED_DRAM: Machine = Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None };
+const SEED_DRAM: Machine = Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, shrink: 1 };
 /// Nimble's machine (§4.3): a remote socket as the slow tier, local memory half the footprint.
-const NIMBLE_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("50%") };
+const NIMBLE_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("50%"), shrink: 1 };
 
 /// Every table, in the doc's order.
 const TABLES: &[Table] = &[
@@ -222,6 +225,22 @@ const TABLES: &[Table] = &[
         render: mtier_threads,
         machine: MTIER_MACHINE,
         sweep: &[],
+    },
+    Table {
+        name: "objects-fig4",
+        what: "object tiering §5.3.2, Fig. 4: speedup over first-touch of each priority and trigger at fast tiers of 12.5, 25 and 50%",
+        runs: objects_fig4_runs,
+        render: objects_fig4,
+        machine: OBJECTS_CAPS[1],
+        sweep: &OBJECTS_CAPS,
+    },
+    Table {
+        name: "objects-fig7",
+        what: "object tiering §5.4.1, Fig. 7: proactive placement against the reactive policy",
+        runs: objects_fig7_runs,
+        render: objects_fig7,
+        machine: OBJECTS_CAPS[1],
+        sweep: &OBJECTS_CAPS,
     },
 ];
 
@@ -976,7 +995,7 @@ fn nimble_fig12(runs: &Runs) -> String {
 /// table, within its time budget).
 const NIMBLE_SWEEP: [Machine; 4] = {
     const fn local(share: &'static str) -> Machine {
-        Machine { profile: "remote-socket", fast_capacity: Some(share) }
+        Machine { profile: "remote-socket", fast_capacity: Some(share), shrink: 1 }
     }
     [local("12.5%"), local("25%"), local("50%"), local("87.5%")]
 };
@@ -1033,11 +1052,11 @@ fn nimble_fig13(runs: &Runs) -> String {
 
 /// mtier's machine (§4.3): a remote socket as the slow tier, the pool 12.5% of the RSS (§5.5,
 /// Table 5.1's 98 MB of 784).
-const MTIER_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("12.5%") };
+const MTIER_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("12.5%"), shrink: 1 };
 /// The pool sizes of §4.3, 98/196/392/1000 MB of a 784 MB RSS (the last is all of it).
 const MTIER_POOLS: [Machine; 4] = {
     const fn pool(share: &'static str) -> Machine {
-        Machine { profile: "remote-socket", fast_capacity: Some(share) }
+        Machine { profile: "remote-socket", fast_capacity: Some(share), shrink: 1 }
     }
     [pool("12.5%"), pool("25%"), pool("50%"), pool("100%")]
 };
@@ -1223,6 +1242,100 @@ fn mtier_threads(runs: &Runs) -> String {
     md(&header, &rows)
 }
 
+// ---- Object tiering (Kammerdiener et al. 2024) ----
+
+/// §5.3.1's caps on the fast tier: 12.5%, 25% and 50% of peak use, on the default profile (the
+/// seed's machine is Optane, as the default profile's slow tier), the workload at a sixteenth of
+/// its size (4 MiB): its seed-long run (about 590 passes over memory) takes about a second so.
+const OBJECTS_CAPS: [Machine; 3] = {
+    const fn cap(share: &'static str) -> Machine {
+        Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: Some(share), shrink: 16 }
+    }
+    [cap("12.5%"), cap("25%"), cap("50%")]
+};
+const OBJECTS_WORKLOAD: &str = "objects";
+/// Fig. 4's orders and triggers (§3.4.2, §3.4.3), as the policy's parameter values.
+const OBJECTS_PRIORITIES: [(&str, &str); 3] =
+    [("fifo", "FIFO"), ("lru", "LRU"), ("apb", "accesses per byte")];
+const OBJECTS_TRIGGERS: [(&str, &str); 3] = [("time", "time"), ("mpi", "LLC MPI"), ("alloc", "allocation")];
+
+fn objects_at(priority: &str, trigger: &str) -> String {
+    terrace_policy::canonical(&format!("objects:priority={priority},trigger={trigger}"))
+        .expect("a valid objects spec")
+}
+
+fn objects_fig4_runs() -> Vec<(String, String)> {
+    let mut policies = vec![FIRST_TOUCH.to_string()];
+    for (p, _) in OBJECTS_PRIORITIES {
+        policies.extend(OBJECTS_TRIGGERS.iter().map(|(t, _)| objects_at(p, t)));
+    }
+    policies.into_iter().map(|p| (OBJECTS_WORKLOAD.to_string(), p)).collect()
+}
+
+/// Fig. 4: speedup over first-touch of each priority x trigger at each cap.
+fn objects_fig4(runs: &Runs) -> String {
+    let caps: Vec<Runs> = OBJECTS_CAPS.iter().map(|m| runs.on(*m)).collect();
+    let header = ["priority", "trigger", "12.5%", "25%", "50%"];
+    let mut rows = Vec::new();
+    for (p, pname) in OBJECTS_PRIORITIES {
+        for (t, tname) in OBJECTS_TRIGGERS {
+            let policy = objects_at(p, t);
+            let mut row = vec![pname.to_string(), tname.to_string()];
+            row.extend(caps.iter().map(|r| times(r.speedup(OBJECTS_WORKLOAD, &policy))));
+            rows.push(row);
+        }
+    }
+    rows.push(vec![
+        "seed (Fig. 4)".into(),
+        "best: allocation, with LRU or accesses per byte".into(),
+        "1.4x".into(),
+        "1.6x".into(),
+        "1.35x".into(),
+    ]);
+    md(&header, &rows)
+}
+
+fn objects_fig7_runs() -> Vec<(String, String)> {
+    [FIRST_TOUCH, "objects", "objects-reactive"]
+        .iter()
+        .map(|p| (OBJECTS_WORKLOAD.to_string(), p.to_string()))
+        .collect()
+}
+
+/// Fig. 7: the conservative proactive scheme (`objects`) against the reactive avg-best
+/// (`objects-reactive`), at each cap.
+fn objects_fig7(runs: &Runs) -> String {
+    let header = [
+        "fast tier",
+        "objects-reactive",
+        "objects (proactive)",
+        "proactive over reactive",
+        "bytes placed at allocation",
+    ];
+    let mut rows: Vec<Vec<String>> = OBJECTS_CAPS
+        .iter()
+        .map(|m| {
+            let r = runs.on(*m);
+            let placed = r.get(OBJECTS_WORKLOAD, "objects").objects.bytes_placed_by_advice;
+            vec![
+                m.fast_capacity.unwrap_or("-").to_string(),
+                times(r.speedup(OBJECTS_WORKLOAD, "objects-reactive")),
+                times(r.speedup(OBJECTS_WORKLOAD, "objects")),
+                times(r.time(OBJECTS_WORKLOAD, "objects-reactive") / r.time(OBJECTS_WORKLOAD, "objects")),
+                format!("{:.1} MiB", placed as f64 / (1 << 20) as f64),
+            ]
+        })
+        .collect();
+    rows.push(vec![
+        "seed (Fig. 7)".into(),
+        "avg-best".into(),
+        "-".into(),
+        "1.19x QMCPACK, 1.17x IdenProf (2-4 thousand sites); others about 1x, LULESH 0.98x".into(),
+        "-".into(),
+    ]);
+    md(&header, &rows)
+}
+
 // ---- Markers, check and write ----
 
 const START: &str = "<!-- reproduce: ";
@@ -1373,15 +1486,20 @@ fn run_on(
             .map_err(anyhow::Error::msg)?,
         slow_capacity: None,
         seed: 1,
-        size_scale: 1.0,
+        size_scale: 1.0 / f64::from(machine.shrink),
     };
     let profile = args.profile()?;
     eprintln!(
-        "terrace: reproduce: {} runs for {tables} table{} on {}{}",
+        "terrace: reproduce: {} runs for {tables} table{} on {}{}{}",
         pairs.len(),
         if tables == 1 { "" } else { "s" },
         machine.profile,
-        machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default()
+        machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default(),
+        if machine.shrink > 1 {
+            format!(", workloads at 1/{} of their size", machine.shrink)
+        } else {
+            String::new()
+        }
     );
     let results = run_pairs(&args, &profile, &pairs)?;
     let mut reports = HashMap::new();

@@ -17,6 +17,12 @@ pub struct RunArgs {
     /// Track and decide, but move nothing: log what would move.
     #[arg(long)]
     pub dry_run: bool,
+    /// Load Terrace's object runtime (libterrace_alloc.so, LD_PRELOAD) into the program: objects of
+    /// a page or more get their own mappings, their allocations and frees reach the policy, and
+    /// the policy can place a site's new objects (docs/live.md, "Objects"). Implied by a policy
+    /// that needs object events (`objects`).
+    #[arg(long)]
+    pub objects: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -59,12 +65,35 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    // The object runtime: asked for, or needed by the policy's object events (object tiering §3.2).
+    let wants_objects = req.trackers.iter().any(|t| t.kind == TrackerKind::ObjectEvents);
+    if wants_objects && !args.objects {
+        tracing::info!(
+            "policy {} places objects: the program starts with the object runtime (--objects)",
+            args.policy
+        );
+    }
+    let objects = if args.objects || wants_objects {
+        let library =
+            terrace_linux::object_runtime::find_library().map_err(|e| anyhow::anyhow!("--objects: {e}"))?;
+        let runtime = terrace_linux::object_runtime::ObjectRuntime::create(library)
+            .context("--objects: cannot make the object runtime's ring file")?;
+        Some(runtime)
+    } else {
+        None
+    };
+
     // The kernel's own shootdown counts, to set beside the simulated machine's (mtier §5.2.1).
     let tlb_before = terrace_linux::tlb_counts::TlbCounts::host();
     let mut cmd = std::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     // Initial placement is the child's own memory policy, set between fork and exec.
     terrace_linux::launch::prepare(&mut cmd, &req, &tiers);
+    if let Some(o) = &objects {
+        for (k, v) in o.environment(std::env::var_os("LD_PRELOAD")) {
+            cmd.env(k, v);
+        }
+    }
     // A program that maps memory through Terrace's shadow agent connects here (docs/live.md,
     // "Shadow copies"); any other program never looks at the variable.
     let shadow = match terrace_linux::shadow_link::ShadowListener::bind() {
@@ -135,6 +164,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(listener) = shadow {
         machine.set_shadow_listener(listener);
     }
+    if let Some(o) = objects {
+        machine.set_object_runtime(o);
+    }
     if let Err(e) = terrace_model::drive(&mut machine, policy.as_mut()) {
         // The program is running already: it runs on, unmanaged, and we wait for it.
         tracing::error!("{e:#}; the program runs on unmanaged");
@@ -143,7 +175,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let s = machine.stats();
     tracing::info!(
         "pid {pid} done: {} pages moved, {} not moved, {} plans; tracking {:.3} s, decisions {:.3} s, \
-         migration {:.2} s over {:.1} s{}{}{}{}",
+         migration {:.2} s over {:.1} s{}{}{}{}{}",
         s.pages_moved,
         s.moves_failed,
         s.plans,
@@ -173,6 +205,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             format!(
                 "; {} moved by switching back to their shadow (no copy), {} shadows dropped by writes",
                 s.pages_switched, s.shadows_dropped
+            )
+        } else {
+            String::new()
+        },
+        if machine.object_counters().is_some() {
+            format!(
+                "; objects: {} allocated and {} freed as the policy saw them, {} gone before a scan saw their \
+                 pages, {} events dropped by a full ring, {} site advice(s) given",
+                s.objects_seen, s.objects_freed, s.objects_unseen, s.object_events_dropped, s.sites_advised
             )
         } else {
             String::new()

@@ -1,6 +1,6 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 430
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 460
 //! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
 //! cores: about 8 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
 //! Nimble's sweep are most of it): 260 s in a clean-clone CI run on the 2-core development
@@ -40,7 +40,7 @@ fn every_table_of_docs_policies_md_is_what_terrace_reproduce_prints() {
          re-read the prose beside each:\n{err}",
         out.status.code()
     );
-    assert!(err.contains("19 tables checked, each what the runs give now"), "{err}");
+    assert!(err.contains("21 tables checked, each what the runs give now"), "{err}");
 }
 
 /// Every table the command knows has its block in the doc, and the doc has no block the command
@@ -55,7 +55,7 @@ fn the_doc_marks_every_table_once() {
         .lines()
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect();
-    assert_eq!(names.len(), 19, "{names:?}");
+    assert_eq!(names.len(), 21, "{names:?}");
     for name in &names {
         assert_eq!(doc.matches(&format!("<!-- reproduce: {name} -->\n")).count(), 1, "{name}");
     }

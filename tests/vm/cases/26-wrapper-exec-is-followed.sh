@@ -29,14 +29,14 @@ followed() {
 	[ "${plans:-0}" -gt 0 ] || fail "$1: no plan made"
 }
 
-manage 'age via env' --policy age --config /tmp/sd.toml -- sh -c "sleep 1; exec env TERRACE_WRAPPED=1 $hc --seconds 12"
+manage 'age via env' --policy age --config /tmp/sd.toml -- sh -c "sleep 1; exec env TERRACE_WRAPPED=1 $hc --seconds 8"
 followed 'age via env'
 hot0=$(pages_at hot 0)
 [ "${moved:-0}" -gt 0 ] || fail "age via env: no page moved"
 [ "$hot0" -ge 973 ] || fail "age via env: only $hot0 of 1024 hot pages on node 0"
 note "age via env: $plans plans, $moved pages moved, hot $hot0/1024 on node0"
 
-manage 'ambix via sh -c exec' --policy ambix --config /tmp/sd.toml -- sh -c "sleep 1; exec $hc --seconds 12"
+manage 'ambix via sh -c exec' --policy ambix --config /tmp/sd.toml -- sh -c "sleep 1; exec $hc --seconds 8"
 followed 'ambix via sh -c exec'
 hot0=$(pages_at hot 0)
 [ "${moved:-0}" -gt 0 ] || fail "ambix via sh -c exec: no page moved"
@@ -59,12 +59,12 @@ hemem_followed() {
 	note "$1: $after write faults sampled after the exec (${before:-0} before), $plans plans, $moved pages moved, hot $hot0/1024 on node0; $(policy_cost)"
 }
 
-manage 'hemem via env' --policy hemem -- env TERRACE_WRAPPED=1 $hc --thp --seconds 10
+manage 'hemem via env' --policy hemem -- env TERRACE_WRAPPED=1 $hc --thp --seconds 7
 hemem_followed 'hemem via env'
 
-manage 'hemem via sh -c exec' --policy hemem -- sh -c "sleep 1; exec $hc --thp --seconds 10"
+manage 'hemem via sh -c exec' --policy hemem -- sh -c "sleep 1; exec $hc --thp --seconds 7"
 hemem_followed 'hemem via sh -c exec'
 
 numactl=$(host_program numactl)
-manage 'hemem via numactl' --policy hemem -- "$numactl" --preferred=1 $hc --thp --seconds 10
+manage 'hemem via numactl' --policy hemem -- "$numactl" --preferred=1 $hc --thp --seconds 7
 hemem_followed 'hemem via numactl'

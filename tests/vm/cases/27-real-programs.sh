@@ -4,7 +4,8 @@
 # Real, unmodified Debian programs under the live policies (issue 11): GNU sort, sqlite3 and
 # python3, started with their memory preferred on node 1 (numactl, outside terrace run), each
 # under age, ambix and hemem. Each run's output must be what the program prints without Terrace
-# (sha256), its exit status 0, and the pages it holds per node are read while it runs.
+# (sha256), its exit status 0, and the pages it holds per node are read while it runs. (Under the
+# object runtime they run in case 39.)
 . /lib/vmtest.sh
 kernel_balancing_off
 sort=$(host_program sort)

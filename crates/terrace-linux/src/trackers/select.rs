@@ -224,14 +224,15 @@ pub fn check(
             }
             // The kernel's own tiering consumes its hint faults; nothing to observe here.
             TrackerKind::HintFaults if req.memory_mode == MemoryMode::KernelTiering => {}
+            // `terrace run` preloads the object runtime into the program it starts.
+            TrackerKind::ObjectEvents if attach == Attach::Start => {}
             TrackerKind::ObjectEvents => {
                 return Err(MachineError::MissingTracker {
                     tracker: "object events",
-                    hint:
-                        "allocation and free events come from the object runtime (LD_PRELOAD), which is not \
-                         joined to the live machine yet; run this policy with `terrace sim` on a workload \
-                         with object events"
-                            .into(),
+                    hint: "allocation and free events come from the object runtime, which is loaded into a \
+                           program as it starts (LD_PRELOAD), never into a running one: start it with \
+                           `terrace run --objects --policy P -- PROGRAM`"
+                        .into(),
                 })
             }
             TrackerKind::HintFaults => {
@@ -834,12 +835,14 @@ mod tests {
         let tiering = Requirements { memory_mode: MemoryMode::KernelTiering, ..faults };
         assert!(check(&k, &tiering, Attach::Running, SamplingSource::Auto).is_ok());
         assert_eq!(built(&k, &tiering, auto(), None), Ok(vec![]));
-        // Object events need the object runtime joined to this machine: not yet.
+        // Object events come from the runtime `terrace run` preloads; a running process has none.
         let objects =
             Requirements { trackers: vec![TrackerRequest::object_events()], ..Requirements::default() };
-        let e = check(&k, &objects, Attach::Start, SamplingSource::Auto).unwrap_err().to_string();
+        assert!(check(&k, &objects, Attach::Start, SamplingSource::Auto).is_ok());
+        let e = check(&k, &objects, Attach::Running, SamplingSource::Auto).unwrap_err().to_string();
         assert!(
-            e.starts_with("this machine has no object events tracker: ") && e.contains("terrace sim"),
+            e.starts_with("this machine has no object events tracker: ")
+                && e.contains("terrace run --objects"),
             "{e}"
         );
     }

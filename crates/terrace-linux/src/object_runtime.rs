@@ -1,0 +1,374 @@
+//! The object runtime joined to the live machine (object tiering §3.2, §3.5): `terrace run
+//! --objects` preloads `libterrace_alloc.so` into the program with a ring file of its own
+//! (docs/objects-runtime.md); the machine drains the ring's allocation and free events, renames
+//! each object from the program's addresses to the policy's page numbers, hands them to the policy
+//! through the one loop ([`terrace_model::Machine::take_object_events`]), and writes the policy's
+//! site advice into the ring, where the runtime reads it at each allocation.
+//!
+//! An object's address is known at once, its page numbers only once a full scan has indexed its
+//! mapping: an event waits in order behind the first allocation not yet indexed, and an
+//! allocation that a full scan after it still did not find (its mapping was gone, or its process
+//! was never managed) is dropped with its free, and counted. A process that leaves or execs takes
+//! its objects with it: they are freed for the policy.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use terrace_alloc_ring::{Event, EventKind, Ring, DEFAULT_ADVICE_SLOTS, DEFAULT_CAPACITY, RING_ENV};
+use terrace_model::ObjectEvent;
+
+/// The variable naming the runtime library, for an install that keeps it elsewhere.
+pub const LIBRARY_ENV: &str = "TERRACE_ALLOC_LIB";
+/// The runtime library's file name.
+pub const LIBRARY_NAME: &str = "libterrace_alloc.so";
+/// Events at most waiting for their pages to be indexed (about 40 bytes each): past it the oldest
+/// is dropped and counted, so a program that allocates faster than scans index never grows
+/// Terrace's memory without bound.
+pub const MAX_WAITING: usize = 1 << 18;
+
+/// Where `libterrace_alloc.so` is: `$TERRACE_ALLOC_LIB`, or beside the `terrace` executable (as
+/// `cargo build --release` leaves it), or in `../lib` or `../lib/terrace` from it (an install's
+/// layout). The error says where it looked and what to do.
+pub fn find_library() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(LIBRARY_ENV) {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(format!("{LIBRARY_ENV}={} names no file", p.display())) };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find terrace's own executable: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let candidates = [
+        dir.join(LIBRARY_NAME),
+        dir.join("../lib").join(LIBRARY_NAME),
+        dir.join("../lib/terrace").join(LIBRARY_NAME),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "no {LIBRARY_NAME} beside {} (nor in ../lib or ../lib/terrace): build it with `cargo build --release \
+             -p terrace-alloc` (it lands beside target/release/terrace) or name it with {LIBRARY_ENV}=PATH",
+            exe.display()
+        )
+    })
+}
+
+/// What happened to the runtime's events, for the run's closing line and the tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjectCounters {
+    /// Objects handed to the policy, and their frees.
+    pub allocs: u64,
+    pub frees: u64,
+    /// Allocations never handed over: their mapping was gone (or their process unmanaged) by the
+    /// next full scan; their frees are dropped with them.
+    pub unseen: u64,
+    /// Events dropped because too many were waiting ([`MAX_WAITING`]).
+    pub overflowed: u64,
+    /// Advice the ring's table had no room for.
+    pub advice_refused: u64,
+    /// Objects freed for the policy because their process exited or exec'd.
+    pub freed_with_process: u64,
+}
+
+struct Waiting {
+    event: Event,
+    /// Full scans completed when it was drained: one more, and its mapping had been indexed.
+    scans_at_drain: u64,
+}
+
+/// The ring of one `terrace run --objects`, and the events on their way to the policy.
+pub struct ObjectRuntime {
+    ring: Ring,
+    path: PathBuf,
+    library: PathBuf,
+    waiting: VecDeque<Waiting>,
+    /// Objects handed to the policy and not yet freed: (pid, address) to the policy's ranges.
+    live: HashMap<(u32, u64), Vec<(u64, u64)>>,
+    /// Frees made for processes that left, delivered first at the next take.
+    departed: Vec<ObjectEvent>,
+    counters: ObjectCounters,
+    drained: Vec<Event>,
+}
+
+impl ObjectRuntime {
+    /// A new ring file for a program about to start, in `/dev/shm` (a tmpfs, so events never go
+    /// to disk) or, without it, the temporary directory; `library` is the runtime to preload.
+    pub fn create(library: PathBuf) -> std::io::Result<Self> {
+        let dir =
+            if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+        let path = dir.join(format!("terrace-objects-{}", std::process::id()));
+        let ring = Ring::create(&path, DEFAULT_CAPACITY, DEFAULT_ADVICE_SLOTS)?;
+        Ok(ObjectRuntime {
+            ring,
+            path,
+            library,
+            waiting: VecDeque::new(),
+            live: HashMap::new(),
+            departed: Vec::new(),
+            counters: ObjectCounters::default(),
+            drained: Vec::new(),
+        })
+    }
+
+    /// The variables the program starts with: the runtime first in `LD_PRELOAD` (before any the
+    /// user set, which stay), and the ring.
+    pub fn environment(&self, preload: Option<OsString>) -> [(OsString, OsString); 2] {
+        let mut value = OsString::from(self.library.as_os_str());
+        if let Some(p) = preload.filter(|p| !p.is_empty()) {
+            value.push(" ");
+            value.push(p);
+        }
+        [
+            (OsString::from("LD_PRELOAD"), value),
+            (OsString::from(RING_ENV), self.path.clone().into_os_string()),
+        ]
+    }
+
+    pub fn ring_path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn counters(&self) -> ObjectCounters {
+        self.counters
+    }
+
+    /// Events the runtime dropped because the ring was full, and processes that attached.
+    pub fn ring_dropped(&self) -> u64 {
+        self.ring.dropped()
+    }
+    pub fn attached(&self) -> u64 {
+        self.ring.attached()
+    }
+
+    /// Drains the ring and appends to `out`, in program order, the events whose objects have
+    /// policy pages now. `scans` is the number of full scans completed; `pieces(pid, addr,
+    /// bytes)` gives an object's policy ranges (model addresses and bytes, one per run of
+    /// consecutive policy pages), or `None` while its pages are not all indexed.
+    pub fn take(
+        &mut self,
+        scans: u64,
+        pieces: &mut dyn FnMut(u32, u64, u64) -> Option<Vec<(u64, u64)>>,
+        out: &mut Vec<ObjectEvent>,
+    ) {
+        out.append(&mut self.departed);
+        self.drained.clear();
+        while self.ring.drain(&mut self.drained, DEFAULT_CAPACITY) > 0 {
+            for event in self.drained.drain(..) {
+                self.waiting.push_back(Waiting { event, scans_at_drain: scans });
+            }
+            // The ring refills while we read: stop once it is empty or we hold enough.
+            if self.waiting.len() >= MAX_WAITING {
+                break;
+            }
+        }
+        while self.waiting.len() > MAX_WAITING {
+            self.waiting.pop_front();
+            self.counters.overflowed += 1;
+        }
+        while let Some(w) = self.waiting.front() {
+            let e = w.event;
+            match e.kind {
+                EventKind::Alloc => match pieces(e.pid, e.addr, e.bytes) {
+                    Some(ranges) => {
+                        out.extend(
+                            ranges.iter().map(|&(addr, bytes)| ObjectEvent::alloc(addr, bytes, e.site)),
+                        );
+                        // A reused address whose free was lost replaces the old object.
+                        if let Some(old) = self.live.insert((e.pid, e.addr), ranges) {
+                            out.extend(
+                                old.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, e.site)),
+                            );
+                        }
+                        self.counters.allocs += 1;
+                    }
+                    None if scans > w.scans_at_drain => self.counters.unseen += 1,
+                    // Wait for the next full scan, and keep the program's order.
+                    None => return,
+                },
+                EventKind::Free => {
+                    if let Some(ranges) = self.live.remove(&(e.pid, e.addr)) {
+                        out.extend(
+                            ranges.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, e.site)),
+                        );
+                        self.counters.frees += 1;
+                    }
+                }
+            }
+            self.waiting.pop_front();
+        }
+    }
+
+    /// Process `pid` left or replaced its address space: its objects are freed for the policy at
+    /// the next take.
+    pub fn process_left(&mut self, pid: u32) {
+        let gone: Vec<(u32, u64)> = self.live.keys().filter(|(p, _)| *p == pid).copied().collect();
+        for key in gone {
+            if let Some(ranges) = self.live.remove(&key) {
+                self.departed.extend(ranges.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, 0)));
+                self.counters.freed_with_process += 1;
+            }
+        }
+    }
+
+    /// Advises `node` for the new objects of `site` (`None` withdraws it); false if the ring's
+    /// table is full (counted).
+    pub fn advise(&mut self, site: u64, node: Option<u32>) -> bool {
+        let ok = self.ring.set_advice(site, node).is_ok();
+        if !ok {
+            self.counters.advice_refused += 1;
+        }
+        ok
+    }
+}
+
+impl Drop for ObjectRuntime {
+    fn drop(&mut self) {
+        // Processes that still run keep their mapping of it; the name goes with Terrace.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The policy ranges of the object `[addr, addr + bytes)`: each unit of `unit` bytes it overlaps
+/// (a policy page: 4 KiB, or a 2 MiB range) is renamed by `page_of`, and units with consecutive
+/// policy numbers make one range, as model addresses (`page * unit + offset`). `None` if any
+/// unit has no number.
+pub fn object_ranges(
+    addr: u64,
+    bytes: u64,
+    unit: u64,
+    page_of: impl Fn(u64) -> Option<u32>,
+) -> Option<Vec<(u64, u64)>> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let end = addr.checked_add(bytes)?;
+    let mut at = addr;
+    while at < end {
+        let next = ((at / unit) + 1).saturating_mul(unit).min(end);
+        let model = page_of(at)? as u64 * unit + at % unit;
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == model => last.1 += next - at,
+            _ => out.push((model, next - at)),
+        }
+        at = next;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrace_alloc_ring::EventKind;
+    use terrace_model::ObjectEventKind;
+
+    const PAGE: u64 = 4096;
+
+    fn runtime() -> (tempfile::TempDir, ObjectRuntime) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ring");
+        let ring = Ring::create(&path, 64, 16).unwrap();
+        let rt = ObjectRuntime {
+            ring,
+            path,
+            library: PathBuf::from("/lib/libterrace_alloc.so"),
+            waiting: VecDeque::new(),
+            live: HashMap::new(),
+            departed: Vec::new(),
+            counters: ObjectCounters::default(),
+            drained: Vec::new(),
+        };
+        (dir, rt)
+    }
+
+    fn push(rt: &ObjectRuntime, kind: EventKind, pid: u32, addr: u64, bytes: u64, site: u64) {
+        let e = Event { kind, tid: pid, pid, node: -1, addr, bytes, site, time_ns: 0 };
+        assert!(rt.ring.producer().push(&e));
+    }
+
+    #[test]
+    fn an_object_becomes_one_range_per_run_of_consecutive_policy_pages() {
+        // Pages 0x10..0x14 of the program are policy pages 7, 8, 3, 4.
+        let page_of = |a: u64| [7u32, 8, 3, 4].get((a / PAGE).checked_sub(0x10)? as usize).copied();
+        let r = object_ranges(0x10 * PAGE, 4 * PAGE - 100, PAGE, page_of).unwrap();
+        assert_eq!(r, vec![(7 * PAGE, 2 * PAGE), (3 * PAGE, 2 * PAGE - 100)]);
+        assert_eq!(object_ranges(0x10 * PAGE, 5 * PAGE, PAGE, page_of), None, "a page without a number");
+        // 2 MiB units: an object starting inside one keeps its offset.
+        let huge = 2 << 20;
+        let r = object_ranges(huge + 4 * PAGE, huge, huge, |a| Some((a / huge) as u32 + 10)).unwrap();
+        assert_eq!(r, vec![(11 * huge + 4 * PAGE, huge)]);
+    }
+
+    #[test]
+    fn events_wait_in_order_for_their_pages_and_unseen_ones_are_dropped_with_their_frees() {
+        let (_d, mut rt) = runtime();
+        push(&rt, EventKind::Alloc, 1, 0x1000, PAGE, 5);
+        push(&rt, EventKind::Alloc, 1, 0x9000, PAGE, 6);
+        push(&rt, EventKind::Free, 1, 0x1000, PAGE, 5);
+        // Page 0x9 is not indexed yet: the first alloc goes, the rest waits in order.
+        let mut indexed = vec![0x1u64];
+        let mut out = Vec::new();
+        let pieces = |indexed: &Vec<u64>| {
+            let idx = indexed.clone();
+            move |_pid: u32, addr: u64, bytes: u64| {
+                object_ranges(addr, bytes, PAGE, |a| {
+                    idx.iter().position(|&p| p == a / PAGE).map(|i| i as u32)
+                })
+            }
+        };
+        rt.take(0, &mut pieces(&indexed), &mut out);
+        assert_eq!(out, vec![ObjectEvent::alloc(0, PAGE, 5)]);
+        out.clear();
+        // No scan since: still waiting, and the free behind it too.
+        rt.take(0, &mut pieces(&indexed), &mut out);
+        assert!(out.is_empty());
+        // A scan indexed it: both come, in order.
+        indexed.push(0x9);
+        rt.take(1, &mut pieces(&indexed), &mut out);
+        assert_eq!(out, vec![ObjectEvent::alloc(PAGE, PAGE, 6), ObjectEvent::free(0, PAGE, 5)]);
+        out.clear();
+        // One never indexed (gone before the scan): dropped after a scan, with its free.
+        push(&rt, EventKind::Alloc, 1, 0x20000, PAGE, 7);
+        push(&rt, EventKind::Free, 1, 0x20000, PAGE, 7);
+        rt.take(1, &mut pieces(&indexed), &mut out);
+        assert!(out.is_empty());
+        rt.take(2, &mut pieces(&indexed), &mut out);
+        assert!(out.is_empty());
+        let c = rt.counters();
+        assert_eq!((c.allocs, c.frees, c.unseen), (2, 1, 1));
+    }
+
+    #[test]
+    fn a_process_that_leaves_frees_its_objects_for_the_policy() {
+        let (_d, mut rt) = runtime();
+        push(&rt, EventKind::Alloc, 1, 0x1000, 2 * PAGE, 5);
+        push(&rt, EventKind::Alloc, 2, 0x1000, PAGE, 6);
+        let mut out = Vec::new();
+        rt.take(0, &mut |pid, _, bytes| Some(vec![(pid as u64 * 100 * PAGE, bytes)]), &mut out);
+        assert_eq!(out.len(), 2);
+        out.clear();
+        rt.process_left(1);
+        rt.take(0, &mut |_, _, _| None, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].kind, out[0].addr, out[0].bytes), (ObjectEventKind::Free, 100 * PAGE, 2 * PAGE));
+        // Its late free of the same object is not a second one.
+        push(&rt, EventKind::Free, 1, 0x1000, 2 * PAGE, 5);
+        out.clear();
+        rt.take(0, &mut |_, _, _| None, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(rt.counters().freed_with_process, 1);
+    }
+
+    #[test]
+    fn the_preload_puts_the_runtime_first_and_keeps_the_users() {
+        let (_d, rt) = runtime();
+        let env = rt.environment(Some(OsString::from("/x/libother.so")));
+        assert_eq!(env[0].1, OsString::from("/lib/libterrace_alloc.so /x/libother.so"));
+        assert_eq!(env[1].0, OsString::from(RING_ENV));
+        assert_eq!(rt.environment(None)[0].1, OsString::from("/lib/libterrace_alloc.so"));
+    }
+
+    #[test]
+    fn advice_reaches_the_ring() {
+        let (_d, mut rt) = runtime();
+        assert!(rt.advise(42, Some(1)));
+        assert_eq!(rt.ring.advice(42), Some(1));
+        assert!(rt.advise(42, None));
+        assert_eq!(rt.ring.advice(42), None);
+    }
+}
