@@ -287,6 +287,10 @@ fn read_shard(path: &Path) -> Result<ReadShard> {
         );
     }
     let shard = parse_shard(&file.shard).map_err(|e| anyhow!("'{shown}' says it is shard {e}"))?;
+    // What compare checked when it made the grid, checked again: the file may have been edited.
+    for c in file.grid.fast_capacity.iter().flatten() {
+        parse_capacity(c).map_err(|e| anyhow!("'{shown}': its grid's fast_capacity {e}"))?;
+    }
     Ok(ReadShard { path: path.to_path_buf(), shard, grid: file.grid, cells: file.cells })
 }
 

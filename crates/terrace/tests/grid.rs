@@ -168,6 +168,21 @@ fn merge_takes_every_shard_of_one_grid_once() {
     let cut = path(d, "cut.json");
     std::fs::write(&cut, v.to_string()).unwrap();
     assert!(fails(&["compare", "merge", &a0, &cut]).contains("does not hold shard 1/2's runs in full"));
+    // Shards of an edited grid.
+    let edited: Vec<String> = [&a0, &a1]
+        .iter()
+        .enumerate()
+        .map(|(i, shard)| {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(shard).unwrap()).unwrap();
+            v["grid"]["fast_capacity"] = serde_json::json!(["lots"]);
+            let edited = path(d, &format!("edited-{i}.json"));
+            std::fs::write(&edited, v.to_string()).unwrap();
+            edited
+        })
+        .collect();
+    let err = fails(&["compare", "merge", &edited[0], &edited[1]]);
+    assert!(err.contains("its grid's fast_capacity 'lots' is not a size"), "{err}");
     // A shard of another split of the same grid.
     let third = path(d, "third.json");
     stdout(&[
