@@ -1,17 +1,22 @@
-//! `terrace compare`: every workload under every policy, run in parallel, one row per pair.
+//! `terrace compare`: every workload under every policy, run in parallel, one row per pair; on a
+//! grid of machines (profiles, fast-tier sizes, seeds), one table per machine, all or one shard
+//! of it (grid.rs).
 
-use crate::run_spec::{run_one, MachineArgs};
+use crate::grid::{self, Grid, GridAxes, MergeArgs, Shard};
+use crate::run_spec::{parse_capacity, parse_seed, parse_size, run_one, MachineArgs};
 use crate::table;
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, Subcommand};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::PathBuf;
-use terrace_sim::{Profile, RunReport};
+use std::path::{Path, PathBuf};
+use terrace_sim::{Profile, RunReport, DEFAULT_PROFILE};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
+    #[command(subcommand)]
+    pub command: Option<CompareCommand>,
     /// Workloads (names or trace files), comma-separated. Default: the built-in suite.
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
@@ -25,9 +30,39 @@ pub struct CompareArgs {
     /// (`hpwp.hot_threshold=2,4,8`). Repeatable.
     #[arg(long, value_name = "POLICY.KEY=VALUES")]
     pub sweep: Vec<String>,
-    #[command(flatten)]
-    pub machine: MachineArgs,
-    /// Also write every report as JSON.
+    /// Machine profiles, comma-separated: each a built-in name (`terrace list profiles`) or a
+    /// .toml file. Several make a grid: every workload and policy on each.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_PROFILE)]
+    pub profile: Vec<String>,
+    /// Fast-tier capacities, comma-separated: each a share of the footprint ("40%") or a size
+    /// ("48MiB", "1GiB", "65536"). Several make a grid. Default: the seed experiment's DRAM,
+    /// scaled like the workload.
+    #[arg(long, value_delimiter = ',', value_parser = capacity_arg, allow_hyphen_values = true)]
+    pub fast_capacity: Vec<String>,
+    /// Slow-tier capacity as a size. Default: the profile's slow:fast ratio times the fast tier, and
+    /// at least the footprint.
+    #[arg(long, value_parser = parse_size, allow_hyphen_values = true)]
+    pub slow_capacity: Option<u64>,
+    /// Seeds of the workload generators, comma-separated. Several make a grid.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_parser = parse_seed, allow_hyphen_values = true)]
+    pub seed: Vec<u64>,
+    /// Multiplies workload sizes and lengths (1 = the built-in size; 0.0625 for a quick look).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub size_scale: f64,
+    /// Read the grid's axes from a TOML file, a key per flag above (docs/grids.md), instead of
+    /// from those flags.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["workloads", "policies", "sweep", "profile", "fast_capacity", "slow_capacity", "seed", "size_scale"]
+    )]
+    pub grid: Option<PathBuf>,
+    /// Run only shard I of N (counting from 0): the grid's cells (a workload on one profile,
+    /// fast-tier size and seed, under every policy) are dealt round the shards in order. Needs
+    /// --json, which then writes the shard's file for `terrace compare merge`.
+    #[arg(long, value_name = "I/N", value_parser = grid::parse_shard)]
+    pub shard: Option<Shard>,
+    /// Also write every report as JSON (with --shard: the shard's file).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Also write the table as CSV (raw numbers, SI units).
@@ -35,9 +70,21 @@ pub struct CompareArgs {
     pub csv: Option<PathBuf>,
 }
 
+#[derive(Subcommand, Debug)]
+pub enum CompareCommand {
+    /// Join the files of a grid's shards (`compare --shard I/N --json FILE`) into the table, JSON
+    /// and CSV one machine running the whole grid prints and writes.
+    Merge(MergeArgs),
+}
+
+/// Checks a fast-tier capacity and keeps it as given, as a grid records it.
+fn capacity_arg(s: &str) -> Result<String, String> {
+    parse_capacity(s).map(|_| s.to_string())
+}
+
 /// One row of the comparison, as JSON and CSV carry it.
 #[derive(Serialize)]
-struct Row<'a> {
+pub struct Row<'a> {
     #[serde(flatten)]
     report: &'a RunReport,
     speedup_over_first_touch: Option<f64>,
@@ -46,6 +93,8 @@ struct Row<'a> {
     fast_write_hit_rate: f64,
     slow_bytes_written: u64,
     fast_share_of_footprint: f64,
+    /// The workload generators' seed (the report does not carry it, and a grid may have several).
+    seed: u64,
 }
 
 #[derive(Serialize)]
@@ -72,139 +121,266 @@ struct CsvRow<'a> {
     move_wait_s: f64,
     tracking_s: f64,
     energy_j: f64,
+    seed: u64,
+}
+
+/// What one cell of a grid came to: the reports of its runs that succeeded, in the order of its
+/// profile's policies, and the error lines of those that failed.
+pub struct CellResult {
+    pub cell: usize,
+    pub reports: Vec<RunReport>,
+    pub failures: Vec<String>,
 }
 
 pub fn compare(args: CompareArgs) -> Result<()> {
-    let workloads: Vec<String> = if args.workloads.is_empty() {
-        terrace_workloads::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.workloads.clone()
+    if let Some(CompareCommand::Merge(merge)) = args.command {
+        return grid::merge(merge);
+    }
+    if args.shard.is_some() && args.json.is_none() {
+        bail!("--shard needs --json FILE, the shard's file that `terrace compare merge` joins");
+    }
+    let axes = match &args.grid {
+        Some(path) => GridAxes::read(path)?,
+        None => axes_of_flags(&args),
     };
-    let profile = args.machine.profile()?;
-    let policies = policies(&args, &profile)?;
-    let pairs: Vec<(String, String)> =
-        workloads.iter().flat_map(|w| policies.iter().map(move |p| (w.clone(), p.clone()))).collect();
-    let results = run_pairs(&args.machine, &profile, &pairs)?;
-    let mut reports = Vec::new();
-    let mut failures = Vec::new();
-    for r in results {
-        match r {
-            Ok(r) => reports.push(r),
-            Err(e) => failures.push(crate::error_line(&e)),
+    let (grid, profiles) = grid::make_grid(axes)?;
+    let cells: Vec<usize> =
+        (0..grid.cell_count()).filter(|&k| args.shard.is_none_or(|s| s.owns(k))).collect();
+    if let Some(shard) = args.shard {
+        let runs: usize = cells.iter().map(|&k| grid.runs_in(grid.cell(k))).sum();
+        eprintln!(
+            "terrace: shard {shard}: {} of the grid's {} cells, {runs} runs",
+            cells.len(),
+            grid.cell_count()
+        );
+    }
+    let results = run_cells(&grid, &profiles, &cells)?;
+    let json = match (args.shard, &args.json) {
+        (Some(shard), Some(path)) => {
+            grid::write_shard(path, &grid, shard, &results)?;
+            None
+        }
+        (_, json) => json.as_deref(),
+    };
+    present(&grid, &results, json, args.csv.as_deref())?;
+    for f in 0..grid.fast_capacity.len() {
+        grid.machine(grid::Cell { profile: 0, fast: f, seed: 0, workload: 0 }).note_oversized_fast_tier();
+    }
+    Ok(())
+}
+
+/// The grid the flags give (without --grid); a flag left out is left out of the axes too, so
+/// that flags and a grid file take the same defaults.
+fn axes_of_flags(args: &CompareArgs) -> GridAxes {
+    GridAxes {
+        workloads: (!args.workloads.is_empty()).then(|| args.workloads.clone()),
+        policies: Some(args.policies.clone()),
+        sweep: Some(args.sweep.clone()),
+        profile: Some(args.profile.clone()),
+        fast_capacity: (!args.fast_capacity.is_empty()).then(|| args.fast_capacity.clone()),
+        slow_capacity: args.slow_capacity.map(|bytes| bytes.to_string()),
+        seed: Some(args.seed.clone()),
+        size_scale: Some(args.size_scale),
+    }
+}
+
+/// Runs the grid's cells `cells` (in grid order), every run of them in parallel at once.
+fn run_cells(grid: &Grid, profiles: &[Profile], cells: &[usize]) -> Result<Vec<CellResult>> {
+    // One machine per table (profile, fast-tier size, seed); a group's first cell is workload 0.
+    let machines: Vec<MachineArgs> =
+        (0..grid.group_count()).map(|g| grid.machine(grid.cell(g * grid.workloads.len()))).collect();
+    let mut runs = Vec::new();
+    for &k in cells {
+        let cell = grid.cell(k);
+        for policy in &grid.profiles[cell.profile].policies {
+            runs.push(Run {
+                machine: &machines[grid.group(cell)],
+                profile: &profiles[cell.profile],
+                workload: &grid.workloads[cell.workload],
+                policy,
+            });
         }
     }
-    let reference =
-        |w: &str, p: &str| reports.iter().find(|r| r.workload == w && r.policy == p).map(|r| r.runtime_ns);
-    let rows: Vec<Row> = reports
+    let mut done = run_all(&runs)?.into_iter();
+    Ok(cells
+        .iter()
+        .map(|&k| {
+            let mut result = CellResult { cell: k, reports: Vec::new(), failures: Vec::new() };
+            for r in done.by_ref().take(grid.runs_in(grid.cell(k))) {
+                match r {
+                    Ok(r) => result.reports.push(r),
+                    Err(e) => result.failures.push(crate::error_line(&e)),
+                }
+            }
+            result
+        })
+        .collect())
+}
+
+/// A cell's rows: its reports with their speedups over the cell's own first-touch and all-fast.
+pub fn rows<'a>(grid: &Grid, result: &'a CellResult) -> Vec<Row<'a>> {
+    let seed = grid.seed[grid.cell(result.cell).seed];
+    let reference = |p: &str| result.reports.iter().find(|r| r.policy == p).map(|r| r.runtime_ns);
+    result
+        .reports
         .iter()
         .map(|r| Row {
             report: r,
-            speedup_over_first_touch: reference(&r.workload, "first-touch").map(|t| t / r.runtime_ns),
-            speedup_over_all_fast: reference(&r.workload, "all-fast").map(|t| t / r.runtime_ns),
+            speedup_over_first_touch: reference("first-touch").map(|t| t / r.runtime_ns),
+            speedup_over_all_fast: reference("all-fast").map(|t| t / r.runtime_ns),
             fast_read_hit_rate: r.fast_read_hit_rate(),
             fast_write_hit_rate: r.fast_write_hit_rate(),
             slow_bytes_written: r.slow_bytes_written(),
             fast_share_of_footprint: r.fast_share_of_footprint(),
+            seed,
         })
-        .collect();
-    println!("profile {}; fast tier {}", profile.name, describe_capacity(&args.machine));
-    table::print_table(
-        &rows.iter().map(|r| table::row(r.report, r.speedup_over_first_touch)).collect::<Vec<_>>(),
-    );
-    if let Some(path) = &args.json {
-        crate::write_json(path, &rows)?;
-    }
-    if let Some(path) = &args.csv {
-        let cannot = || format!("cannot write {}", path.display());
-        let mut w = csv::Writer::from_path(path).with_context(cannot)?;
-        for r in &rows {
-            w.serialize(CsvRow {
-                workload: &r.report.workload,
-                policy: &r.report.policy,
-                profile: &r.report.profile,
-                footprint_bytes: r.report.footprint_bytes,
-                fast_capacity_bytes: r.report.fast_capacity_bytes,
-                fast_share_of_footprint: r.fast_share_of_footprint,
-                runtime_s: r.report.runtime_ns / 1e9,
-                speedup_over_first_touch: r.speedup_over_first_touch,
-                speedup_over_all_fast: r.speedup_over_all_fast,
-                fast_read_hit_rate: r.fast_read_hit_rate,
-                fast_write_hit_rate: r.fast_write_hit_rate,
-                slow_bytes_written: r.slow_bytes_written,
-                bytes_migrated: r.report.bytes_migrated,
-                pages_migrated: r.report.pages_migrated,
-                pages_not_done: r.report.pages_not_done,
-                pages_switched: r.report.pages_switched,
-                shadow_peak_bytes: r.report.shadow_peak_bytes,
-                tlb_shootdowns: r.report.tlb_shootdowns,
-                migration_s: r.report.migration_ns / 1e9,
-                move_wait_s: r.report.move_wait_ns / 1e9,
-                tracking_s: r.report.tracking_ns / 1e9,
-                energy_j: r.report.energy_j,
-            })
-            .with_context(cannot)?;
+        .collect()
+}
+
+/// Prints the results of a grid's cells (in grid order) as tables, one per machine, writes them
+/// as JSON and CSV, and fails if any run did. `compare` and `compare merge` both end here, so a
+/// merge prints and writes what one machine running the whole grid does, to the byte.
+pub fn present(grid: &Grid, results: &[CellResult], json: Option<&Path>, csv: Option<&Path>) -> Result<()> {
+    let rows: Vec<Row> = results.iter().flat_map(|c| rows(grid, c)).collect();
+    let mut printed = 0;
+    for (i, group) in
+        results.chunk_by(|a, b| grid.group(grid.cell(a.cell)) == grid.group(grid.cell(b.cell))).enumerate()
+    {
+        if i > 0 {
+            println!();
         }
-        w.flush().with_context(cannot)?;
+        println!("{}", grid.group_header(grid.cell(group[0].cell)));
+        let n: usize = group.iter().map(|c| c.reports.len()).sum();
+        table::print_rows(
+            &rows[printed..printed + n]
+                .iter()
+                .map(|r| table::row(r.report, r.speedup_over_first_touch))
+                .collect::<Vec<_>>(),
+        );
+        printed += n;
     }
+    if !results.is_empty() {
+        println!("{}", table::LEGEND);
+    }
+    if let Some(path) = json {
+        crate::write_json(&path.to_path_buf(), &rows)?;
+    }
+    if let Some(path) = csv {
+        write_csv(path, &rows)?;
+    }
+    // Charts of `rows` (`--plot`) go here, so that a merge draws what one machine would.
+    let failures: Vec<&String> = results.iter().flat_map(|c| &c.failures).collect();
     if !failures.is_empty() {
         for f in &failures {
             eprintln!("terrace: {f}");
         }
-        bail!("{} of {} runs failed (above)", failures.len(), pairs.len());
+        let runs: usize = results.iter().map(|c| grid.runs_in(grid.cell(c.cell))).sum();
+        bail!("{} of {runs} runs failed (above)", failures.len());
     }
-    args.machine.note_oversized_fast_tier();
     Ok(())
 }
 
-/// Runs every (workload, policy) pair in parallel (rayon, one pair per task, the pairs of most
-/// accesses first so that a long run does not start last), under one progress bar over all their
-/// accesses. The results are in the order of `pairs`. Fails before running anything if a workload
-/// cannot be built.
+fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
+    let cannot = || format!("cannot write {}", path.display());
+    let mut w = csv::Writer::from_path(path).with_context(cannot)?;
+    for r in rows {
+        w.serialize(CsvRow {
+            workload: &r.report.workload,
+            policy: &r.report.policy,
+            profile: &r.report.profile,
+            footprint_bytes: r.report.footprint_bytes,
+            fast_capacity_bytes: r.report.fast_capacity_bytes,
+            fast_share_of_footprint: r.fast_share_of_footprint,
+            runtime_s: r.report.runtime_ns / 1e9,
+            speedup_over_first_touch: r.speedup_over_first_touch,
+            speedup_over_all_fast: r.speedup_over_all_fast,
+            fast_read_hit_rate: r.fast_read_hit_rate,
+            fast_write_hit_rate: r.fast_write_hit_rate,
+            slow_bytes_written: r.slow_bytes_written,
+            bytes_migrated: r.report.bytes_migrated,
+            pages_migrated: r.report.pages_migrated,
+            pages_not_done: r.report.pages_not_done,
+            pages_switched: r.report.pages_switched,
+            shadow_peak_bytes: r.report.shadow_peak_bytes,
+            tlb_shootdowns: r.report.tlb_shootdowns,
+            migration_s: r.report.migration_ns / 1e9,
+            move_wait_s: r.report.move_wait_ns / 1e9,
+            tracking_s: r.report.tracking_ns / 1e9,
+            energy_j: r.report.energy_j,
+            seed: r.seed,
+        })
+        .with_context(cannot)?;
+    }
+    w.flush().with_context(cannot)
+}
+
+/// One simulated run: a workload under a policy on a machine.
+pub struct Run<'a> {
+    pub machine: &'a MachineArgs,
+    pub profile: &'a Profile,
+    pub workload: &'a str,
+    pub policy: &'a str,
+}
+
+/// Runs every (workload, policy) pair on one machine; see [`run_all`].
 pub fn run_pairs(
     machine: &MachineArgs,
     profile: &Profile,
     pairs: &[(String, String)],
 ) -> Result<Vec<Result<RunReport>>> {
-    let mut accesses: HashMap<&str, u64> = HashMap::new();
-    for (w, _) in pairs {
-        if !accesses.contains_key(w.as_str()) {
-            accesses.insert(w, machine.source(w)?.info().accesses);
+    let runs: Vec<Run> =
+        pairs.iter().map(|(w, p)| Run { machine, profile, workload: w, policy: p }).collect();
+    run_all(&runs)
+}
+
+/// Runs every run in parallel (rayon, one run per task, those of most accesses first so that a
+/// long run does not start last), under one progress bar over all their accesses. The results
+/// are in the order of `runs`. Fails before running anything if a workload cannot be built.
+pub fn run_all(runs: &[Run]) -> Result<Vec<Result<RunReport>>> {
+    // A workload's accesses depend on its seed and scale, not on the profile or the fast tier.
+    fn key<'a>(r: &Run<'a>) -> (&'a str, u64, u64) {
+        (r.workload, r.machine.seed, r.machine.size_scale.to_bits())
+    }
+    let mut accesses: HashMap<(&str, u64, u64), u64> = HashMap::new();
+    for r in runs {
+        if let std::collections::hash_map::Entry::Vacant(e) = accesses.entry(key(r)) {
+            e.insert(r.machine.source(r.workload)?.info().accesses);
         }
     }
-    let mut order: Vec<usize> = (0..pairs.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(accesses[pairs[i].0.as_str()]));
-    let total = pairs.iter().fold(0u64, |t, (w, _)| t.saturating_add(accesses[w.as_str()]));
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(accesses[&key(&runs[i])]));
+    let total = runs.iter().fold(0u64, |t, r| t.saturating_add(accesses[&key(r)]));
     let done: Vec<(usize, Result<RunReport>)> = table::with_progress(total, |progress| {
         order
             .par_iter()
             .with_max_len(1)
             .map(|&i| {
-                let (w, p) = &pairs[i];
-                (i, run_one(machine, profile, w, p, Some(progress.clone())))
+                let r = &runs[i];
+                (i, run_one(r.machine, r.profile, r.workload, r.policy, Some(progress.clone())))
             })
             .collect()
     });
-    let mut results: Vec<Option<Result<RunReport>>> = (0..pairs.len()).map(|_| None).collect();
+    let mut results: Vec<Option<Result<RunReport>>> = (0..runs.len()).map(|_| None).collect();
     for (i, r) in done {
         results[i] = Some(r);
     }
-    Ok(results.into_iter().map(|r| r.expect("every pair ran")).collect())
+    Ok(results.into_iter().map(|r| r.expect("every run ran")).collect())
 }
 
-/// The policy specs to run: those named (or the default comparison, unless only a sweep is
-/// asked for), then each sweep's, first-touch first if it is not among them, each checked, and
-/// each policy once (two specs that build the same policy, as `ambix-noswitch` and
+/// The policy specs to run on `profile`: those `named` (or the default comparison, unless only
+/// a sweep is asked for), then each sweep's, first-touch first if it is not among them, each
+/// checked, and each policy once (two specs that build the same policy, as `ambix-noswitch` and
 /// `ambix:switch=false` do, run once).
 ///
 /// On a profile of more tiers than a policy of the default comparison manages (the seeds' are
 /// written for two), the default leaves it out and says so; a policy named is run, and refused
 /// with its reason.
-fn policies(args: &CompareArgs, profile: &terrace_sim::Profile) -> Result<Vec<String>> {
-    let mut specs: Vec<String> = args.policies.iter().flat_map(|p| terrace_policy::split_list(p)).collect();
-    if specs.is_empty() && !args.policies.is_empty() {
+pub fn policies(named: &[String], sweep: &[String], profile: &Profile) -> Result<Vec<String>> {
+    let mut specs: Vec<String> = named.iter().flat_map(|p| terrace_policy::split_list(p)).collect();
+    if specs.is_empty() && !named.is_empty() {
         bail!("--policies names no policy; give NAME,NAME,... (`terrace list policies`)");
     }
-    if specs.is_empty() && args.sweep.is_empty() {
+    if specs.is_empty() && sweep.is_empty() {
         let tiers = profile.tiers.len();
         let (runs, fewer): (Vec<&str>, Vec<&str>) =
             terrace_policy::registry::DEFAULT_COMPARISON.iter().partition(|name| manages(name, profile));
@@ -218,7 +394,7 @@ fn policies(args: &CompareArgs, profile: &terrace_sim::Profile) -> Result<Vec<St
         }
         specs = runs.iter().map(|s| s.to_string()).collect();
     }
-    for s in &args.sweep {
+    for s in sweep {
         specs.extend(terrace_policy::sweep(s)?);
     }
     let mut names = Vec::new();
@@ -238,12 +414,12 @@ fn policies(args: &CompareArgs, profile: &terrace_sim::Profile) -> Result<Vec<St
 }
 
 /// Whether the policy `spec` manages as many tiers as `profile` has (its `max_tiers`).
-fn manages(spec: &str, profile: &terrace_sim::Profile) -> bool {
+fn manages(spec: &str, profile: &Profile) -> bool {
     terrace_policy::registry::max_tiers(spec).ok().flatten().is_none_or(|m| m >= profile.tiers.len())
 }
 
-fn describe_capacity(m: &MachineArgs) -> String {
-    match m.fast_capacity {
+pub fn describe_capacity(capacity: Option<terrace_sim::Capacity>) -> String {
+    match capacity {
         None => "as each workload's seed experiment, scaled like the workload (column 'fast tier': size and share of the footprint)".into(),
         Some(terrace_sim::Capacity::Percent(p)) => format!("{p}% of each footprint"),
         Some(terrace_sim::Capacity::Bytes(b)) => terrace_sim::human_bytes(b),

@@ -6,6 +6,7 @@ mod bench_tracking;
 mod compare;
 mod daemon_cmd;
 mod doctor_cmd;
+mod grid;
 mod reproduce;
 mod run_cmd;
 mod run_spec;
@@ -38,7 +39,10 @@ struct Cli {
 enum Command {
     /// Simulate one workload under one policy and print what it cost.
     Sim(run_spec::SimArgs),
-    /// Simulate every workload under every policy (in parallel) and print one row per pair.
+    /// Simulate every workload under every policy (in parallel) and print one row per pair; or a
+    /// grid of profiles, fast-tier sizes and seeds, whole or one shard of it (`compare merge`
+    /// joins the shards).
+    #[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
     Compare(compare::CompareArgs),
     /// Run every reproduction of docs/policies.md and print its tables (--check FILE, --write FILE).
     Reproduce(reproduce::ReproduceArgs),
@@ -178,9 +182,13 @@ fn main() -> ExitCode {
             e.exit();
         }
         Err(e) => {
-            // A usage error: one line, like every other refusal (clap's own is three, with a tip).
+            // A usage error: one line, like every other refusal (clap's own is three, with a tip):
+            // its first paragraph, which for a missing argument names it on the next line.
             let text = e.to_string();
-            let first = text.lines().next().unwrap_or("bad arguments").trim_start_matches("error: ");
+            let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            let first = first.join(" ");
+            let first = first.trim_start_matches("error: ");
+            let first = if first.is_empty() { "bad arguments" } else { first };
             eprintln!("terrace: {first} (see `terrace help`)");
             return ExitCode::from(2);
         }

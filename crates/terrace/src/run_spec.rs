@@ -115,7 +115,7 @@ pub fn parse_capacity(s: &str) -> Result<Capacity, String> {
 }
 
 /// Parses a generator seed.
-fn parse_seed(s: &str) -> Result<u64, String> {
+pub fn parse_seed(s: &str) -> Result<u64, String> {
     s.trim().parse().map_err(|_| format!("'{s}' is not a seed; give a whole number from 0 to {}", u64::MAX))
 }
 

@@ -151,8 +151,9 @@ pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; COLUMNS] {
     ]
 }
 
-/// Prints rows with columns padded to their widest cell.
-pub fn print_table(rows: &[[String; COLUMNS]]) {
+/// Prints the header and rows with columns padded to their widest cell (a grid prints several
+/// such tables, and one [`LEGEND`] under them).
+pub fn print_rows(rows: &[[String; COLUMNS]]) {
     let mut width = HEADER.map(str::len);
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -172,7 +173,6 @@ pub fn print_table(rows: &[[String; COLUMNS]]) {
     for r in rows {
         line(r.iter().map(String::as_str).collect());
     }
-    println!("{LEGEND}");
 }
 
 /// Runs `work` with a progress bar over `total` accesses, shown only on a terminal.
