@@ -33,6 +33,10 @@ pub struct CompareArgs {
     /// Also write the table as CSV (raw numbers, SI units).
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Also draw each policy's speedup over first-touch, a group of bars per workload, the
+    /// ceiling (oracle) marked across each group: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// One row of the comparison, as JSON and CSV carry it.
@@ -81,6 +85,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         args.workloads.clone()
     };
     let profile = args.machine.profile()?;
+    crate::plots::check(args.plot.as_deref())?;
     let policies = policies(&args, &profile)?;
     let pairs: Vec<(String, String)> =
         workloads.iter().flat_map(|w| policies.iter().map(move |p| (w.clone(), p.clone()))).collect();
@@ -145,6 +150,9 @@ pub fn compare(args: CompareArgs) -> Result<()> {
             .with_context(cannot)?;
         }
         w.flush().with_context(cannot)?;
+    }
+    if let Some(path) = &args.plot {
+        crate::plots::compare(path, &profile, &reports)?;
     }
     if !failures.is_empty() {
         for f in &failures {

@@ -6,6 +6,7 @@ mod bench_tracking;
 mod compare;
 mod daemon_cmd;
 mod doctor_cmd;
+mod plots;
 mod reproduce;
 mod run_cmd;
 mod run_spec;

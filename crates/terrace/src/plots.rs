@@ -1,0 +1,155 @@
+//! `--plot FILE`: gathers what `compare`, `sim` and `bench migrate` computed into the plain data
+//! terrace-plot draws (the drawing itself is there).
+
+use anyhow::Result;
+use std::path::Path;
+use terrace_plot::{MigrationThroughput, PlacementEpoch, PlacementTimeline, Speedups, ThroughputSeries};
+use terrace_sim::bench_grid::{GridFigure, GridOp};
+use terrace_sim::{Profile, RunReport, Timeline};
+
+/// Refuses a `--plot` file of a format it cannot write, before anything long runs.
+pub fn check(path: Option<&Path>) -> Result<()> {
+    if let Some(p) = path {
+        terrace_plot::Format::of(p)?;
+    }
+    Ok(())
+}
+
+/// `terrace compare --plot`: each run's speedup over first-touch on its workload, one group of
+/// bars per workload, in the order the runs came.
+pub fn compare(path: &Path, profile: &Profile, reports: &[RunReport]) -> Result<()> {
+    let mut workloads: Vec<String> = Vec::new();
+    let mut policies: Vec<String> = Vec::new();
+    for r in reports {
+        if !workloads.contains(&r.workload) {
+            workloads.push(r.workload.clone());
+        }
+        if !policies.contains(&r.policy) {
+            policies.push(r.policy.clone());
+        }
+    }
+    let runtime =
+        |w: &str, p: &str| reports.iter().find(|r| r.workload == w && r.policy == p).map(|r| r.runtime_ns);
+    let speedup = workloads
+        .iter()
+        .map(|w| {
+            let reference = runtime(w, "first-touch");
+            policies.iter().map(|p| Some(reference? / runtime(w, p)?)).collect()
+        })
+        .collect();
+    let title = format!("Speedup over first-touch, profile {}", profile.name);
+    Ok(terrace_plot::speedup_bars(path, &Speedups { title, workloads, policies, speedup })?)
+}
+
+/// `terrace sim --plot`: the run's placement over time.
+pub fn sim(path: &Path, profile: &Profile, report: &RunReport, timeline: &Timeline) -> Result<()> {
+    let mut start_ns = 0.0;
+    let epochs = timeline
+        .epochs
+        .iter()
+        .map(|e| {
+            let epoch = PlacementEpoch {
+                start_ns,
+                end_ns: e.end_ns,
+                tier: e.tier.clone(),
+                range_accesses: e.range_accesses.clone(),
+                fast_hit_rate: (e.accesses > 0).then(|| e.fast_accesses as f64 / e.accesses as f64),
+                bytes_migrated: e.bytes_migrated,
+            };
+            start_ns = e.end_ns;
+            epoch
+        })
+        .collect();
+    let data = PlacementTimeline {
+        title: format!("{} under {}, profile {}", report.workload, report.policy, profile.name),
+        tier_names: profile.tiers.iter().map(|t| t.name.clone()).collect(),
+        footprint_bytes: report.footprint_bytes,
+        range_bytes: timeline.pages_per_range * timeline.page_bytes,
+        epochs,
+    };
+    Ok(terrace_plot::placement_over_time(path, &data)?)
+}
+
+/// `terrace bench migrate --simulated --plot`: the model's grid, with the model's copy
+/// bandwidth from tier 0 to tier 1 as the memcpy line.
+pub fn simulated_migration(path: &Path, profile: &Profile, figures: &[GridFigure]) -> Result<()> {
+    let mut series: Vec<ThroughputSeries> = Vec::new();
+    for f in figures {
+        let mechanism = match f.cell.op {
+            GridOp::Demote => "demote 0->1",
+            GridOp::Promote => "promote 1->0",
+            GridOp::Exchange => "exchange",
+        };
+        let page = f.cell.page_size.to_string();
+        add_point(&mut series, page, f.cell.threads, mechanism, f.cell.batch_pages, f.gb_s);
+    }
+    let threads = distinct_threads(&series);
+    let memcpy = threads
+        .iter()
+        .map(|&t| (t, terrace_sim::bench_grid::copy_bandwidth_gb_s(profile, 0, 1, t)))
+        .collect();
+    let data = MigrationThroughput {
+        title: format!("Page migration, simulated (profile {}): GB/s against batch size", profile.name),
+        series,
+        memcpy,
+        memcpy_label: "memcpy 0->1 (model)".into(),
+    };
+    Ok(terrace_plot::migration_throughput(path, &data)?)
+}
+
+/// `terrace bench migrate --plot`: the cells measured on this host (the failed and the ones
+/// without huge pages left out), memcpy from the source node to the destination as the line.
+#[cfg(all(feature = "live", target_os = "linux"))]
+pub fn live_migration(path: &Path, report: &terrace_linux::bench_migrate::Report) -> Result<()> {
+    use terrace_linux::bench_migrate::Op;
+    let mut series: Vec<ThroughputSeries> = Vec::new();
+    for c in &report.cells {
+        let Some(gb_s) = c.gb_s() else { continue };
+        let mechanism = match c.cell.op {
+            Op::Demote => "demote",
+            Op::Promote => "promote",
+            Op::Exchange => "exchange (paired)",
+            Op::TwoOneWay => "two one-way",
+        };
+        add_point(&mut series, c.cell.page.to_string(), c.cell.threads, mechanism, c.cell.batch_pages, gb_s);
+    }
+    let (src, dst) = (report.source_node, report.destination_node);
+    let memcpy = distinct_threads(&series)
+        .into_iter()
+        .filter_map(|t| report.memcpy_gb_s(t, src, dst).map(|g| (t, g)))
+        .collect();
+    let data = MigrationThroughput {
+        title: format!("Page migration, node {src} <-> node {dst} (move_pages): GB/s against batch size"),
+        series,
+        memcpy,
+        memcpy_label: format!("memcpy {src}->{dst}"),
+    };
+    Ok(terrace_plot::migration_throughput(path, &data)?)
+}
+
+/// Adds one cell's figure to its series (page size, threads, mechanism), starting it if new.
+fn add_point(
+    series: &mut Vec<ThroughputSeries>,
+    page: String,
+    threads: u32,
+    mechanism: &str,
+    batch: u32,
+    gb_s: f64,
+) {
+    match series.iter_mut().find(|s| s.page == page && s.threads == threads && s.mechanism == mechanism) {
+        Some(s) => s.points.push((batch, gb_s)),
+        None => series.push(ThroughputSeries {
+            page,
+            threads,
+            mechanism: mechanism.to_string(),
+            points: vec![(batch, gb_s)],
+        }),
+    }
+}
+
+fn distinct_threads(series: &[ThroughputSeries]) -> Vec<u32> {
+    let mut threads: Vec<u32> = series.iter().map(|s| s.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    threads
+}
