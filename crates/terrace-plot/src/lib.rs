@@ -119,6 +119,17 @@ fn text(size: u32) -> TextStyle<'static> {
     (FAMILY, size).into_font().color(&BLACK)
 }
 
+/// An axis label: at most three decimals, no trailing zeros ("60", "2.5", "0.125").
+fn number(v: &f64) -> String {
+    let text = format!("{v:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
+}
+
 /// Distinct colours for series (policies, mechanisms), in order.
 fn series_colour(i: usize) -> RGBColor {
     const COLOURS: [RGBColor; 10] = [
@@ -139,6 +150,13 @@ fn series_colour(i: usize) -> RGBColor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_numbers_drop_trailing_zeros() {
+        let labels: Vec<String> =
+            [60.0, 2.5, 0.125, 0.0, -0.0001, 1e-7, 12.3456].iter().map(number).collect();
+        assert_eq!(labels, ["60", "2.5", "0.125", "0", "0", "0", "12.346"]);
+    }
 
     #[test]
     fn the_extension_chooses_the_format_and_anything_else_is_refused() {

@@ -82,6 +82,7 @@ where
             .x_desc("pages per move_pages call")
             .y_desc("GB/s")
             .x_label_formatter(&|b| format!("{b:.0}"))
+            .y_label_formatter(&crate::number)
             .label_style(text(12))
             .axis_desc_style(text(13))
             .draw()?;

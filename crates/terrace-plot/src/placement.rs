@@ -176,6 +176,8 @@ where
         .disable_mesh()
         .x_desc(format!("time ({t_unit})"))
         .y_desc(format!("address ({a_unit})"))
+        .x_label_formatter(&crate::number)
+        .y_label_formatter(&crate::number)
         .label_style(text(12))
         .axis_desc_style(text(13))
         .draw()?;
@@ -221,6 +223,8 @@ where
         .y_desc("fast-tier hits (%)")
         .y_labels(5)
         .light_line_style(BLACK.mix(0.04))
+        .x_label_formatter(&crate::number)
+        .y_label_formatter(&crate::number)
         .label_style(text(12))
         .axis_desc_style(text(13))
         .draw()?;
@@ -243,6 +247,8 @@ where
         .y_desc(format!("migrated ({m_unit}, total)"))
         .y_labels(5)
         .light_line_style(BLACK.mix(0.04))
+        .x_label_formatter(&crate::number)
+        .y_label_formatter(&crate::number)
         .label_style(text(12))
         .axis_desc_style(text(13))
         .draw()?;

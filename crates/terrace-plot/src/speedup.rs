@@ -57,6 +57,7 @@ where
     let groups = data.workloads.len().max(1);
     let top =
         data.speedup.iter().flatten().flatten().copied().filter(|v| v.is_finite()).fold(1.0f64, f64::max);
+    // The room above the tallest bar keeps the legend off the bars.
     let mut chart = ChartBuilder::on(root)
         .caption(&data.title, text(18))
         .margin(12)
@@ -68,11 +69,11 @@ where
         .disable_x_mesh()
         .x_labels(0)
         .y_desc("speedup over first-touch (x)")
+        .y_label_formatter(&crate::number)
         .label_style(text(13))
         .axis_desc_style(text(14))
         .draw()?;
-    // Each group: a bar per policy across 80% of its width (the room above keeps the legend
-    // off the bars).
+    // Each group: a bar per policy across 80% of its width.
     let slot = 0.8 / bars.len().max(1) as f64;
     for (w, row) in data.speedup.iter().enumerate() {
         for (k, &p) in bars.iter().enumerate() {

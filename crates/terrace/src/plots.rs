@@ -153,3 +153,62 @@ fn distinct_threads(series: &[ThroughputSeries]) -> Vec<u32> {
     threads.dedup();
     threads
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The live grid's picture: the measured cells only, each mechanism a line per page size
+    /// and thread count, memcpy from the source node as the line (a two-node host's figures,
+    /// made up: this host may have one node).
+    #[cfg(all(feature = "live", target_os = "linux"))]
+    #[test]
+    fn the_live_grid_draws_its_measured_cells_and_memcpy() {
+        use terrace_linux::bench_migrate::{Cell, CellResult, MemcpyFigure, Op, Outcome, Page, Report};
+        let mut cells = Vec::new();
+        for page in [Page::Small, Page::Huge] {
+            for batch_pages in [1, 64, 512] {
+                for op in Op::ALL {
+                    let outcome = if page == Page::Huge && op == Op::TwoOneWay {
+                        Outcome::NoThp { reason: "no THP".into() }
+                    } else {
+                        let gb_s = batch_pages as f64 / 100.0 + 1.0;
+                        Outcome::Measured { seconds: 1.0, gb_s, ratio_to_memcpy: gb_s / 8.0 }
+                    };
+                    let cell = Cell { page, threads: 1, batch_pages, op };
+                    cells.push(CellResult { cell, bytes: 1 << 20, outcome });
+                }
+            }
+        }
+        let report = Report {
+            source_node: 0,
+            destination_node: 2,
+            bytes: 8 << 20,
+            thp_setting: "always".into(),
+            repeat: 1,
+            memcpy: vec![
+                MemcpyFigure { threads: 1, from: 0, to: 2, gb_s: 8.0 },
+                MemcpyFigure { threads: 1, from: 2, to: 0, gb_s: 6.0 },
+            ],
+            cells,
+            summary: None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("live.svg");
+        live_migration(&path, &report).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for text in [
+            "memcpy 0-&gt;2",
+            "node 0 &lt;-&gt; node 2",
+            "two one-way",
+            "exchange (paired)",
+            "2MiB pages, 1 thread",
+        ] {
+            assert!(svg.contains(text), "no '{text}'");
+        }
+        // Demote's colour (the first): a line in each of the 2 panels and one in the legend.
+        assert_eq!(svg.matches("stroke=\"#1F77B4\"").count(), 3);
+        // Two one-way (the fourth): measured for 4 KiB pages only.
+        assert_eq!(svg.matches("stroke=\"#D62728\"").count(), 2);
+    }
+}

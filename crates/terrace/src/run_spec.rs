@@ -191,7 +191,7 @@ fn run_one_with_timeline(
     let mut p = terrace_policy::build(policy)?;
     let source = machine.source(workload)?;
     let run = terrace_sim::simulate_with_timeline(source, p.as_mut(), profile, &machine.options(progress));
-    Ok(run.with_context(|| format!("{workload} under {policy}"))?)
+    run.with_context(|| format!("{workload} under {policy}"))
 }
 
 pub fn sim(args: SimArgs) -> Result<()> {
