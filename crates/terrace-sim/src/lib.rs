@@ -20,12 +20,14 @@ pub mod movers;
 pub mod placement;
 pub mod profile;
 pub mod report;
+pub mod timeline;
 pub mod timing;
 pub mod trackers;
 
 pub use machine::SimMachine;
 pub use profile::{Profile, ProfileError, DEFAULT_PROFILE};
 pub use report::{ObjectTotals, RunReport, TierTotals};
+pub use timeline::Timeline;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -101,16 +103,41 @@ pub fn simulate(
     profile: &Profile,
     opts: &SimOptions,
 ) -> Result<RunReport, SimError> {
+    run(source, policy, profile, opts, false).map(|(report, _)| report)
+}
+
+/// [`simulate`], recording placement over time too (what `terrace sim --plot` draws): the
+/// record costs the run a pass over the page table per epoch ([`timeline`]).
+pub fn simulate_with_timeline(
+    source: Box<dyn AccessSource>,
+    policy: &mut dyn Policy,
+    profile: &Profile,
+    opts: &SimOptions,
+) -> Result<(RunReport, Timeline), SimError> {
+    let (report, timeline) = run(source, policy, profile, opts, true)?;
+    Ok((report, timeline.unwrap_or_default()))
+}
+
+fn run(
+    source: Box<dyn AccessSource>,
+    policy: &mut dyn Policy,
+    profile: &Profile,
+    opts: &SimOptions,
+    record_timeline: bool,
+) -> Result<(RunReport, Option<Timeline>), SimError> {
     let info = source.info();
     let fast = opts.fast_capacity.resolve(info.footprint_bytes, info.suggested_fast_bytes);
     let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());
+    if record_timeline {
+        machine.record_timeline();
+    }
     drive(&mut machine, policy)?;
     if let Some(e) = machine.take_error() {
         return Err(e);
     }
-    Ok(machine.report())
+    Ok((machine.report(), machine.take_timeline()))
 }
 
 /// Bytes in binary units, for messages and tables.

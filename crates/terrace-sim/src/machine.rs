@@ -13,6 +13,7 @@ use crate::movers::{CopyKind, MoverQueue};
 use crate::placement::Placement;
 use crate::profile::{Profile, MAX_TIERS};
 use crate::report::{ObjectTotals, RunReport, TierTotals};
+use crate::timeline::{Timeline, TimelineRecorder};
 use crate::timing::{self, TierLoad, Timing, LINE_BYTES};
 use crate::trackers::{
     future::FutureWindow, hint_faults::HintFaults, page_bits::PageBits, sampling::Sampler, SliceTracker,
@@ -127,6 +128,8 @@ pub struct SimMachine {
     policy_name: String,
     progress: Option<Arc<AtomicU64>>,
     reported_progress: u64,
+    /// Placement over time, when asked for ([`SimMachine::record_timeline`]).
+    timeline: Option<TimelineRecorder>,
 }
 
 impl SimMachine {
@@ -254,6 +257,7 @@ impl SimMachine {
             policy_name: String::new(),
             progress: None,
             reported_progress: 0,
+            timeline: None,
         })
     }
 
@@ -308,6 +312,19 @@ impl SimMachine {
 
     pub fn set_progress(&mut self, progress: Option<Arc<AtomicU64>>) {
         self.progress = progress;
+    }
+
+    /// Records placement over time from the run's start on (call before it starts), for
+    /// [`SimMachine::take_timeline`].
+    pub fn record_timeline(&mut self) {
+        self.timeline = Some(TimelineRecorder::default());
+    }
+
+    /// The placement over time recorded, the last epoch closed now; `None` unless
+    /// [`SimMachine::record_timeline`] was called.
+    pub fn take_timeline(&mut self) -> Option<Timeline> {
+        let recorder = self.timeline.take()?;
+        Some(recorder.finish(self.now_ns, self.accesses, &self.totals, &self.placement))
     }
 
     pub fn set_policy_name(&mut self, name: &str) {
@@ -612,6 +629,9 @@ impl SimMachine {
         if let Some(f) = self.future.as_mut() {
             f.consume(self.accesses, &self.buf[self.pos..end], self.page_shift);
         }
+        if let Some(t) = self.timeline.as_mut() {
+            t.count(&self.buf[self.pos..end], self.page_shift);
+        }
         self.pos = end;
         self.accesses += n;
         if let Some(p) = &self.progress {
@@ -640,6 +660,9 @@ impl SimMachine {
             let since = &mut self.since_observe[t];
             since.read_bytes = Some(since.read_bytes.unwrap_or(0) + l.read_bytes);
             since.write_bytes = Some(since.write_bytes.unwrap_or(0) + l.write_bytes);
+        }
+        if let Some(t) = self.timeline.as_mut().filter(|t| t.due(self.accesses)) {
+            t.close(self.now_ns, self.accesses, &self.totals, &self.placement);
         }
         true
     }
@@ -1042,6 +1065,10 @@ impl Machine for SimMachine {
             tier.capacity_pages = capacity[t];
         }
         self.placement = Placement::new(self.info.pages, capacity, req.initial.clone());
+        if let Some(t) = self.timeline.as_mut() {
+            let accesses = self.source.info().accesses;
+            t.start(self.info.pages, page, self.info.tiers.len(), accesses);
+        }
         self.page_state = vec![IDLE; self.info.pages as usize];
         self.movers = std::iter::once(req.mover).chain(req.demotion_mover).map(MoverQueue::new).collect();
         self.touches.clear();

@@ -53,6 +53,10 @@ pub struct MigrateArgs {
     /// Also write every figure to this file as JSON.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Also draw GB/s against batch size, a panel per page size and thread count, a line per
+    /// mechanism, memcpy's bandwidth dashed: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<std::path::PathBuf>,
 }
 
 /// Asks for HeMem's sampling tracker (period 19,997, docs/hardware.md §12) and never
@@ -170,6 +174,7 @@ const OPS: [GridOp; 3] = [GridOp::Demote, GridOp::Promote, GridOp::Exchange];
 const LIVE_OPS: [LiveOp; 4] = [LiveOp::Demote, LiveOp::Promote, LiveOp::Exchange, LiveOp::TwoOneWay];
 
 fn check_migrate_args(args: &MigrateArgs) -> Result<()> {
+    crate::plots::check(args.plot.as_deref())?;
     if args.mib == 0 || !args.mib.is_multiple_of(4) {
         anyhow::bail!(
             "--mib must be a positive multiple of 4 (two halves of whole 2 MiB pages), not {}",
@@ -292,6 +297,9 @@ fn migrate_simulated(args: &MigrateArgs) -> Result<()> {
             }),
         )?;
     }
+    if let Some(path) = &args.plot {
+        crate::plots::simulated_migration(path, &profile, &figures)?;
+    }
     Ok(())
 }
 
@@ -395,6 +403,9 @@ fn migrate_live(args: &MigrateArgs) -> Result<()> {
     if let Some(path) = &args.json {
         crate::write_json(path, &report)?;
     }
+    if let Some(path) = &args.plot {
+        crate::plots::live_migration(path, &report)?;
+    }
     let failed =
         report.cells.iter().filter(|c| matches!(c.outcome, bench_migrate::Outcome::Failed { .. })).count();
     if failed > 0 {
@@ -408,7 +419,16 @@ mod tests {
     use super::*;
 
     fn args(simulated: bool, json: Option<std::path::PathBuf>) -> MigrateArgs {
-        MigrateArgs { simulated, profile: None, mib: 8, threads: 2, batches: vec![64, 512], repeat: 1, json }
+        MigrateArgs {
+            simulated,
+            profile: None,
+            mib: 8,
+            threads: 2,
+            batches: vec![64, 512],
+            repeat: 1,
+            json,
+            plot: None,
+        }
     }
 
     /// The live benchmark needs two memory nodes: on a host with one (the development and CI

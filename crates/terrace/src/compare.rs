@@ -68,6 +68,10 @@ pub struct CompareArgs {
     /// Also write the table as CSV (raw numbers, SI units).
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Also draw each policy's speedup over first-touch, a group of bars per workload, the
+    /// ceiling (oracle) marked across each group: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,7 +147,14 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         Some(path) => GridAxes::read(path)?,
         None => axes_of_flags(&args),
     };
+    crate::plots::check(args.plot.as_deref())?;
     let (grid, profiles) = grid::make_grid(axes)?;
+    if args.plot.is_some() {
+        if args.shard.is_some() {
+            bail!("--plot draws the whole grid's comparison: plot the merged shards (`terrace compare merge SHARD.json... --plot FILE`)");
+        }
+        grid::check_plottable(&grid)?;
+    }
     let cells: Vec<usize> =
         (0..grid.cell_count()).filter(|&k| args.shard.is_none_or(|s| s.owns(k))).collect();
     if let Some(shard) = args.shard {
@@ -162,7 +173,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         }
         (_, json) => json.as_deref(),
     };
-    present(&grid, &results, json, args.csv.as_deref())?;
+    present(&grid, &results, json, args.csv.as_deref(), args.plot.as_deref())?;
     for f in 0..grid.fast_capacity.len() {
         grid.machine(grid::Cell { profile: 0, fast: f, seed: 0, workload: 0 }).note_oversized_fast_tier();
     }
@@ -240,7 +251,13 @@ pub fn rows<'a>(grid: &Grid, result: &'a CellResult) -> Vec<Row<'a>> {
 /// Prints the results of a grid's cells (in grid order) as tables, one per machine, writes them
 /// as JSON and CSV, and fails if any run did. `compare` and `compare merge` both end here, so a
 /// merge prints and writes what one machine running the whole grid does, to the byte.
-pub fn present(grid: &Grid, results: &[CellResult], json: Option<&Path>, csv: Option<&Path>) -> Result<()> {
+pub fn present(
+    grid: &Grid,
+    results: &[CellResult],
+    json: Option<&Path>,
+    csv: Option<&Path>,
+    plot: Option<&Path>,
+) -> Result<()> {
     let rows: Vec<Row> = results.iter().flat_map(|c| rows(grid, c)).collect();
     let mut printed = 0;
     for (i, group) in
@@ -268,7 +285,11 @@ pub fn present(grid: &Grid, results: &[CellResult], json: Option<&Path>, csv: Op
     if let Some(path) = csv {
         write_csv(path, &rows)?;
     }
-    // Charts of `rows` (`--plot`) go here, so that a merge draws what one machine would.
+    // Here, so that a merge draws what one machine would.
+    if let Some(path) = plot {
+        let reports: Vec<RunReport> = results.iter().flat_map(|c| c.reports.iter().cloned()).collect();
+        crate::plots::compare(path, &grid.group_header(grid.cell(results[0].cell)), &reports)?;
+    }
     let failures: Vec<&String> = results.iter().flat_map(|c| &c.failures).collect();
     if !failures.is_empty() {
         for f in &failures {

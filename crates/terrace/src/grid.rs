@@ -316,11 +316,28 @@ pub struct MergeArgs {
     /// Also write the table as CSV, as the grid's `compare --csv` would.
     #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Also draw the speedups, as the grid's `compare --plot` would: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+/// `--plot` draws one machine's comparison (bars by workload and policy): a grid of several
+/// profiles, fast-tier sizes or seeds is refused in one line before anything runs.
+pub fn check_plottable(grid: &Grid) -> Result<()> {
+    let machines = grid.group_count();
+    if machines > 1 {
+        anyhow::bail!(
+            "--plot draws one machine's comparison, and this grid has {machines} (profiles x fast-tier sizes x \
+             seeds): plot one profile, one fast-tier size and one seed at a time"
+        );
+    }
+    Ok(())
 }
 
 /// `terrace compare merge`: checks that the files are every shard of one grid, once each and
 /// whole, then prints and writes what one machine running the grid would have.
 pub fn merge(args: MergeArgs) -> Result<()> {
+    crate::plots::check(args.plot.as_deref())?;
     let shards = args.shards.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
     let first = &shards[0];
     let count = first.shard.count;
@@ -381,7 +398,10 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         }));
     }
     results.sort_by_key(|c| c.cell);
-    compare::present(grid, &results, args.json.as_deref(), args.csv.as_deref())
+    if args.plot.is_some() {
+        check_plottable(grid)?;
+    }
+    compare::present(grid, &results, args.json.as_deref(), args.csv.as_deref(), args.plot.as_deref())
 }
 
 #[cfg(test)]

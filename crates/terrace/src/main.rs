@@ -7,6 +7,7 @@ mod compare;
 mod daemon_cmd;
 mod doctor_cmd;
 mod grid;
+mod plots;
 mod reproduce;
 mod run_cmd;
 mod run_spec;

@@ -93,6 +93,10 @@ pub struct SimArgs {
     /// Also write the full report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also draw the placement over time (page ranges against time, coloured by tier, darker
+    /// the more accessed), the fast tier's hit rate and the bytes migrated: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Parses "40%", "48MiB", "1.5GiB", "4096".
@@ -176,13 +180,34 @@ pub fn run_one(
     Ok(report)
 }
 
+/// [`run_one`], recording placement over time too (for `terrace sim --plot`).
+fn run_one_with_timeline(
+    machine: &MachineArgs,
+    profile: &Profile,
+    workload: &str,
+    policy: &str,
+    progress: Option<Arc<AtomicU64>>,
+) -> Result<(RunReport, terrace_sim::Timeline)> {
+    let mut p = terrace_policy::build(policy)?;
+    let source = machine.source(workload)?;
+    let run = terrace_sim::simulate_with_timeline(source, p.as_mut(), profile, &machine.options(progress));
+    run.with_context(|| format!("{workload} under {policy}"))
+}
+
 pub fn sim(args: SimArgs) -> Result<()> {
     let profile = args.machine.profile()?;
-    // Validate names before starting a long run.
+    // Validate names and the picture's format before starting a long run.
     terrace_policy::build(&args.policy)?;
+    crate::plots::check(args.plot.as_deref())?;
     let accesses = args.machine.source(&args.workload)?.info().accesses;
-    let report = table::with_progress(accesses, |progress| {
-        run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
+    let (report, timeline) = table::with_progress(accesses, |progress| match &args.plot {
+        Some(_) => {
+            run_one_with_timeline(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
+                .map(|(r, t)| (r, Some(t)))
+        }
+        None => {
+            run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress)).map(|r| (r, None))
+        }
     })?;
     if report.accesses == 0 {
         bail!("{} made no accesses; nothing to report", args.workload);
@@ -190,6 +215,9 @@ pub fn sim(args: SimArgs) -> Result<()> {
     table::print_report(&report);
     if let Some(path) = &args.json {
         crate::write_json(path, &report)?;
+    }
+    if let (Some(path), Some(timeline)) = (&args.plot, &timeline) {
+        crate::plots::sim(path, &profile, &report, timeline)?;
     }
     args.machine.note_oversized_fast_tier();
     Ok(())

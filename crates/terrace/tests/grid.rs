@@ -301,3 +301,40 @@ fn failed_runs_are_merged_as_one_machine_reports_them() {
     let merged = run(&[&shards[0], &shards[1]], &["compare", "merge"]);
     assert_eq!(merged, whole);
 }
+
+/// `--plot` draws one machine's comparison: from a merge of that machine's shards as from the run
+/// itself; a grid of several machines, or a shard, is refused in one line before anything runs.
+#[test]
+fn a_merge_plots_what_one_machine_would_and_a_grid_of_machines_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = ["--workloads", "gups,stream-triad", "--policies", "all-fast", "--size-scale", "0.0625"];
+    let mut shards = Vec::new();
+    for i in 0..2 {
+        let json = path(dir.path(), &format!("s{i}.json"));
+        let shard = format!("{i}/2");
+        let mut args: Vec<&str> = vec!["compare"];
+        args.extend(one);
+        args.extend(["--shard", &shard, "--json", &json]);
+        stdout(&args);
+        shards.push(json);
+    }
+    let merged = path(dir.path(), "merged.svg");
+    let mut args = vec!["compare", "merge"];
+    args.extend(shards.iter().map(String::as_str));
+    args.extend(["--plot", &merged]);
+    stdout(&args);
+    let direct = path(dir.path(), "direct.svg");
+    let mut args = vec!["compare"];
+    args.extend(one);
+    args.extend(["--plot", &direct]);
+    stdout(&args);
+    let svg = std::fs::read_to_string(&merged).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("gups") && svg.contains("stream-triad"), "{svg:.200}");
+    assert_eq!(svg, std::fs::read_to_string(&direct).unwrap(), "the merge draws what the run does");
+
+    let e = fails(&["compare", "--workloads", "gups", "--fast-capacity", "25%,50%", "--plot", &direct]);
+    assert!(e.contains("--plot draws one machine's comparison, and this grid has 2"), "{e}");
+    let e =
+        fails(&["compare", "--workloads", "gups", "--shard", "0/2", "--json", &shards[0], "--plot", &direct]);
+    assert!(e.contains("plot the merged shards"), "{e}");
+}
