@@ -44,7 +44,7 @@ enum Command {
     /// grid of profiles, fast-tier sizes and seeds, whole or one shard of it (`compare merge`
     /// joins the shards).
     #[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
-    Compare(compare::CompareArgs),
+    Compare(Box<compare::CompareArgs>),
     /// Run every reproduction of docs/policies.md and print its tables (--check FILE, --write FILE).
     Reproduce(reproduce::ReproduceArgs),
     /// List the built-in workloads, the default suite, the policies or the machine profiles.
@@ -153,7 +153,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor(args) => return doctor_cmd::run(args),
         Command::Reproduce(args) => return reproduce::reproduce(args),
         Command::Sim(args) => run_spec::sim(args),
-        Command::Compare(args) => compare::compare(args),
+        Command::Compare(args) => compare::compare(*args),
         Command::List { what, params } => list(what, params),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
