@@ -109,6 +109,28 @@ host_program() {
 random_lines() {
 	awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed); for (i = 0; i < n; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >"$3"
 }
+# sqlite_script ROWS FILE: an sqlite3 script that builds a table of ROWS rows, indexes it and
+# queries it (its output is the same on every run).
+sqlite_script() {
+	cat >"$2" <<SQL
+CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < $1)
+INSERT INTO t SELECT x, printf('%08x', (x * 2654435761) % 4294967296) FROM c;
+CREATE INDEX tv ON t(v);
+SELECT count(*), sum(length(v)), min(v), max(v) FROM t;
+SELECT v FROM t ORDER BY v LIMIT 3;
+SQL
+}
+# python_script ENTRIES FILE: a python3 script that builds a dictionary of ENTRIES entries, sorts
+# its values and prints their hash.
+python_script() {
+	cat >"$2" <<PY
+import hashlib
+d = {i: str(i * 7919 % 1000003) for i in range($1)}
+s = sorted(d.values())
+print(len(d), hashlib.sha256("".join(s).encode()).hexdigest())
+PY
+}
 # pages_per_node PID: "node0=N node1=M", the pages the process has on each node (from
 # /proc/PID/numa_maps; empty once it has exited).
 pages_per_node() {

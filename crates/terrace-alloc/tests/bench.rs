@@ -8,7 +8,7 @@
 //! Three configurations, run in turn so that drift hits them alike: the system allocator alone;
 //! the runtime without Terrace (no ring: own mappings, no events); the runtime with Terrace
 //! attached (a ring that a reader thread here drains every millisecond, as `terrace run
-//! --objects` will). Workloads: tests/c/bench.c's churn (allocation-heavy: 2M replacements in a
+//! --objects` does). Workloads: tests/c/bench.c's churn (allocation-heavy: 2M replacements in a
 //! 4096-block working set, 10% of them objects of 4 KiB to 512 KiB; its own loop time), and two
 //! unmodified programs timed whole: the python3 script of tests/preload.rs and `sort` of 20 MB.
 //! The figure comparable to the seed's 2.8% (object tiering §5.1: profiling on, against the

@@ -62,6 +62,14 @@ pub struct CompareArgs {
     /// --json, which then writes the shard's file for `terrace compare merge`.
     #[arg(long, value_name = "I/N", value_parser = grid::parse_shard)]
     pub shard: Option<Shard>,
+    #[command(flatten)]
+    pub outputs: Outputs,
+}
+
+/// Where a comparison goes besides the terminal, for `compare` and `compare merge` alike (a
+/// merge writes what the one-machine run does).
+#[derive(Args, Debug, Default)]
+pub struct Outputs {
     /// Also write every report as JSON (with --shard: the shard's file).
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -69,7 +77,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Also draw each policy's speedup over first-touch, a group of bars per workload, the
-    /// ceiling (oracle) marked across each group: FILE.svg or FILE.png.
+    /// ceiling marked across each group: FILE.svg or FILE.png (one machine's comparison).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
 }
@@ -140,16 +148,16 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if let Some(CompareCommand::Merge(merge)) = args.command {
         return grid::merge(merge);
     }
-    if args.shard.is_some() && args.json.is_none() {
+    if args.shard.is_some() && args.outputs.json.is_none() {
         bail!("--shard needs --json FILE, the shard's file that `terrace compare merge` joins");
     }
     let axes = match &args.grid {
         Some(path) => GridAxes::read(path)?,
         None => axes_of_flags(&args),
     };
-    crate::plots::check(args.plot.as_deref())?;
+    crate::plots::check(args.outputs.plot.as_deref())?;
     let (grid, profiles) = grid::make_grid(axes)?;
-    if args.plot.is_some() {
+    if args.outputs.plot.is_some() {
         if args.shard.is_some() {
             bail!("--plot draws the whole grid's comparison: plot the merged shards (`terrace compare merge SHARD.json... --plot FILE`)");
         }
@@ -166,14 +174,15 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         );
     }
     let results = run_cells(&grid, &profiles, &cells)?;
-    let json = match (args.shard, &args.json) {
+    let json = match (args.shard, &args.outputs.json) {
         (Some(shard), Some(path)) => {
             grid::write_shard(path, &grid, shard, &results)?;
             None
         }
         (_, json) => json.as_deref(),
     };
-    present(&grid, &results, json, args.csv.as_deref(), args.plot.as_deref())?;
+    let o = &args.outputs;
+    present(&grid, &results, json, o.csv.as_deref(), o.plot.as_deref())?;
     for f in 0..grid.fast_capacity.len() {
         grid.machine(grid::Cell { profile: 0, fast: f, seed: 0, workload: 0 }).note_oversized_fast_tier();
     }

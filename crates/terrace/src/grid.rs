@@ -310,15 +310,9 @@ pub struct MergeArgs {
     /// The shard files (`terrace compare --shard I/N --json FILE`), every shard of one grid once.
     #[arg(required = true, value_name = "SHARD.json")]
     pub shards: Vec<PathBuf>,
-    /// Also write every report as JSON, as the grid's `compare --json` would.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Also write the table as CSV, as the grid's `compare --csv` would.
-    #[arg(long)]
-    pub csv: Option<PathBuf>,
-    /// Also draw the speedups, as the grid's `compare --plot` would: FILE.svg or FILE.png.
-    #[arg(long, value_name = "FILE")]
-    pub plot: Option<PathBuf>,
+    /// What the grid's `compare` would write besides the terminal.
+    #[command(flatten)]
+    pub outputs: compare::Outputs,
 }
 
 /// `--plot` draws one machine's comparison (bars by workload and policy): a grid of several
@@ -337,7 +331,7 @@ pub fn check_plottable(grid: &Grid) -> Result<()> {
 /// `terrace compare merge`: checks that the files are every shard of one grid, once each and
 /// whole, then prints and writes what one machine running the grid would have.
 pub fn merge(args: MergeArgs) -> Result<()> {
-    crate::plots::check(args.plot.as_deref())?;
+    crate::plots::check(args.outputs.plot.as_deref())?;
     let shards = args.shards.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
     let first = &shards[0];
     let count = first.shard.count;
@@ -398,10 +392,11 @@ pub fn merge(args: MergeArgs) -> Result<()> {
         }));
     }
     results.sort_by_key(|c| c.cell);
-    if args.plot.is_some() {
+    let o = &args.outputs;
+    if o.plot.is_some() {
         check_plottable(grid)?;
     }
-    compare::present(grid, &results, args.json.as_deref(), args.csv.as_deref(), args.plot.as_deref())
+    compare::present(grid, &results, o.json.as_deref(), o.csv.as_deref(), o.plot.as_deref())
 }
 
 #[cfg(test)]

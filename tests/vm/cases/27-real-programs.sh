@@ -17,20 +17,8 @@ export PYTHONHOME=/usr
 # dictionary of 100,000 entries, sorted and hashed: each run lasts a few seconds under TCG, long
 # enough for age's and ambix's 1 s ticks to act on most of them (about 45 s in all in CI).
 random_lines 100000 7 /tmp/lines
-cat >/tmp/q.sql <<'SQL'
-CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 50000)
-INSERT INTO t SELECT x, printf('%08x', (x * 2654435761) % 4294967296) FROM c;
-CREATE INDEX tv ON t(v);
-SELECT count(*), sum(length(v)), min(v), max(v) FROM t;
-SELECT v FROM t ORDER BY v LIMIT 3;
-SQL
-cat >/tmp/p.py <<'PY'
-import hashlib
-d = {i: str(i * 7919 % 1000003) for i in range(100000)}
-s = sorted(d.values())
-print(len(d), hashlib.sha256("".join(s).encode()).hexdigest())
-PY
+sqlite_script 50000 /tmp/q.sql
+python_script 100000 /tmp/p.py
 
 # run_program LABEL POLICY CMD...: CMD on node 1 under `terrace run --policy POLICY`; checks its
 # exit status and output against the direct run's ($want), notes its pages per node while it runs

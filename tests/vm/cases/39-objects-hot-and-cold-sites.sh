@@ -59,18 +59,8 @@ done
 # runtime places and reports their objects): the same output and exit as alone.
 export PYTHONHOME=/usr
 random_lines 50000 11 /tmp/lines
-cat >/tmp/q.sql <<'SQL'
-CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
-INSERT INTO t SELECT x, printf('%08x', (x * 2654435761) % 4294967296) FROM c;
-CREATE INDEX tv ON t(v);
-SELECT count(*), sum(length(v)), min(v), max(v) FROM t;
-SQL
-cat >/tmp/p.py <<'PY'
-import hashlib
-d = {i: str(i * 7919 % 1000003) for i in range(30000)}
-print(len(d), hashlib.sha256("".join(sorted(d.values())).encode()).hexdigest())
-PY
+sqlite_script 20000 /tmp/q.sql
+python_script 30000 /tmp/p.py
 for prog in sort sqlite3 python3; do
 	case $prog in
 	sort) set -- "$(host_program sort)" /tmp/lines ;;
