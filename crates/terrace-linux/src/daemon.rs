@@ -355,7 +355,10 @@ impl Daemon {
             let (shared, stop) = (Arc::clone(&shared), Arc::clone(&metrics_stop));
             std::thread::Builder::new()
                 .name("terrace-metrics".into())
-                .spawn(move || metrics::serve(m, &|| metrics::render(&shared.snapshot()), &stop))
+                .spawn(move || {
+                    let body = || metrics::render(&shared.snapshot());
+                    metrics::serve(m, &body, &stop, &metrics::Limits::default())
+                })
                 .expect("spawn the metrics thread")
         });
         while !shutdown.load(Ordering::SeqCst) {
@@ -1161,6 +1164,152 @@ mod tests {
         reply.error.unwrap()
     }
 
+    /// The metrics endpoint of a daemon managing a process, sent what a broken or hostile client
+    /// sends: a slow client (one byte every 100 ms, all along), a 1 MiB request line and a 1 MiB
+    /// header, a request cut short, 200 random byte strings (fixed seed), a pipelined pair, HEAD
+    /// and POST. Each bad request gets a 4xx or a closed connection, promptly; after each one a
+    /// scrape answers at once with the managed process; the slow client gets 408 at its deadline
+    /// while the others are served; the daemon observes its process all along and the process
+    /// lives on.
+    #[test]
+    fn the_metrics_endpoint_turns_bad_requests_away_while_the_daemon_manages_on() {
+        use crate::metrics::test_client::{exchange, scrape, status, StopOnDrop};
+        use rand_core::{Rng as _, SeedableRng as _};
+        use std::io::Read as _;
+        use std::net::TcpStream;
+
+        let mut kid = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let pid = kid.id() as i32;
+        let d = core();
+        let r = d.handle(Request::Bind { pid, policy: None }, nix::unistd::getuid().as_raw());
+        assert!(r.ok, "{r:?}");
+        let observations = || d.snapshot().first().map_or(0, |m| m.stats.observations);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let deadline = Duration::from_millis(1500);
+        let limits = metrics::Limits { connection_deadline: deadline, ..metrics::Limits::default() };
+        let stop = AtomicBool::new(false);
+        let info = format!("terrace_process_info{{pid=\"{pid}\",policy=\"idle\"}} 1\n");
+        let scrapes_promptly = |after: &str| {
+            let started = Instant::now();
+            let text = scrape(addr);
+            assert!(text.contains(&info), "after {after}: {text}");
+            assert!(started.elapsed() < Duration::from_secs(1), "after {after}: {:?}", started.elapsed());
+        };
+        // A reply to a bad request: an error status, or nothing (closed, or reset).
+        let turned_away = |what: &str, request: &[u8]| {
+            let started = Instant::now();
+            match exchange(addr, request) {
+                Ok(reply) => {
+                    let code = status(&reply);
+                    assert!(
+                        reply.is_empty() || code.is_some_and(|c| (400..500).contains(&c)),
+                        "{what}: {}",
+                        String::from_utf8_lossy(&reply)
+                    );
+                }
+                Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{what}: {e}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(1), "{what}: {:?}", started.elapsed());
+            scrapes_promptly(what);
+        };
+
+        let body = || metrics::render(&d.snapshot());
+        std::thread::scope(|s| {
+            s.spawn(|| metrics::serve(listener, &body, &stop, &limits));
+            let _stop = StopOnDrop(&stop);
+            let before = observations();
+            scrapes_promptly("nothing");
+
+            let slow = s.spawn(|| {
+                let started = Instant::now();
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(b"GET /metrics HTTP/1.1\r\nX-Slow: ").unwrap();
+                c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+                let mut reply = Vec::new();
+                let mut buf = [0u8; 512];
+                while started.elapsed() < deadline * 3 {
+                    if c.write_all(b"a").is_err() {
+                        break;
+                    }
+                    match c.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => reply.extend_from_slice(&buf[..n]),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(_) => break,
+                    }
+                }
+                (reply, started.elapsed())
+            });
+            let others_started = Instant::now();
+
+            // 1 MiB and the connection left open: refused (431, or reset as the server stops
+            // reading) without waiting for more.
+            for (what, start) in
+                [("request line", &b"GET /"[..]), ("header", b"GET /metrics HTTP/1.1\r\nX-Big: ")]
+            {
+                let started = Instant::now();
+                let mut oversized = start.to_vec();
+                oversized.resize(1 << 20, b'a');
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let _ = c.write_all(&oversized);
+                let mut reply = Vec::new();
+                match c.read_to_end(&mut reply) {
+                    Ok(_) => assert_eq!(status(&reply), Some(431), "{}", String::from_utf8_lossy(&reply)),
+                    Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(1),
+                    "a 1 MiB {what}: {:?}",
+                    started.elapsed()
+                );
+                scrapes_promptly(&format!("a 1 MiB {what}"));
+            }
+            assert_eq!(
+                exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: loc").unwrap(),
+                b"",
+                "a request cut short is closed unanswered"
+            );
+            scrapes_promptly("a request cut short");
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(0x6e7d90);
+            for case in 0..200 {
+                let mut bytes =
+                    if case % 3 == 0 { b"GET /metrics HTTP/1.1\r\n".to_vec() } else { Vec::new() };
+                let len = (rng.next_u64() % 2048) as usize;
+                bytes.extend((0..len).map(|_| rng.next_u64() as u8));
+                turned_away(&format!("random bytes, case {case}: {bytes:?}"), &bytes);
+            }
+            let others_done = others_started.elapsed();
+
+            let pair = exchange(
+                addr,
+                b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n",
+            );
+            let pair = String::from_utf8(pair.unwrap()).unwrap();
+            assert_eq!(pair.matches("HTTP/1.1 ").count(), 1, "the first is answered, then closed:\n{pair}");
+            let (head, text) = pair.split_once("\r\n\r\n").unwrap();
+            assert!(head.contains(&format!("\r\nContent-Length: {}\r\n", text.len())), "{pair}");
+            assert!(text.contains(&info), "{pair}");
+            let head_only = exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n").unwrap();
+            assert_eq!(status(&head_only), Some(200));
+            assert!(head_only.ends_with(b"\r\n\r\n"), "no body: {}", String::from_utf8_lossy(&head_only));
+            turned_away("POST", b"POST /metrics HTTP/1.1\r\nContent-Length: 4\r\n\r\nstop");
+
+            let (reply, held) = slow.join().unwrap();
+            assert_eq!(status(&reply), Some(408), "{}", String::from_utf8_lossy(&reply));
+            assert!(held >= deadline && held < deadline + Duration::from_secs(1), "held {held:?}");
+            assert!(others_done < held, "the others ({others_done:?}) were served while the slow one waited");
+
+            let after = observations();
+            assert!(after > before + 5, "the daemon observed its process {before} then {after} times");
+        });
+        assert!(d.handle(Request::Unbind { pid }, 0).ok);
+        assert!(kid.try_wait().unwrap().is_none(), "the managed process lives on");
+        let _ = kid.kill();
+        let _ = kid.wait();
+    }
+
     /// A cgroup (a directory laid out like cgroupfs: the machine reads its cgroup.procs files)
     /// bound to the daemon: its processes are managed as one binding, a newcomer joins, the
     /// binding shows in `list` and the metrics with its process count; binding it again, or a
@@ -1199,7 +1348,7 @@ mod tests {
         std::fs::write(cg.join("cgroup.procs"), format!("{}\n{}\n", pids[0], pids[2])).unwrap();
         let list = list_until(&d, |l| l.first().is_some_and(|e| e.processes == 3));
         assert_eq!(list[0].processes, 3, "{list:?}");
-        let metrics = metrics::render(&d.snapshot());
+        let metrics = metrics::render(&d.snapshot()).unwrap();
         let labels = format!("pid=\"0\",cgroup=\"{}\"", dir.display());
         assert!(metrics.contains(&format!("terrace_processes{{{labels}}} 3\n")), "{metrics}");
         assert!(
