@@ -361,7 +361,20 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
         if let Some(r) = ring {
             report(&r, EventKind::Alloc, p, old_size, old_site, -1);
         }
-        return core::ptr::null_mut();
+        // mremap can refuse where a new mapping would not: Linux 6.12 refused a mapping that
+        // Terrace's fault sampler had registered with its userfaultfd (tests/vm case 39, the
+        // threaded program). Grow as the system allocator does then: a new object, a copy, and
+        // the old one freed; null (the object intact) only if there is no memory for the copy.
+        let q = alloc_large(new, PAGE, false);
+        if q.is_null() {
+            return q;
+        }
+        // SAFETY: the old object holds old_size bytes, the new one `new`; distinct mappings.
+        unsafe { core::ptr::copy_nonoverlapping(p as *const u8, q.cast::<u8>(), old_size.min(new)) };
+        if let Some(e) = table::lookup(p) {
+            free_large(p, e);
+        }
+        return q;
     }
     // The object has moved: from here the call must succeed, so the entry goes in whatever the
     // probe costs (a table with no free slot at all, a million live objects, is fatal).

@@ -337,3 +337,42 @@ fn advised_site_is_bound_before_first_touch() {
     assert_eq!(second.site, first.site);
     assert_eq!(second.node, 0, "the event says where the object was bound");
 }
+
+/// The threaded program while an advisor (as `terrace run --objects` is) drains the ring and
+/// advises node 0 for every site it sees: advised objects of every kind the program makes
+/// (aligned, zeroed, reallocated) keep every byte, their alignment and usable size.
+#[test]
+fn threaded_program_with_every_site_advised_keeps_its_data() {
+    let dir = Scratch::new("threads-advised");
+    let exe = compile(&dir, "threads", include_str!("c/threads.c"));
+    let ring_path = dir.path("ring");
+    let mut ring = Ring::create(&ring_path, 1 << 16, DEFAULT_ADVICE_SLOTS).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let advised = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let advisor = {
+        let (stop, advised) = (stop.clone(), advised.clone());
+        std::thread::spawn(move || {
+            let mut seen = HashSet::new();
+            let mut events = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                events.clear();
+                ring.drain(&mut events, usize::MAX);
+                for e in &events {
+                    if e.kind == EventKind::Alloc
+                        && seen.insert(e.site)
+                        && ring.set_advice(e.site, Some(0)).is_ok()
+                    {
+                        advised.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    let out = run(&mut Command::new(&exe), b"", Some(Some(&ring_path)));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    advisor.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(advised.load(std::sync::atomic::Ordering::Relaxed) > 0, "no site was advised");
+    assert!(stdout.contains("errors 0") && out.status.success(), "{stdout}");
+}

@@ -50,7 +50,9 @@ note "hot/cold sites: $end; $renew; $moved pages moved; objects: $objects"
 for p in alloc-threads alloc-fork; do
 	exe=$(host_program $p)
 	alone=$("$exe" | sha256sum) || fail "$p fails without Terrace"
-	terrace run --objects --policy objects -- "$exe" >/tmp/pout 2>/tmp/plog || fail "$p under terrace run --objects failed: $(tail -n 3 /tmp/plog)"
+	terrace run --objects --policy objects -- "$exe" >/tmp/pout 2>/tmp/plog
+	rc=$?
+	[ "$rc" -eq 0 ] || { tail -n 20 /tmp/pout; tail -n 20 /tmp/plog; fail "$p under terrace run --objects exited $rc"; }
 	[ "$(sha256sum </tmp/pout)" = "$alone" ] || fail "$p prints otherwise under the object runtime: $(head -n 3 /tmp/pout)"
 	note "$p under terrace run --objects: output identical ($(tail -n 1 /tmp/pout)); $(sed -n 's/.*; objects: \([0-9]*\) allocated.*/\1 objects seen/p' /tmp/plog)"
 done
