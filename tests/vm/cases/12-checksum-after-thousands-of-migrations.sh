@@ -5,7 +5,7 @@
 . /lib/vmtest.sh
 kernel_balancing_off
 
-terrace run --policy ping-pong -- terrace-hotcold --hot-mib 1 --cold-mib 4 --seconds 30 --verify-every 3 \
+terrace run --policy ping-pong -- terrace-hotcold --hot-mib 1 --cold-mib 4 --seconds 18 --verify-every 3 \
 	>/tmp/out 2>/tmp/log
 rc=$?
 cat /tmp/out

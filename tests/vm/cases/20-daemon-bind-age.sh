@@ -10,7 +10,7 @@ start_daemon
 mode=$(stat -c %a $sock)
 [ "$mode" = 666 ] || fail "socket mode $mode, expected 666"
 
-terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 40 --start-node 1 --report-every 5 >/tmp/out 2>&1 &
+terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 25 --start-node 1 --report-every 5 >/tmp/out 2>&1 &
 hpid=$!
 i=0
 until grep -q '^hotcold start' /tmp/out; do
@@ -29,13 +29,13 @@ echo "$list" | grep -q "\"pid\":$hpid" || fail "list does not show pid $hpid"
 
 # Within 30 s of the bind, a report shows >= 95% of the hot set on node 0.
 hot0=""
-while [ $(($(date +%s) - bound)) -le 30 ]; do
+while [ $(($(date +%s) - bound)) -le 15 ]; do
 	hot0=$(sed -n 's/^hotcold t=[0-9.]*s hot [^|]*node0=\([0-9]*\).*/\1/p' /tmp/out | awk '$1 >= 973' | tail -n 1)
 	[ -n "$hot0" ] && break
 	sleep 1
 done
 cat /tmp/out
-[ -n "$hot0" ] || fail "the hot set was not on node 0 within 30 s of the bind"
+[ -n "$hot0" ] || fail "the hot set was not on node 0 within 15 s of the bind"
 took=$(($(date +%s) - bound))
 
 metrics=$(wget -qO- http://127.0.0.1:9464/metrics) || fail "no metrics at 127.0.0.1:9464"
