@@ -82,6 +82,8 @@ pub struct LiveStats {
     pub objects_unseen: u64,
     pub object_events_dropped: u64,
     pub sites_advised: u64,
+    /// Events the runtime put in the ring (every one, whether the policy saw it or not).
+    pub object_events_reported: u64,
 }
 
 /// A warning says the program has no present page after this many observations in a row...
@@ -1294,6 +1296,7 @@ impl Machine for LiveMachine {
         self.stats.objects_freed = c.frees + c.freed_with_process;
         self.stats.objects_unseen = c.unseen + c.overflowed;
         self.stats.object_events_dropped = objects.ring_dropped();
+        self.stats.object_events_reported = objects.reported();
         self.objects = Some(objects);
     }
 

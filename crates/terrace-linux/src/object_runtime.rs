@@ -137,6 +137,10 @@ impl ObjectRuntime {
     pub fn attached(&self) -> u64 {
         self.ring.attached()
     }
+    /// Events the runtime put in the ring.
+    pub fn reported(&self) -> u64 {
+        self.ring.accepted()
+    }
 
     /// Drains the ring and appends to `out`, in program order, the events whose objects have
     /// policy pages now. `scans` is the number of full scans completed; `pieces(pid, addr,

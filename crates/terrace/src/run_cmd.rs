@@ -212,8 +212,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         if machine.object_counters().is_some() {
             format!(
                 "; objects: {} allocated and {} freed as the policy saw them, {} gone before a scan saw their \
-                 pages, {} events dropped by a full ring, {} site advice(s) given",
-                s.objects_seen, s.objects_freed, s.objects_unseen, s.object_events_dropped, s.sites_advised
+                 pages, {} events dropped by a full ring, {} site advice(s) given, {} events from the runtime",
+                s.objects_seen,
+                s.objects_freed,
+                s.objects_unseen,
+                s.object_events_dropped,
+                s.sites_advised,
+                s.object_events_reported
             )
         } else {
             String::new()

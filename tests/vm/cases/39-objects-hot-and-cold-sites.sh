@@ -58,7 +58,7 @@ for p in alloc-threads alloc-fork; do
 	rc=$?
 	[ "$rc" -eq 0 ] || { tail -n 20 /tmp/pout; tail -n 20 /tmp/plog; fail "$p under terrace run --objects exited $rc"; }
 	[ "$(sha256sum </tmp/pout)" = "$alone" ] || fail "$p prints otherwise under the object runtime: $(head -n 3 /tmp/pout)"
-	note "$p under terrace run --objects: output identical ($(tail -n 1 /tmp/pout)); $(sed -n 's/.*; objects: \([0-9]*\) allocated.*/\1 objects seen/p' /tmp/plog)"
+	note "$p under terrace run --objects: output identical ($(tail -n 1 /tmp/pout)); $(sed -n 's/.*; objects: \([0-9]*\) allocated.* \([0-9]*\) events from the runtime$/\1 objects seen by the policy, \2 events from the runtime/p' /tmp/plog)"
 done
 
 # Real, unmodified programs under the runtime through terrace run (first-touch: nothing moves, the
@@ -77,5 +77,5 @@ for prog in sort sqlite3 python3; do
 	terrace run --objects --policy first-touch -- "$@" >/tmp/pout 2>/tmp/plog ||
 		fail "$prog under terrace run --objects failed: $(tail -n 3 /tmp/plog)"
 	[ "$(sha256sum </tmp/pout)" = "$want" ] || fail "$prog prints otherwise under the object runtime"
-	note "$prog under terrace run --objects: output identical; $(sed -n 's/.* over \([0-9.]* s\);.*objects: \([0-9]*\) allocated.*/\2 objects seen in \1/p' /tmp/plog)"
+	note "$prog under terrace run --objects: output identical; $(sed -n 's/.* over \([0-9.]* s\);.* \([0-9]*\) events from the runtime$/\2 events from the runtime in \1/p' /tmp/plog)"
 done
