@@ -180,6 +180,9 @@ pub fn run_pairs(
             .with_max_len(1)
             .map(|&i| {
                 let (w, p) = &pairs[i];
+                if p == terrace_ceiling::NAME {
+                    return (i, run_optimal(machine, profile, w, Some(progress.clone())));
+                }
                 (i, run_one(machine, profile, w, p, Some(progress.clone())))
             })
             .collect()
@@ -189,6 +192,22 @@ pub fn run_pairs(
         results[i] = Some(r);
     }
     Ok(results.into_iter().map(|r| r.expect("every pair ran")).collect())
+}
+
+/// The offline reference `optimal` on one workload (terrace-ceiling): the best of its family's
+/// runs, and a line saying which candidate that is.
+fn run_optimal(
+    machine: &MachineArgs,
+    profile: &Profile,
+    workload: &str,
+    progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+) -> Result<RunReport> {
+    machine.source(workload)?;
+    let source = || machine.source(workload).expect("it was built a moment ago");
+    let ceiling = terrace_ceiling::optimal(&source, profile, &machine.options(progress))
+        .with_context(|| format!("{workload} under {}", terrace_ceiling::NAME))?;
+    eprintln!("terrace: note: {} on {workload} is the run of {}", terrace_ceiling::NAME, ceiling.chosen);
+    Ok(ceiling.report)
 }
 
 /// The policy specs to run: those named (or the default comparison, unless only a sweep is
@@ -225,7 +244,9 @@ fn policies(args: &CompareArgs, profile: &terrace_sim::Profile) -> Result<Vec<St
     let mut kept = Vec::new();
     // Check every spec before starting anything long.
     for spec in specs {
-        let name = terrace_policy::canonical(&spec)?;
+        // The offline reference is no registry policy: it runs a family of them (terrace-ceiling).
+        let name =
+            if spec == terrace_ceiling::NAME { spec.clone() } else { terrace_policy::canonical(&spec)? };
         if !names.contains(&name) {
             names.push(name);
             kept.push(spec);

@@ -178,10 +178,20 @@ pub fn run_one(
 
 pub fn sim(args: SimArgs) -> Result<()> {
     let profile = args.machine.profile()?;
+    let optimal = args.policy == terrace_ceiling::NAME;
     // Validate names before starting a long run.
-    terrace_policy::build(&args.policy)?;
+    if !optimal {
+        terrace_policy::build(&args.policy)?;
+    }
     let accesses = args.machine.source(&args.workload)?.info().accesses;
     let report = table::with_progress(accesses, |progress| {
+        if optimal {
+            let source = || args.machine.source(&args.workload).expect("it was built a moment ago");
+            let ceiling = terrace_ceiling::optimal(&source, &profile, &args.machine.options(Some(progress)))
+                .with_context(|| format!("{} under {}", args.workload, terrace_ceiling::NAME))?;
+            eprintln!("terrace: note: {} is the run of {}", terrace_ceiling::NAME, ceiling.chosen);
+            return Ok(ceiling.report);
+        }
         run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
     })?;
     if report.accesses == 0 {
