@@ -37,13 +37,14 @@ pub enum BenchCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct CeilingArgs {
-    /// Workloads at this multiple of their size.
-    #[arg(long, default_value_t = 0.25)]
-    size_scale: f64,
+    /// Workloads at this multiple of their size (default 0.25; with --exhaustive, 1/64).
+    #[arg(long)]
+    size_scale: Option<f64>,
     /// Machine profile (the cost figure's; --exhaustive runs every built-in one).
     #[arg(long, default_value = terrace_sim::DEFAULT_PROFILE)]
     profile: String,
-    /// Check the reference on every built-in workload, profile and fast tier of 5% to 100%.
+    /// Check the reference on every built-in workload, profile and fast tier of 5% to 100%,
+    /// printing each workload and profile as it ends.
     #[arg(long)]
     exhaustive: bool,
 }
@@ -129,8 +130,12 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
-        BenchCommand::Ceiling(args) if args.exhaustive => crate::ceiling_cmd::exhaustive(args.size_scale),
-        BenchCommand::Ceiling(args) => crate::ceiling_cmd::cost(&args.profile, args.size_scale),
+        BenchCommand::Ceiling(args) if args.exhaustive => {
+            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0))
+        }
+        BenchCommand::Ceiling(args) => {
+            crate::ceiling_cmd::cost(&args.profile, args.size_scale.unwrap_or(0.25))
+        }
     }
 }
 

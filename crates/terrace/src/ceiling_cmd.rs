@@ -60,14 +60,17 @@ pub fn exhaustive(size_scale: f64) -> Result<()> {
     let cells: Vec<(&str, &Profile)> =
         workloads.iter().flat_map(|w| profiles.iter().map(move |p| (w.name, p))).collect();
     let started = Instant::now();
+    // Each cell's outcome as it completes, so that a run cut short still says what it checked.
     let failures: Vec<String> = cells
         .par_iter()
         .with_max_len(1)
-        .flat_map_iter(|&(w, p)| terrace_ceiling::check::failures(w, size_scale, p, &EVERY_SIZE))
+        .flat_map_iter(|&(w, p)| {
+            let f = terrace_ceiling::check::failures(w, size_scale, p, &EVERY_SIZE);
+            let outcome = if f.is_empty() { "ok".to_string() } else { f.join("\n  ") };
+            println!("{w} on {}: {outcome}", p.name);
+            f
+        })
         .collect();
-    for f in &failures {
-        println!("{f}");
-    }
     println!(
         "{} workloads x {} profiles x {} sizes at size scale {size_scale}: {} failures ({:.0} s)",
         workloads.len(),
