@@ -54,6 +54,9 @@ pub struct Ceiling {
     /// Whether the run is the one found at a smaller fast tier in a sweep ([`optimal_sweep`]):
     /// its placement fits in this one, which it leaves partly unused.
     pub from_smaller_fast_tier: bool,
+    /// A lower bound on any placement's run time ([`lower_bound_ns`]): the gap between it and
+    /// `report.runtime_ns` is as far as the reference can be from the optimum.
+    pub lower_bound_ns: f64,
     /// Accesses of the complete runs and the counting pass together (stopped runs not counted).
     pub accesses_processed: u64,
 }
@@ -84,6 +87,9 @@ pub struct TraceCounts {
     pub read_bytes: u64,
     pub write_bytes: u64,
     pub accesses: u64,
+    pub read_accesses: u64,
+    /// Instructions the threads retired between their accesses, all together.
+    pub instructions: u64,
 }
 
 impl TraceCounts {
@@ -110,7 +116,9 @@ impl TraceCounts {
                         *r += 1;
                     }
                     c.read_bytes += bytes;
+                    c.read_accesses += 1;
                 }
+                c.instructions += a.instructions as u64;
             }
             c.accesses += buf.len() as u64;
         }
@@ -128,6 +136,30 @@ fn machine_info(
     let fast = opts.fast_capacity.resolve(w.footprint_bytes, w.suggested_fast_bytes);
     let machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     Ok(machine.info().clone())
+}
+
+/// A lower bound on the run time of any placement of the trace on this machine, migrating or
+/// not (docs/model.md §12): a run is at least the sum of its slices, and a slice (§3) at least
+/// its latency path at idle latency in the tier where reads are cheapest, and at least its
+/// bandwidth path with its bytes split among the tiers as well as they can be. Both are linear
+/// in the slice's counts, so their sums over the whole trace bound the sum of the maxima:
+/// `max(compute + reads x min over tiers of idle latency / (threads x MLP), bandwidth)`, where
+/// the bandwidth term is `(read bytes + write bytes x min_t(read bw_t / write bw_t)) / sum_t read
+/// bw_t` (from `T >= r_t / read bw_t + w_t / write bw_t` for each tier, times read bw_t, summed),
+/// with the bytes the accesses ask for (the media's granularity only adds to them).
+pub fn lower_bound_ns(timing: &Timing, counts: &TraceCounts) -> f64 {
+    let compute = counts.instructions as f64 * timing.ns_per_instruction / timing.threads;
+    let per_read = timing
+        .tiers
+        .iter()
+        .map(|t| t.latency_random_ns.min(t.latency_sequential_ns) / (timing.threads * t.mlp_per_thread))
+        .fold(f64::INFINITY, f64::min);
+    let latency = compute + counts.read_accesses as f64 * per_read;
+    let write_weight =
+        timing.tiers.iter().map(|t| t.read_bytes_per_ns / t.write_bytes_per_ns).fold(f64::INFINITY, f64::min);
+    let all_read_bw: f64 = timing.tiers.iter().map(|t| t.read_bytes_per_ns).sum();
+    let bandwidth = (counts.read_bytes as f64 + counts.write_bytes as f64 * write_weight) / all_read_bw;
+    latency.max(bandwidth)
 }
 
 /// Interleave weights, fastest tier first, that share a trace's traffic among the tiers in
@@ -327,7 +359,15 @@ fn optimal_below(
         p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
     }
     report.policy = NAME.to_string();
-    Ok(Some(Ceiling { report, chosen, candidates, from_smaller_fast_tier: false, accesses_processed }))
+    let lower_bound_ns = lower_bound_ns(&timing, &counts);
+    Ok(Some(Ceiling {
+        report,
+        chosen,
+        candidates,
+        from_smaller_fast_tier: false,
+        lower_bound_ns,
+        accesses_processed,
+    }))
 }
 
 /// `optimal` at each of `capacities`, in increasing order of fast-tier bytes, made
@@ -369,6 +409,8 @@ mod tests {
             read_bytes: reads.iter().sum::<u64>() * LINE_BYTES,
             write_bytes: writes.iter().sum::<u64>() * LINE_BYTES,
             accesses: reads.iter().chain(writes).sum(),
+            read_accesses: reads.iter().sum(),
+            instructions: 0,
         }
     }
 
