@@ -7,9 +7,9 @@
 //! The grid: workloads at 1/64 of their size, fast tiers of 5%, 10%, 20%, 30%, ..., 100%.
 //! Every built-in workload at 5% steps is `terrace bench ceiling --exhaustive`.
 //!
-//! Runtime: about 90 CPU-seconds in the release profile (40 workload-profile cells, each a sweep
+//! Runtime: about 100 CPU-seconds in the release profile (40 workload-profile cells, each a sweep
 //! of `optimal` and about 35 runs per size), in parallel on all cores: 131 s on the 2-core
-//! development machine while other builds shared it.
+//! development machine while other builds shared it, about 60 s when they do not.
 
 use rayon::prelude::*;
 use terrace_ceiling::Static;
