@@ -8,8 +8,8 @@
 //! Every built-in workload at 5% steps is `terrace bench ceiling --exhaustive`.
 //!
 //! Runtime: about 100 CPU-seconds in the release profile (40 workload-profile cells, each a sweep
-//! of `optimal` and about 35 runs per size), in parallel on all cores: 131 s on the 2-core
-//! development machine while other builds shared it, about 60 s when they do not.
+//! of `optimal` and about 35 runs per size), in parallel on all cores: 131 s and 195 s on the 2-core
+//! development machine in two runs while other builds shared it.
 
 use rayon::prelude::*;
 use terrace_ceiling::Static;
