@@ -18,6 +18,10 @@ use terrace_model::{InitialPlacement, Requirements};
 pub fn initial_mempolicy(initial: &InitialPlacement, tiers: &[LiveTier]) -> Option<(i32, Vec<u32>)> {
     match initial {
         InitialPlacement::FirstTouch => None,
+        InitialPlacement::Pages { .. } => {
+            tracing::warn!("a page-by-page initial placement is simulator-only; the live machine starts it as first touch");
+            None
+        }
         InitialPlacement::Tier(t) => {
             let node = tiers.get(t.index()).and_then(|t| t.nodes.first().copied());
             Some((numa_sys::MPOL_PREFERRED, node.into_iter().collect()))

@@ -22,6 +22,17 @@ pub enum DriveError {
 /// object records, §3.3) does not need to rescan. Events after the last tick are handed over
 /// when the program ends, so a policy sees every event once.
 pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), DriveError> {
+    drive_within(machine, policy, u64::MAX).map(drop)
+}
+
+/// [`drive`], stopped once the machine's clock reaches `limit_ns` with the program still running:
+/// returns whether the program finished. The offline reference (terrace-ceiling) stops a
+/// candidate's run there once it cannot beat the best run so far.
+pub fn drive_within(
+    machine: &mut dyn Machine,
+    policy: &mut dyn Policy,
+    limit_ns: u64,
+) -> Result<bool, DriveError> {
     let req = policy.requirements(machine.info());
     let refuse = |source| DriveError::Unsupported { policy: policy.name().to_string(), source };
     let tiers = &machine.info().tiers;
@@ -45,21 +56,25 @@ pub fn drive(machine: &mut dyn Machine, policy: &mut dyn Policy) -> Result<(), D
         }
     };
     let Some(tick_ns) = req.tick_ns else {
-        while let Progress::Running { .. } = machine.advance(u64::MAX) {
+        while let Progress::Running { now_ns } = machine.advance(limit_ns) {
             deliver(machine, policy);
+            if now_ns >= limit_ns {
+                return Ok(false);
+            }
         }
         deliver(machine, policy);
-        return Ok(());
+        return Ok(true);
     };
     // Seed periods are real time; a scaled-down run ticks proportionally faster (MachineInfo::scale).
     let scale = machine.info().scale;
     let scaled = |ns: u64| ((ns as f64 / scale).round() as u64).max(1);
     let mut next = scaled(policy.next_tick_ns().unwrap_or(tick_ns));
     loop {
-        let progress = machine.advance(next);
+        let progress = machine.advance(next.min(limit_ns));
         deliver(machine, policy);
         match progress {
-            Progress::Finished { .. } => return Ok(()),
+            Progress::Finished { .. } => return Ok(true),
+            Progress::Running { now_ns } if now_ns >= limit_ns => return Ok(false),
             Progress::Running { now_ns } => {
                 let plan = {
                     let obs = machine.observe();
@@ -188,6 +203,19 @@ mod tests {
         drive(&mut m, &mut Ticker(Some(2_000), vec![])).unwrap();
         assert_eq!(m.observed_at, [200, 400, 600, 800]);
         assert_eq!(m.applied, 4, "non-empty plans are applied");
+    }
+
+    #[test]
+    fn a_run_stops_at_the_limit_unless_it_finishes_first() {
+        let mut m = Clock::new(1_000, 1.0);
+        assert!(!drive_within(&mut m, &mut Ticker(Some(100), vec![]), 450).unwrap());
+        assert_eq!(m.observed_at, [100, 200, 300, 400], "no tick at or past the limit");
+        let mut m = Clock::new(1_000, 1.0);
+        assert!(!drive_within(&mut m, &mut Ticker(None, vec![]), 999).unwrap());
+        assert_eq!(m.now, 999);
+        let mut m = Clock::new(1_000, 1.0);
+        assert!(drive_within(&mut m, &mut Ticker(Some(300), vec![]), 5_000).unwrap());
+        assert_eq!(m.observed_at, [300, 600, 900]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod policy;
 pub mod tier;
 
 pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
-pub use drive::{drive, DriveError};
+pub use drive::{drive, drive_within, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, Progress};
 pub use mechanism::{Mechanism, Mechanisms};
 pub use mover::Mover;

@@ -33,6 +33,11 @@ pub enum InitialPlacement {
     Interleave { weights: Vec<u32> },
     /// Everything in one tier (spilling to the next when it is full).
     Tier(TierId),
+    /// Each page in the tier `tiers[page]` names (pages past the end, or whose tier is full, as
+    /// first touch): a placement chosen page by page before the program runs, as an `mbind` of
+    /// each page would set it. The offline reference's static placements use it
+    /// (docs/model.md §5, §12); the live machine starts such a policy under first touch.
+    Pages { tiers: Vec<TierId> },
 }
 
 /// What a policy needs from the machine it runs on.

@@ -547,8 +547,11 @@ impl SimMachine {
                         loads[0].read_bytes += LINE_BYTES;
                         let mut wb = TierLoad::default();
                         let line = Access { addr: victim, size: LINE_BYTES as u16, ..a };
-                        // The victim's page was touched when its line came in: it has a home.
-                        let to = self.placement.tiers[(victim >> shift) as usize].index();
+                        // The victim's page was touched when its line came in, but its object
+                        // may have been freed since (no home then): its line goes back to the
+                        // slow tier, every page's home in Memory Mode.
+                        let home = self.placement.tiers[(victim >> shift) as usize];
+                        let to = if home.is_placed() { home.index() } else { slow };
                         account_access(
                             &mut wb,
                             wb_streams,

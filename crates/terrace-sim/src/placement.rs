@@ -162,6 +162,11 @@ impl Placement {
             // Linux node-local allocation: the local (fast) node while it has room, then the next.
             InitialPlacement::FirstTouch => 0,
             InitialPlacement::Tier(t) => t.index().min(self.capacity.len() - 1),
+            InitialPlacement::Pages { tiers } => tiers
+                .get(page as usize)
+                .filter(|t| t.is_placed())
+                .map_or(0, |t| t.index())
+                .min(self.capacity.len() - 1),
             InitialPlacement::Interleave { weights } => {
                 let n = self.capacity.len();
                 let total: u64 = weights.iter().take(n).map(|&w| w as u64).sum::<u64>().max(1);

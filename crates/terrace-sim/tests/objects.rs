@@ -290,3 +290,21 @@ fn a_recorded_objects_trace_replays_as_the_generator_runs() {
     assert!(generated.objects.freed > 0 && generated.pages_migrated > 0);
     assert_eq!(replayed, generated);
 }
+
+/// Memory Mode on a workload that frees objects: a freed page's dirty line, evicted later, goes
+/// back to the slow tier (it used to index the tiers with the freed page's missing tier).
+#[test]
+fn memory_mode_writes_back_a_freed_pages_dirty_line_to_the_slow_tier() {
+    let profile = terrace_sim::Profile::load("optane-2019").unwrap();
+    for percent in [10.0, 25.0, 50.0, 75.0] {
+        let source = terrace_workloads::build("objects", 1, 1.0 / 64.0).unwrap();
+        let mut policy = terrace_policy::build("memory-mode").unwrap();
+        let opts = terrace_sim::SimOptions {
+            fast_capacity: terrace_sim::Capacity::Percent(percent),
+            ..Default::default()
+        };
+        let r = terrace_sim::simulate(source, policy.as_mut(), &profile, &opts).unwrap();
+        assert!(r.objects.freed > 0, "the workload frees objects");
+        assert!(r.tiers[1].write_bytes > 0, "dirty lines were written back");
+    }
+}

@@ -25,9 +25,28 @@ pub enum BenchCommand {
     /// Page-migration throughput (move_pages) per page size, thread count, batch size and
     /// exchange, beside the memcpy bandwidth measured in the same run; or the model's figures.
     Migrate(MigrateArgs),
+    /// What computing the offline reference `optimal` costs beside a first-touch run of the same
+    /// workload (one core each), on the default suite; with --exhaustive, checks it against every
+    /// static placement and registry policy on every built-in workload, profile and fast tier of
+    /// 5% to 100% in 5% steps (long: hours on 2 cores).
+    Ceiling(CeilingArgs),
     /// What tracking costs real programs (GNU sort, sqlite3, python3): each run plain and under
     /// `terrace run --dry-run` with each policy whose tracker this host can give (live machine).
     Tracking(crate::bench_tracking::TrackingArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CeilingArgs {
+    /// Workloads at this multiple of their size (default 0.25; with --exhaustive, 1/64).
+    #[arg(long)]
+    size_scale: Option<f64>,
+    /// Machine profile (the cost figure's; --exhaustive runs every built-in one).
+    #[arg(long, default_value = terrace_sim::DEFAULT_PROFILE)]
+    profile: String,
+    /// Check the reference on every built-in workload, profile and fast tier of 5% to 100%,
+    /// printing each workload and profile as it ends.
+    #[arg(long)]
+    exhaustive: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -115,6 +134,12 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
+        BenchCommand::Ceiling(args) if args.exhaustive => {
+            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0))
+        }
+        BenchCommand::Ceiling(args) => {
+            crate::ceiling_cmd::cost(&args.profile, args.size_scale.unwrap_or(0.25))
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_tracking;
+mod ceiling_cmd;
 mod compare;
 mod daemon_cmd;
 mod doctor_cmd;

@@ -196,17 +196,41 @@ fn run_one_with_timeline(
 
 pub fn sim(args: SimArgs) -> Result<()> {
     let profile = args.machine.profile()?;
+    let optimal = args.policy == terrace_ceiling::NAME;
     // Validate names and the picture's format before starting a long run.
-    terrace_policy::build(&args.policy)?;
+    if !optimal {
+        terrace_policy::build(&args.policy)?;
+    }
     crate::plots::check(args.plot.as_deref())?;
+    if optimal && args.plot.is_some() {
+        bail!(
+            "--plot draws one policy's run, and {} is the best of several: plot the candidate it names \
+             (`terrace sim --policy NAME --plot FILE`)",
+            terrace_ceiling::NAME
+        );
+    }
     let accesses = args.machine.source(&args.workload)?.info().accesses;
-    let (report, timeline) = table::with_progress(accesses, |progress| match &args.plot {
-        Some(_) => {
-            run_one_with_timeline(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
-                .map(|(r, t)| (r, Some(t)))
+    let (report, timeline) = table::with_progress(accesses, |progress| {
+        if optimal {
+            let source = || args.machine.source(&args.workload).expect("it was built a moment ago");
+            let ceiling = terrace_ceiling::optimal(&source, &profile, &args.machine.options(Some(progress)))
+                .with_context(|| format!("{} under {}", args.workload, terrace_ceiling::NAME))?;
+            eprintln!(
+                "terrace: note: {} is the run of {}; no placement runs in under {:.3} ms ({:.2}x less)",
+                terrace_ceiling::NAME,
+                ceiling.chosen,
+                ceiling.lower_bound_ns / 1e6,
+                ceiling.report.runtime_ns / ceiling.lower_bound_ns
+            );
+            return Ok((ceiling.report, None));
         }
-        None => {
-            run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress)).map(|r| (r, None))
+        match &args.plot {
+            Some(_) => {
+                run_one_with_timeline(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
+                    .map(|(r, t)| (r, Some(t)))
+            }
+            None => run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
+                .map(|r| (r, None)),
         }
     })?;
     if report.accesses == 0 {

@@ -458,3 +458,29 @@ fn a_dry_run_on_one_node_tracks_and_a_real_run_is_refused() {
         }
     }
 }
+
+/// `optimal`, the offline reference, runs by name in `compare`, is never slower than the policies
+/// beside it, and says which candidate's run it is.
+#[test]
+fn compare_runs_optimal_by_name_and_names_its_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("c.csv");
+    let out = terrace()
+        .args(["compare", "--workloads", "gups", "--policies", "first-touch,oracle,optimal"])
+        .args(["--size-scale", "0.015625", "--csv"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("optimal on gups is the run of"), "{stderr}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let runtime = |policy: &str| -> f64 {
+        let line = text.lines().find(|l| l.split(',').nth(1) == Some(policy)).unwrap();
+        line.split(',').nth(6).unwrap().parse().unwrap()
+    };
+    assert!(
+        runtime("optimal") <= runtime("oracle") && runtime("optimal") <= runtime("first-touch"),
+        "{text}"
+    );
+}

@@ -1,0 +1,477 @@
+//! `optimal`, Terrace's offline reference (docs/model.md §12): the best of a family of complete
+//! runs on the simulated machine, each of which sees the whole trace before the program starts.
+//!
+//! Every candidate is a full simulation on the same machine as the online policies, with 4 KiB
+//! pages, the same placement rules and the same migration costs (no move is free), so the run
+//! reported is a real schedule under the machine's cost model, not an estimate. The family:
+//!
+//! - the static split by total future accesses ([`future_split`]) and its bandwidth-aware form
+//!   ([`balanced_split`]: the slow tier's bandwidth adds to the fast tier's, which is why
+//!   weighted interleave beats a hot/cold split on a streaming program);
+//! - the other static placements the project can express: interleave at the kernel's bandwidth
+//!   weights, at weights balanced for this trace's read/write mix and at each of [`RATIOS`],
+//!   first-touch, all-slow;
+//! - the epoch-wise placement by the next window's accesses with a cost-benefit test for each
+//!   move: the registry's `oracle`;
+//! - the fast tier as a hardware cache (`memory-mode`), which runs a few parts per million ahead
+//!   of every placement on a program that fits the fast tier (docs/model.md §12).
+//!
+//! It is a ceiling over that family by construction and over the registry by test
+//! (tests/ceiling_beats_every_policy.rs). It is not the true optimum with migration costs.
+
+pub mod check;
+
+use terrace_model::{
+    InitialPlacement, Machine, MachineInfo, Observations, Plan, Policy, Requirements, TierId,
+};
+use terrace_sim::timing::{Timing, LINE_BYTES};
+use terrace_sim::{Capacity, Profile, RunReport, SimError, SimMachine, SimOptions};
+use terrace_workloads::AccessSource;
+
+/// The name `optimal` goes by in result rows and `terrace compare --policies`.
+pub const NAME: &str = "optimal";
+pub const SUMMARY: &str = "offline reference: the best of a family of whole-trace placements, each a full \
+                           run on the same machine (simulator only; docs/model.md §12)";
+
+/// Makes a fresh access stream of the workload, the same each time (one per candidate run).
+pub type SourceFactory<'a> = &'a (dyn Fn() -> Box<dyn AccessSource> + Sync);
+
+/// One candidate's run.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub name: String,
+    /// `None`: stopped once its clock passed the best run before it.
+    pub runtime_ns: Option<f64>,
+}
+
+/// The reference's result.
+#[derive(Clone, Debug)]
+pub struct Ceiling {
+    /// The best candidate's run, renamed [`NAME`].
+    pub report: RunReport,
+    /// Which candidate it is.
+    pub chosen: String,
+    /// Every candidate's run time, in the order they were tried.
+    pub candidates: Vec<Candidate>,
+    /// Whether the run is the one found at a smaller fast tier in a sweep ([`optimal_sweep`]):
+    /// its placement fits in this one, which it leaves partly unused.
+    pub from_smaller_fast_tier: bool,
+    /// A lower bound on any placement's run time ([`lower_bound_ns`]): the gap between it and
+    /// `report.runtime_ns` is as far as the reference can be from the optimum.
+    pub lower_bound_ns: f64,
+    /// Accesses of the complete runs and the counting pass together (stopped runs not counted).
+    pub accesses_processed: u64,
+}
+
+/// A placement chosen before the program runs and never changed.
+pub struct Static {
+    pub name: String,
+    pub initial: InitialPlacement,
+}
+
+impl Policy for Static {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements { initial: self.initial.clone(), ..Requirements::default() }
+    }
+    fn tick(&mut self, _: &Observations<'_>) -> Plan {
+        Plan::none()
+    }
+}
+
+/// Reads and writes of each 4 KiB page over the whole trace, and the bytes they move.
+#[derive(Clone, Debug, Default)]
+pub struct TraceCounts {
+    pub reads: Vec<u64>,
+    pub writes: Vec<u64>,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub accesses: u64,
+    pub read_accesses: u64,
+    /// Instructions the threads retired between their accesses, all together.
+    pub instructions: u64,
+}
+
+impl TraceCounts {
+    /// One pass over `source`.
+    pub fn of(mut source: Box<dyn AccessSource>) -> Self {
+        let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
+        let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
+        let mut buf = Vec::with_capacity(1 << 16);
+        loop {
+            buf.clear();
+            if source.fill(&mut buf, 1 << 16) == 0 {
+                break;
+            }
+            for a in &buf {
+                let page = (a.addr >> 12) as usize;
+                let bytes = (a.size as u64).max(1);
+                if a.kind.is_write() {
+                    if let Some(w) = c.writes.get_mut(page) {
+                        *w += 1;
+                    }
+                    c.write_bytes += bytes;
+                } else {
+                    if let Some(r) = c.reads.get_mut(page) {
+                        *r += 1;
+                    }
+                    c.read_bytes += bytes;
+                    c.read_accesses += 1;
+                }
+                c.instructions += a.instructions as u64;
+            }
+            c.accesses += buf.len() as u64;
+        }
+        c
+    }
+}
+
+/// The machine's tiers, as a run of `source` on `profile` with `opts` would set them up.
+fn machine_info(
+    source: Box<dyn AccessSource>,
+    profile: &Profile,
+    opts: &SimOptions,
+) -> Result<MachineInfo, SimError> {
+    let w = source.info().clone();
+    let fast = opts.fast_capacity.resolve(w.footprint_bytes, w.suggested_fast_bytes);
+    let machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
+    Ok(machine.info().clone())
+}
+
+/// A lower bound on the run time of any placement of the trace on this machine, migrating or
+/// not (docs/model.md §12): a run is at least the sum of its slices, and a slice (§3) at least
+/// its latency path at idle latency in the tier where reads are cheapest, and at least its
+/// bandwidth path with its bytes split among the tiers as well as they can be. Both are linear
+/// in the slice's counts, so their sums over the whole trace bound the sum of the maxima:
+/// `max(compute + reads x min over tiers of idle latency / (threads x MLP), bandwidth)`, where
+/// the bandwidth term is `(read bytes + write bytes x min_t(read bw_t / write bw_t)) / sum_t read
+/// bw_t` (from `T >= r_t / read bw_t + w_t / write bw_t` for each tier, times read bw_t, summed),
+/// with the bytes the accesses ask for (the media's granularity only adds to them).
+pub fn lower_bound_ns(timing: &Timing, counts: &TraceCounts) -> f64 {
+    let compute = counts.instructions as f64 * timing.ns_per_instruction / timing.threads;
+    let per_read = timing
+        .tiers
+        .iter()
+        .map(|t| t.latency_random_ns.min(t.latency_sequential_ns) / (timing.threads * t.mlp_per_thread))
+        .fold(f64::INFINITY, f64::min);
+    let latency = compute + counts.read_accesses as f64 * per_read;
+    let write_weight =
+        timing.tiers.iter().map(|t| t.read_bytes_per_ns / t.write_bytes_per_ns).fold(f64::INFINITY, f64::min);
+    let all_read_bw: f64 = timing.tiers.iter().map(|t| t.read_bytes_per_ns).sum();
+    let bandwidth = (counts.read_bytes as f64 + counts.write_bytes as f64 * write_weight) / all_read_bw;
+    latency.max(bandwidth)
+}
+
+/// Interleave weights, fastest tier first, that share a trace's traffic among the tiers in
+/// proportion to the bandwidth each gives that read/write mix, so that all finish their share at
+/// once: tier t moves the whole trace in `read_bytes / read_bw + write_bytes / write_bw`, and
+/// its weight is the inverse of that relative to the slowest tier's, rounded (the kernel's rule
+/// for MPOL_WEIGHTED_INTERLEAVE's default weights, which use read bandwidth alone). Small
+/// weights keep the turns short: 12:4 and 3:1 give the same shares, but 12:4 sends runs of four
+/// neighbouring pages to the slow tier.
+pub fn balanced_weights(timing: &Timing, counts: &TraceCounts) -> Vec<u32> {
+    let rate: Vec<f64> = timing
+        .tiers
+        .iter()
+        .map(|t| {
+            1.0 / (counts.read_bytes as f64 / t.read_bytes_per_ns
+                + counts.write_bytes as f64 / t.write_bytes_per_ns)
+        })
+        .collect();
+    let slowest = rate[rate.len() - 1];
+    rate.iter().map(|r| (r / slowest).round().clamp(1.0, 255.0) as u32).collect()
+}
+
+/// Pages in falling order of what the fast tier saves them over the whole trace against the
+/// slowest tier (reads: the latency difference shared by the threads plus the bandwidth
+/// difference; writes: the bandwidth difference; per 64 B line, from the machine's own timing
+/// constants), the lower page first on a tie.
+fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
+    let (fast, slow) = (&timing.tiers[0], &timing.tiers[timing.tiers.len() - 1]);
+    let line = LINE_BYTES as f64;
+    let read_gain = (slow.latency_random_ns - fast.latency_random_ns).max(0.0) / timing.threads
+        + line / slow.read_bytes_per_ns
+        - line / fast.read_bytes_per_ns;
+    let write_gain = line / slow.write_bytes_per_ns - line / fast.write_bytes_per_ns;
+    let gain = |p: usize| counts.reads[p] as f64 * read_gain + counts.writes[p] as f64 * write_gain;
+    let mut order: Vec<usize> = (0..counts.reads.len()).collect();
+    order.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)).then(a.cmp(&b)));
+    order
+}
+
+/// Each page's tier in the static split by total future accesses: pages in falling order of
+/// their gain ([`by_gain`]), each tier filled to its capacity in that order, fastest first. Pages never touched go to the slowest tier.
+pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
+    let order = by_gain(timing, counts);
+    let last = TierId((info.tiers.len() - 1) as u8);
+    let mut tiers = vec![last; order.len()];
+    let mut tier = 0;
+    let mut left = info.tiers[0].capacity_pages.unwrap_or(u64::MAX);
+    for p in order {
+        if counts.reads[p] + counts.writes[p] == 0 {
+            break;
+        }
+        while left == 0 && tier + 1 < info.tiers.len() {
+            tier += 1;
+            left = info.tiers[tier].capacity_pages.unwrap_or(u64::MAX);
+        }
+        tiers[p] = TierId(tier as u8);
+        left = left.saturating_sub(1);
+    }
+    tiers
+}
+
+/// Each page's tier in the bandwidth-balanced split by total future accesses: pages in falling
+/// order of their gain (as [`future_split`]), each to the tier, among those with room, whose
+/// bandwidth time (bytes over the tier's bandwidth, reads and writes) would then be least, the
+/// faster on a tie. Where the slow tier's bandwidth is worth having (a streaming program, a hot
+/// set hammered by many threads) this spreads the hot pages' traffic over the tiers as weighted
+/// interleave does, but keeps the cold pages out of the fast tier.
+pub fn balanced_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
+    let order = by_gain(timing, counts);
+    let line = LINE_BYTES as f64;
+    let n = info.tiers.len();
+    let mut room: Vec<u64> = info.tiers.iter().map(|t| t.capacity_pages.unwrap_or(u64::MAX)).collect();
+    let mut load = vec![0.0f64; n];
+    let mut tiers = vec![TierId((n - 1) as u8); order.len()];
+    for p in order {
+        let (r, w) = (counts.reads[p] as f64, counts.writes[p] as f64);
+        if r + w == 0.0 {
+            break;
+        }
+        let cost = |t: usize| {
+            r * line / timing.tiers[t].read_bytes_per_ns + w * line / timing.tiers[t].write_bytes_per_ns
+        };
+        let Some(t) = (0..n)
+            .filter(|&t| room[t] > 0)
+            .min_by(|&a, &b| (load[a] + cost(a)).total_cmp(&(load[b] + cost(b))))
+        else {
+            break;
+        };
+        load[t] += cost(t);
+        room[t] -= 1;
+        tiers[p] = TierId(t as u8);
+    }
+    tiers
+}
+
+/// The interleave ratios, fast:slow (each slower tier 1), the family tries besides the
+/// kernel's bandwidth weights and the balanced ones: weighted interleave at its best ratio.
+pub const RATIOS: [u32; 6] = [1, 2, 3, 4, 6, 8];
+
+/// The candidates, each a policy to run on a fresh machine, those likeliest to win first (a
+/// good run found early stops the rest sooner): the static splits by future accesses, the
+/// interleaves (each set of weights once), first-touch, the oracle, Memory Mode, all-slow.
+fn family(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<Box<dyn Policy>> {
+    let registered = |spec: &str| terrace_policy::build(spec).expect("the family's registry policies build");
+    let mut v: Vec<Box<dyn Policy>> = vec![
+        Box::new(Static {
+            name: "future-split".into(),
+            initial: InitialPlacement::Pages { tiers: future_split(info, timing, counts) },
+        }),
+        Box::new(Static {
+            name: "balanced-split".into(),
+            initial: InitialPlacement::Pages { tiers: balanced_split(info, timing, counts) },
+        }),
+    ];
+    let spec = |w: &[u32]| {
+        let w: Vec<String> = w.iter().map(|w| w.to_string()).collect();
+        format!("interleave:weights={}", w.join(":"))
+    };
+    let mut tried: Vec<Vec<u32>> = Vec::new();
+    let mut interleaves =
+        vec![registered("weighted-interleave"), registered(&spec(&balanced_weights(timing, counts)))];
+    interleaves.extend(RATIOS.iter().map(|&k| registered(&format!("interleave:weights={k}:1"))));
+    for p in interleaves {
+        if let InitialPlacement::Interleave { weights } = p.requirements(info).initial {
+            if !tried.contains(&weights) {
+                tried.push(weights);
+                v.push(p);
+            }
+        }
+    }
+    // Memory Mode: on a program that fits the fast tier its cache fills put a little traffic on
+    // the slow tier, which lowers the fast tier's loaded latency (§3) enough to beat every
+    // placement by a few parts per million (mtier-stream-t1 at 100%); it is in the family so
+    // that the reference is no slower than the registry's hardware cache either.
+    v.extend([
+        registered("first-touch"),
+        registered("oracle"),
+        registered("memory-mode"),
+        registered("all-slow"),
+    ]);
+    v
+}
+
+/// One candidate's run on a fresh machine, `None` if it does not end before `limit_ns` (it is
+/// stopped once its clock reaches that).
+fn run_within(
+    source: Box<dyn AccessSource>,
+    policy: &mut dyn Policy,
+    profile: &Profile,
+    opts: &SimOptions,
+    limit_ns: Option<f64>,
+) -> Result<Option<RunReport>, SimError> {
+    let w = source.info().clone();
+    let fast = opts.fast_capacity.resolve(w.footprint_bytes, w.suggested_fast_bytes);
+    let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
+    machine.set_policy_name(policy.name());
+    // The machine's clock is reported in whole nanoseconds, rounded down: a clock at or past the
+    // limit rounded up is past the limit.
+    let clock_limit = limit_ns.map_or(u64::MAX, |l| l.ceil() as u64);
+    let finished = terrace_model::drive_within(&mut machine, policy, clock_limit)?;
+    if let Some(e) = machine.take_error() {
+        return Err(e);
+    }
+    // A run can end a little past the clock it was driven to (its last slice, its movers'
+    // drain): one that ends at or past the limit is as good as stopped.
+    Ok(finished.then(|| machine.report()).filter(|r| limit_ns.is_none_or(|l| r.runtime_ns < l)))
+}
+
+/// `optimal` on the workload `source` makes, on `profile` with `opts`: every candidate of the
+/// family run on its own machine, one after another, each stopped as soon as its clock passes
+/// the best run so far (it can no longer win; the clock only advances), and the fastest
+/// complete run returned.
+pub fn optimal(source: SourceFactory<'_>, profile: &Profile, opts: &SimOptions) -> Result<Ceiling, SimError> {
+    optimal_below(source, profile, opts, None).map(|c| c.expect("no limit: a candidate completes"))
+}
+
+/// [`optimal`], or `None` if no candidate beats `limit_ns`.
+fn optimal_below(
+    source: SourceFactory<'_>,
+    profile: &Profile,
+    opts: &SimOptions,
+    limit_ns: Option<f64>,
+) -> Result<Option<Ceiling>, SimError> {
+    let info = machine_info(source(), profile, opts)?;
+    let counts = TraceCounts::of(source());
+    let timing = Timing::new(profile, info.threads);
+    let quiet = SimOptions { progress: None, ..opts.clone() };
+    let mut candidates = Vec::new();
+    let mut best: Option<(String, RunReport)> = None;
+    let mut accesses_processed = counts.accesses;
+    for mut p in family(&info, &timing, &counts) {
+        let limit = best.as_ref().map(|(_, b)| b.runtime_ns).or(limit_ns);
+        let run = match run_within(source(), p.as_mut(), profile, &quiet, limit) {
+            Ok(run) => run,
+            // A candidate the machine refuses (a two-tier policy on three tiers) is no candidate.
+            Err(SimError::Unsupported(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        let name = p.name().to_string();
+        candidates.push(Candidate { name: name.clone(), runtime_ns: run.as_ref().map(|r| r.runtime_ns) });
+        if let Some(report) = run {
+            accesses_processed += report.accesses;
+            if best.as_ref().is_none_or(|(_, b)| report.runtime_ns < b.runtime_ns) {
+                best = Some((name, report));
+            }
+        }
+    }
+    let Some((chosen, mut report)) = best else { return Ok(None) };
+    if let Some(p) = &opts.progress {
+        p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
+    }
+    report.policy = NAME.to_string();
+    let lower_bound_ns = lower_bound_ns(&timing, &counts);
+    Ok(Some(Ceiling {
+        report,
+        chosen,
+        candidates,
+        from_smaller_fast_tier: false,
+        lower_bound_ns,
+        accesses_processed,
+    }))
+}
+
+/// `optimal` at each of `capacities`, in increasing order of fast-tier bytes, made
+/// non-increasing in run time by construction: at each size it is the better of the family's
+/// best at that size and the sweep's result at the size before. The latter is a schedule on a
+/// machine whose every tier is no larger (the middle and slow tiers grow with the fast one, or
+/// are fixed), so it can run unchanged on this one, leaving the extra room unused; in the model a
+/// run's time does not depend on a tier's unused room (docs/model.md §12, which the test checks
+/// for static placements).
+pub fn optimal_sweep(
+    source: SourceFactory<'_>,
+    profile: &Profile,
+    capacities: &[Capacity],
+    opts: &SimOptions,
+) -> Result<Vec<Ceiling>, SimError> {
+    let mut out: Vec<Ceiling> = Vec::with_capacity(capacities.len());
+    for &fast_capacity in capacities {
+        let opts = SimOptions { fast_capacity, ..opts.clone() };
+        let limit = out.last().map(|c| c.report.runtime_ns);
+        let c = match optimal_below(source, profile, &opts, limit)? {
+            Some(c) => c,
+            None => {
+                Ceiling { from_smaller_fast_tier: true, ..out.last().expect("a limit came from it").clone() }
+            }
+        };
+        out.push(c);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(reads: &[u64], writes: &[u64]) -> TraceCounts {
+        TraceCounts {
+            reads: reads.to_vec(),
+            writes: writes.to_vec(),
+            read_bytes: reads.iter().sum::<u64>() * LINE_BYTES,
+            write_bytes: writes.iter().sum::<u64>() * LINE_BYTES,
+            accesses: reads.iter().chain(writes).sum(),
+            read_accesses: reads.iter().sum(),
+            instructions: 0,
+        }
+    }
+
+    fn two_tiers(fast_pages: u64) -> MachineInfo {
+        let mut info = MachineInfo::placeholder(2);
+        info.tiers[0].capacity_pages = Some(fast_pages);
+        info.tiers[1].capacity_pages = Some(100);
+        info
+    }
+
+    #[test]
+    fn the_future_split_gives_the_fast_tier_the_most_read_pages_and_untouched_pages_the_slow_one() {
+        let timing = Timing::new(&Profile::load("optane-2019").unwrap(), 4);
+        let (f, s) = (TierId::FAST, TierId::SLOW);
+        let tiers = future_split(&two_tiers(2), &timing, &counts(&[5, 0, 50, 7, 0], &[0; 5]));
+        assert_eq!(tiers, [s, s, f, f, s]);
+        // Room for more than the touched pages: the untouched ones still stay slow.
+        let tiers = future_split(&two_tiers(5), &timing, &counts(&[5, 0, 50, 7, 0], &[0; 5]));
+        assert_eq!(tiers, [f, s, f, f, s]);
+    }
+
+    #[test]
+    fn the_balanced_split_sends_part_of_an_even_stream_to_the_slow_tier() {
+        let timing = Timing::new(&Profile::load("optane-2019").unwrap(), 6);
+        let tiers = balanced_split(&two_tiers(100), &timing, &counts(&[10; 40], &[0; 40]));
+        let slow = tiers.iter().filter(|t| **t == TierId::SLOW).count();
+        // Each tier's share of the pages is its share of the read bandwidth, to a page.
+        let (f, s) = (timing.tiers[0].read_bytes_per_ns, timing.tiers[1].read_bytes_per_ns);
+        let expected = 40.0 * s / (f + s);
+        assert!((slow as f64 - expected).abs() <= 1.0, "{slow} slow pages, expected {expected:.1}");
+        assert!(slow > 0 && slow < 40);
+    }
+
+    #[test]
+    fn for_reads_alone_the_balanced_weights_are_the_kernels() {
+        for profile in ["optane-2019", "cxl", "three-tier"] {
+            let profile = Profile::load(profile).unwrap();
+            let source = || terrace_workloads::build("stream-ro", 1, 1.0 / 64.0).unwrap();
+            let info = machine_info(source(), &profile, &SimOptions::default()).unwrap();
+            let timing = Timing::new(&profile, info.threads);
+            assert_eq!(
+                balanced_weights(&timing, &counts(&[10; 4], &[0; 4])),
+                terrace_policy::baselines::interleave::Interleave::weights(&info),
+                "{}",
+                profile.name
+            );
+        }
+    }
+}

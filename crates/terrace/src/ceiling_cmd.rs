@@ -1,0 +1,89 @@
+//! `terrace bench ceiling`: what the offline reference `optimal` costs, and (with --exhaustive)
+//! the check that it is a ceiling on every built-in workload, profile and fast-tier size.
+
+use anyhow::Result;
+use rayon::prelude::*;
+use std::time::Instant;
+use terrace_sim::{Profile, SimOptions};
+
+/// Each default-suite workload once under first-touch and once as `optimal`, on one core each
+/// (optimal runs its candidates one after another), at the workload's suggested fast tier; with
+/// the speedup of optimal over first-touch and its run time over its lower bound (the most it
+/// can be from the optimum).
+pub fn cost(profile: &str, size_scale: f64) -> Result<()> {
+    let profile = Profile::load(profile)?;
+    println!("one core; profile {}; size scale {size_scale}; the seeds' fast tiers", profile.name);
+    println!(
+        "{:<16} {:>14} {:>12} {:>6}  {:>9}  {:>11}  chosen",
+        "workload", "first-touch s", "optimal s", "cost", "speedup", "over bound"
+    );
+    let (mut first_touch_s, mut optimal_s) = (0.0, 0.0);
+    let (mut runs, mut complete) = (0, 0);
+    for workload in terrace_workloads::DEFAULT_SUITE {
+        terrace_workloads::build(workload, 1, size_scale)?;
+        let source = || terrace_workloads::build(workload, 1, size_scale).expect("built above");
+        let started = Instant::now();
+        let mut ft = terrace_policy::build("first-touch")?;
+        let baseline = terrace_sim::simulate(source(), ft.as_mut(), &profile, &SimOptions::default())?;
+        let ft_s = started.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let ceiling = terrace_ceiling::optimal(&source, &profile, &SimOptions::default())?;
+        let opt_s = started.elapsed().as_secs_f64();
+        println!(
+            "{workload:<16} {ft_s:>14.3} {opt_s:>12.3} {:>5.1}x  {:>8.2}x  {:>10.2}x  {}",
+            opt_s / ft_s,
+            baseline.runtime_ns / ceiling.report.runtime_ns,
+            ceiling.report.runtime_ns / ceiling.lower_bound_ns,
+            ceiling.chosen
+        );
+        runs += ceiling.candidates.len();
+        complete += ceiling.candidates.iter().filter(|c| c.runtime_ns.is_some()).count();
+        first_touch_s += ft_s;
+        optimal_s += opt_s;
+    }
+    println!(
+        "the suite: optimal costs {:.1}x first-touch (a counting pass and {runs} candidate runs, {complete} of \
+         them to the end, the others stopped once they could not win; the goal is 5x)",
+        optimal_s / first_touch_s
+    );
+    Ok(())
+}
+
+/// The fast-tier sizes of the exhaustive check: 5% to 100% in 5% steps.
+const EVERY_SIZE: [f64; 20] =
+    [5., 10., 15., 20., 25., 30., 35., 40., 45., 50., 55., 60., 65., 70., 75., 80., 85., 90., 95., 100.];
+
+/// `terrace_ceiling::check::failures` on every built-in workload and profile at every size.
+pub fn exhaustive(size_scale: f64) -> Result<()> {
+    let profiles: Vec<Profile> = terrace_sim::profile::BUILT_IN
+        .iter()
+        .map(|(name, _)| Profile::load(name))
+        .collect::<Result<_, _>>()?;
+    let workloads = terrace_workloads::list();
+    let cells: Vec<(&str, &Profile)> =
+        workloads.iter().flat_map(|w| profiles.iter().map(move |p| (w.name, p))).collect();
+    let started = Instant::now();
+    // Each cell's outcome as it completes, so that a run cut short still says what it checked.
+    let failures: Vec<String> = cells
+        .par_iter()
+        .with_max_len(1)
+        .flat_map_iter(|&(w, p)| {
+            let f = terrace_ceiling::check::failures(w, size_scale, p, &EVERY_SIZE);
+            let outcome = if f.is_empty() { "ok".to_string() } else { f.join("\n  ") };
+            println!("{w} on {}: {outcome}", p.name);
+            f
+        })
+        .collect();
+    println!(
+        "{} workloads x {} profiles x {} sizes at size scale {size_scale}: {} failures ({:.0} s)",
+        workloads.len(),
+        profiles.len(),
+        EVERY_SIZE.len(),
+        failures.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if !failures.is_empty() {
+        anyhow::bail!("optimal is not a ceiling in {} cases (above)", failures.len());
+    }
+    Ok(())
+}
