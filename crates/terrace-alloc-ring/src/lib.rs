@@ -322,12 +322,30 @@ impl Ring {
     /// Creates (or replaces) the ring file at `path` with `capacity` records and `advice_slots`
     /// advice entries (both rounded up to powers of two, at least 2), mode 0600, and maps it.
     pub fn create(path: &Path, capacity: usize, advice_slots: usize) -> io::Result<Ring> {
+        Self::make(path, capacity, advice_slots, false)
+    }
+
+    /// As [`Ring::create`], but only a new file: an existing path (a file, or a link someone
+    /// planted in a shared directory such as /dev/shm) is refused with `AlreadyExists`, never
+    /// followed or truncated (O_CREAT | O_EXCL).
+    pub fn create_new(path: &Path, capacity: usize, advice_slots: usize) -> io::Result<Ring> {
+        Self::make(path, capacity, advice_slots, true)
+    }
+
+    fn make(path: &Path, capacity: usize, advice_slots: usize, new: bool) -> io::Result<Ring> {
         let capacity = capacity.max(2).next_power_of_two();
         let advice_slots = advice_slots.max(2).next_power_of_two();
         let len = file_bytes(capacity, advice_slots);
         let file = {
             use std::os::unix::fs::OpenOptionsExt;
-            OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(path)?
+            let mut o = OpenOptions::new();
+            o.read(true).write(true).mode(0o600);
+            if new {
+                o.create_new(true);
+            } else {
+                o.create(true).truncate(true);
+            }
+            o.open(path)?
         };
         file.set_len(len as u64)?;
         let base = map(&file, len)?;

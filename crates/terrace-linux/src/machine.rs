@@ -1276,16 +1276,15 @@ impl Machine for LiveMachine {
 
     fn take_object_events(&mut self, out: &mut Vec<terrace_model::ObjectEvent>) {
         let Some(mut objects) = self.objects.take() else { return };
-        // Each member's page numbers, looked up once for all its events.
-        let runs: HashMap<u32, (usize, crate::page_space::MemberRuns)> = self
-            .members
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.pid as u32, (i, self.space.of_member(m.id))))
-            .collect();
+        // Each member's page numbers, looked up once for all its events, and only at a tick
+        // that has events.
+        let mut runs: Option<HashMap<u32, (usize, crate::page_space::MemberRuns)>> = None;
         let unit = self.info.page_size.bytes();
-        let members = &self.members;
+        let (members, space) = (&self.members, &self.space);
         let mut pieces = |pid: u32, addr: u64, bytes: u64| {
+            let runs = runs.get_or_insert_with(|| {
+                members.iter().enumerate().map(|(i, m)| (m.pid as u32, (i, space.of_member(m.id)))).collect()
+            });
             let (i, runs) = runs.get(&pid)?;
             let scan = &members[*i].scan;
             object_ranges(addr, bytes, unit, |a| runs.global(scan.policy_page_of(a)?))

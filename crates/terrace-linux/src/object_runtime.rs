@@ -91,11 +91,22 @@ pub struct ObjectRuntime {
 impl ObjectRuntime {
     /// A new ring file for a program about to start, in `/dev/shm` (a tmpfs, so events never go
     /// to disk) or, without it, the temporary directory; `library` is the runtime to preload.
+    /// The directory is shared with every user, so the file is created anew (never an existing
+    /// path, which could be a link someone planted) under a name with a random part (std's
+    /// per-process random hash keys).
     pub fn create(library: PathBuf) -> std::io::Result<Self> {
+        use std::hash::{BuildHasher, Hasher};
         let dir =
             if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        let path = dir.join(format!("terrace-objects-{}", std::process::id()));
-        let ring = Ring::create(&path, DEFAULT_CAPACITY, DEFAULT_ADVICE_SLOTS)?;
+        let (path, ring) = loop {
+            let random = std::collections::hash_map::RandomState::new().build_hasher().finish();
+            let path = dir.join(format!("terrace-objects-{}-{random:016x}", std::process::id()));
+            match Ring::create_new(&path, DEFAULT_CAPACITY, DEFAULT_ADVICE_SLOTS) {
+                Ok(ring) => break (path, ring),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        };
         Ok(ObjectRuntime {
             ring,
             path,
@@ -365,6 +376,26 @@ mod tests {
         assert_eq!(env[0].1, OsString::from("/lib/libterrace_alloc.so /x/libother.so"));
         assert_eq!(env[1].0, OsString::from(RING_ENV));
         assert_eq!(rt.environment(None)[0].1, OsString::from("/lib/libterrace_alloc.so"));
+    }
+
+    /// A path that exists already, a planted link above all, is refused, never followed or
+    /// truncated; the runtime's own files get names of their own.
+    #[test]
+    fn the_ring_file_is_always_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let link = dir.path().join("ring");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let refused = Ring::create_new(&link, 64, 16).map(|_| ());
+        assert_eq!(refused.map_err(|e| e.kind()), Err(std::io::ErrorKind::AlreadyExists));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        let (a, b) =
+            (ObjectRuntime::create("/x.so".into()).unwrap(), ObjectRuntime::create("/x.so".into()).unwrap());
+        assert_ne!(a.ring_path(), b.ring_path());
+        let path = a.ring_path().to_path_buf();
+        drop(a);
+        assert!(!path.exists(), "the ring file goes with Terrace");
     }
 
     #[test]
