@@ -26,9 +26,23 @@ pub struct PolicySpec {
     pub params: &'static [Param],
     /// For a preset: the policy it configures, and the values that make it.
     pub preset: Option<Preset>,
+    /// What it is for: only placements are advice to a user (`terrace advise`).
+    pub purpose: Purpose,
     build: fn(&Params) -> Box<dyn Policy>,
     /// Refuses combinations of values that cannot work together (one line, what to change).
     check: fn(&Params) -> Result<(), String>,
+}
+
+/// What a registered policy is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A placement a user can run on a live machine (`terrace run --policy`).
+    Placement,
+    /// A point of comparison no live machine runs: a bound (all-fast), knowledge of the future
+    /// (oracle), or a hardware mode set up outside Terrace (memory-mode).
+    Reference,
+    /// A test of the machinery (ping-pong): it moves pages to prove moves are safe, not to gain.
+    Test,
 }
 
 /// A named configuration of another policy.
@@ -48,7 +62,15 @@ const fn fixed(
     summary: &'static str,
     build: fn(&Params) -> Box<dyn Policy>,
 ) -> PolicySpec {
-    PolicySpec { name, summary, params: &[], preset: None, build, check: no_check }
+    PolicySpec {
+        name,
+        summary,
+        params: &[],
+        preset: None,
+        purpose: Purpose::Placement,
+        build,
+        check: no_check,
+    }
 }
 
 /// A policy with parameters.
@@ -59,7 +81,12 @@ const fn policy(
     build: fn(&Params) -> Box<dyn Policy>,
     check: fn(&Params) -> Result<(), String>,
 ) -> PolicySpec {
-    PolicySpec { name, summary, params, preset: None, build, check }
+    PolicySpec { name, summary, params, preset: None, purpose: Purpose::Placement, build, check }
+}
+
+/// `spec`, for another purpose than placement.
+const fn for_purpose(spec: PolicySpec, purpose: Purpose) -> PolicySpec {
+    PolicySpec { purpose, ..spec }
 }
 
 /// A preset of `base`: its parameters, builder and check, with `values` set.
@@ -94,12 +121,15 @@ const OBJECTS: PolicySpec = policy(
 );
 const AGE: PolicySpec =
     policy(age::NAME, age::SUMMARY, age::PARAMS, |p| Box::new(age::Age::new(p)), no_check);
-const PING_PONG: PolicySpec = policy(
-    ping_pong::NAME,
-    ping_pong::SUMMARY,
-    ping_pong::PARAMS,
-    |p| Box::new(ping_pong::PingPong::new(p)),
-    no_check,
+const PING_PONG: PolicySpec = for_purpose(
+    policy(
+        ping_pong::NAME,
+        ping_pong::SUMMARY,
+        ping_pong::PARAMS,
+        |p| Box::new(ping_pong::PingPong::new(p)),
+        no_check,
+    ),
+    Purpose::Test,
 );
 
 /// Every policy Terrace has, in the order `list` shows them.
@@ -107,10 +137,19 @@ const POLICIES: &[PolicySpec] = &[
     fixed(first_touch::NAME, first_touch::SUMMARY, |_| Box::new(first_touch::FirstTouch)),
     INTERLEAVE,
     preset(INTERLEAVE, interleave::WEIGHTED_NAME, interleave::WEIGHTED_SUMMARY, &[("weights", "bandwidth")]),
-    fixed(all_fast::NAME, all_fast::SUMMARY, |_| Box::new(all_fast::AllFast)),
+    for_purpose(
+        fixed(all_fast::NAME, all_fast::SUMMARY, |_| Box::new(all_fast::AllFast)),
+        Purpose::Reference,
+    ),
     fixed(all_slow::NAME, all_slow::SUMMARY, |_| Box::new(all_slow::AllSlow)),
-    fixed(memory_mode::NAME, memory_mode::SUMMARY, |_| Box::new(memory_mode::MemoryModeCache)),
-    policy(oracle::NAME, oracle::SUMMARY, oracle::PARAMS, |p| Box::new(oracle::Oracle::new(p)), no_check),
+    for_purpose(
+        fixed(memory_mode::NAME, memory_mode::SUMMARY, |_| Box::new(memory_mode::MemoryModeCache)),
+        Purpose::Reference,
+    ),
+    for_purpose(
+        policy(oracle::NAME, oracle::SUMMARY, oracle::PARAMS, |p| Box::new(oracle::Oracle::new(p)), no_check),
+        Purpose::Reference,
+    ),
     AMBIX,
     preset(AMBIX, ambix::NOSWITCH_NAME, ambix::NOSWITCH_SUMMARY, &[("switch", "false")]),
     policy(hemem::NAME, hemem::SUMMARY, hemem::PARAMS, |p| Box::new(hemem::Hemem::new(p)), hemem::check),

@@ -1,6 +1,7 @@
 //! `terrace`: the command line. It parses arguments and wires the library crates together;
 //! everything it runs lives in terrace-sim, terrace-policy and terrace-workloads.
 
+mod advise_cmd;
 mod bench;
 mod bench_tracking;
 mod ceiling_cmd;
@@ -46,6 +47,9 @@ enum Command {
     /// joins the shards).
     #[command(args_conflicts_with_subcommands = true, disable_help_subcommand = true)]
     Compare(Box<compare::CompareArgs>),
+    /// Which policy to run for a recorded program on a machine, and what it would gain: replays the
+    /// recording under every policy and the offline ceiling and reads the table for you.
+    Advise(advise_cmd::AdviseArgs),
     /// Run every reproduction of docs/policies.md and print its tables (--check FILE, --write FILE).
     Reproduce(reproduce::ReproduceArgs),
     /// List the built-in workloads, the default suite, the policies or the machine profiles.
@@ -155,6 +159,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reproduce(args) => return reproduce::reproduce(args),
         Command::Sim(args) => run_spec::sim(args),
         Command::Compare(args) => compare::compare(*args),
+        Command::Advise(args) => advise_cmd::advise(args),
         Command::List { what, params } => list(what, params),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),

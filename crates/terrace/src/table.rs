@@ -103,7 +103,7 @@ pub fn print_report(r: &RunReport) {
 }
 
 /// Columns of the comparison table.
-pub const COLUMNS: usize = 14;
+pub const COLUMNS: usize = 15;
 
 /// The comparison table's columns ([`LEGEND`] says what the less obvious ones mean).
 pub const HEADER: [&str; COLUMNS] = [
@@ -112,6 +112,7 @@ pub const HEADER: [&str; COLUMNS] = [
     "policy",
     "run time",
     "vs first-touch",
+    "to ceiling",
     "fast hit R",
     "fast hit W",
     "slow written",
@@ -130,15 +131,18 @@ migrated: bytes whose copies completed; not done: pages still being copied when 
 t migrate: time movers spent copying (the policy's thread, a kernel thread or copy engine, or the
   faulting program threads, summed)
 t wait: program time lost to moves (TLB shootdowns, copies in its faulting threads, writes waiting
-  for protected copies), part of the run time; t track: tracker CPU time";
+  for protected copies), part of the run time; t track: tracker CPU time
+to ceiling: how much longer the run took than `optimal`'s, the offline ceiling (docs/model.md §12):
+  what the policy leaves on the table";
 
-pub fn row(r: &RunReport, speedup: Option<f64>) -> [String; COLUMNS] {
+pub fn row(r: &RunReport, speedup: Option<f64>, headroom: Option<f64>) -> [String; COLUMNS] {
     [
         r.workload.clone(),
         fast_tier(r),
         r.policy.clone(),
         human_time(r.runtime_ns),
         speedup.map_or("-".into(), |s| format!("{s:.2}x")),
+        headroom.map_or("-".into(), |h| format!("{:+.0}%", 100.0 * h)),
         percent(r.fast_read_hit_rate()),
         percent(r.fast_write_hit_rate()),
         human_bytes(r.slow_bytes_written()),
