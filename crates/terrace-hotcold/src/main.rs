@@ -54,6 +54,11 @@ struct Args {
     /// new value each), then go on reading: a shadow of it must never be switched back to.
     #[arg(long, requires = "read_mib")]
     write_read_at: Option<f64>,
+    /// At the end, write where each page is to this file, a line per page: set, page within the
+    /// set, node (-1: absent). The guest's validation of `terrace advise` compares it with the
+    /// placement a replay of the program's recording ends with (docs/your-program.md).
+    #[arg(long)]
+    placement_file: Option<std::path::PathBuf>,
 }
 
 const PAGE: usize = 4096;
@@ -164,16 +169,20 @@ impl Region {
             std::process::exit(2);
         }
     }
-    /// Pages per node: (node id or -1 for "not present/error", count).
-    fn nodes(&self) -> Vec<(i32, usize)> {
+    /// Each page's node, as the kernel says (-1: not present, or the query failed).
+    fn page_nodes(&self) -> Vec<i32> {
         let pages: Vec<u64> =
             (0..self.words / WORDS_PER_PAGE).map(|i| self.range().0 + (i * PAGE) as u64).collect();
         let mut status = vec![0i32; pages.len()];
         if numa_sys::query_nodes(0, &pages, &mut status).is_err() {
-            return vec![(-1, pages.len())];
+            return vec![-1; pages.len()];
         }
+        status
+    }
+    /// Pages per node: (node id or -1 for "not present/error", count).
+    fn nodes(&self) -> Vec<(i32, usize)> {
         let mut counts: Vec<(i32, usize)> = Vec::new();
-        for s in status {
+        for s in self.page_nodes() {
             let n = s.max(-1);
             match counts.iter_mut().find(|(k, _)| *k == n) {
                 Some((_, c)) => *c += 1,
@@ -344,6 +353,17 @@ fn main() {
         std::thread::sleep(Duration::from_micros(200));
     }
     println!("hotcold end {}", report(&hot, &cold, &read));
+    if let Some(path) = &args.placement_file {
+        let mut text = String::new();
+        for (name, r) in [("hot", Some(&hot)), ("cold", Some(&cold)), ("read", read.as_ref())] {
+            for (i, node) in r.map(Region::page_nodes).unwrap_or_default().iter().enumerate() {
+                text += &format!("{name} {i} {}\n", node.max(&-1));
+            }
+        }
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("terrace-hotcold: cannot write {}: {e}", path.display());
+        }
+    }
     std::hint::black_box(seen);
     if let Some(s) = read.as_ref().and_then(|r| r.shadow) {
         println!(

@@ -36,7 +36,7 @@ use terrace_model::{
 
 pub const NAME: &str = "mtier";
 pub const SUMMARY: &str = "mtier: read-only pages rotated at random through the fast tier every 50 ms, \
-                           slow copies kept as shadows, one TLB flush per epoch [2 tiers]";
+                           slow copies kept as shadows, one TLB flush per epoch";
 pub const HEAVY_NAME: &str = "mtier-heavy";
 pub const HEAVY_SUMMARY: &str =
     "mtier's rotation with kernel migration for every move and a TLB flush per page (mtier_heavy, §3.7)";

@@ -32,7 +32,7 @@ use terrace_model::{
 
 pub const NAME: &str = "nimble";
 pub const SUMMARY: &str = "Nimble: active/inactive lists on referenced bits, 5 s passes, huge pages moved \
-                           by 4 threads, 8 in flight, promotions paired with demotions by exchange [2 tiers]";
+                           by 4 threads, 8 in flight, promotions paired with demotions by exchange";
 pub const LINUX_NAME: &str = "nimble-linux";
 pub const LINUX_SUMMARY: &str =
     "Nimble's policy with stock Linux migration: huge pages split, base pages one at a time (Fig. 12's baseline)";

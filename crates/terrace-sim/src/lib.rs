@@ -103,7 +103,7 @@ pub fn simulate(
     profile: &Profile,
     opts: &SimOptions,
 ) -> Result<RunReport, SimError> {
-    run(source, policy, profile, opts, false).map(|(report, _)| report)
+    run(source, policy, profile, opts, Keep::default()).map(|(report, _)| report)
 }
 
 /// [`simulate`], recording placement over time too (what `terrace sim --plot` draws): the
@@ -114,8 +114,44 @@ pub fn simulate_with_timeline(
     profile: &Profile,
     opts: &SimOptions,
 ) -> Result<(RunReport, Timeline), SimError> {
-    let (report, timeline) = run(source, policy, profile, opts, true)?;
-    Ok((report, timeline.unwrap_or_default()))
+    let (report, kept) = run(source, policy, profile, opts, Keep { timeline: true, ..Keep::default() })?;
+    Ok((report, kept.timeline.unwrap_or_default()))
+}
+
+/// Where every page was when the run ended: the tier of each of the policy's pages (of
+/// `page_bytes` each; [`TierId::UNPLACED`] for a page never touched), in the workload's address
+/// space (`terrace sim --final-placement`).
+#[derive(Clone, Debug, Default)]
+pub struct FinalPlacement {
+    pub page_bytes: u64,
+    pub tiers: Vec<terrace_model::TierId>,
+}
+
+/// [`simulate`], keeping what `keep` asks for besides the report.
+pub fn simulate_keeping(
+    source: Box<dyn AccessSource>,
+    policy: &mut dyn Policy,
+    profile: &Profile,
+    opts: &SimOptions,
+    keep: Keep,
+) -> Result<(RunReport, Kept), SimError> {
+    run(source, policy, profile, opts, keep)
+}
+
+/// What a run keeps besides its report.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Keep {
+    /// Placement over time ([`Timeline`]).
+    pub timeline: bool,
+    /// Where every page was at the end ([`FinalPlacement`]).
+    pub placement: bool,
+}
+
+/// What a run kept, as [`Keep`] asked.
+#[derive(Debug, Default)]
+pub struct Kept {
+    pub timeline: Option<Timeline>,
+    pub placement: Option<FinalPlacement>,
 }
 
 fn run(
@@ -123,24 +159,27 @@ fn run(
     policy: &mut dyn Policy,
     profile: &Profile,
     opts: &SimOptions,
-    record_timeline: bool,
-) -> Result<(RunReport, Option<Timeline>), SimError> {
+    keep: Keep,
+) -> Result<(RunReport, Kept), SimError> {
     let info = source.info();
     let fast = opts.fast_capacity.resolve(info.footprint_bytes, info.suggested_fast_bytes);
     let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());
-    if record_timeline {
+    if keep.timeline {
         machine.record_timeline();
     }
     drive(&mut machine, policy)?;
     if let Some(e) = machine.take_error() {
         return Err(e);
     }
-    Ok((machine.report(), machine.take_timeline()))
+    let report = machine.report();
+    let placement = keep
+        .placement
+        .then(|| FinalPlacement { page_bytes: report.page_bytes, tiers: machine.placement().tiers.clone() });
+    Ok((report, Kept { timeline: machine.take_timeline(), placement }))
 }
 
-/// Bytes in binary units, for messages and tables.
 pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b as f64;

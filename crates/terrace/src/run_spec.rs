@@ -97,6 +97,11 @@ pub struct SimArgs {
     /// the more accessed), the fast tier's hit rate and the bytes migrated: FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// Also write where the pages were when the run ended: a line per run of pages in one tier
+    /// (first address, pages of 4 KiB, tier). For a recording (`terrace record`) the addresses
+    /// are the program's; for anything else, offsets into the workload's footprint.
+    #[arg(long, value_name = "FILE")]
+    pub final_placement: Option<PathBuf>,
 }
 
 /// Parses "40%", "48MiB", "1.5GiB", "4096".
@@ -180,17 +185,19 @@ pub fn run_one(
     Ok(report)
 }
 
-/// [`run_one`], recording placement over time too (for `terrace sim --plot`).
-fn run_one_with_timeline(
+/// [`run_one`], keeping placement over time or at the end too (`terrace sim --plot`,
+/// `--final-placement`).
+fn run_one_keeping(
     machine: &MachineArgs,
     profile: &Profile,
     workload: &str,
     policy: &str,
     progress: Option<Arc<AtomicU64>>,
-) -> Result<(RunReport, terrace_sim::Timeline)> {
+    keep: terrace_sim::Keep,
+) -> Result<(RunReport, terrace_sim::Kept)> {
     let mut p = terrace_policy::build(policy)?;
     let source = machine.source(workload)?;
-    let run = terrace_sim::simulate_with_timeline(source, p.as_mut(), profile, &machine.options(progress));
+    let run = terrace_sim::simulate_keeping(source, p.as_mut(), profile, &machine.options(progress), keep);
     run.with_context(|| format!("{workload} under {policy}"))
 }
 
@@ -210,7 +217,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
         );
     }
     let accesses = args.machine.source(&args.workload)?.info().accesses;
-    let (report, timeline) = table::with_progress(accesses, |progress| {
+    let (report, kept) = table::with_progress(accesses, |progress| {
         if optimal {
             let source = || args.machine.source(&args.workload).expect("it was built a moment ago");
             let ceiling = terrace_ceiling::optimal(&source, &profile, &args.machine.options(Some(progress)))
@@ -224,14 +231,10 @@ pub fn sim(args: SimArgs) -> Result<()> {
             );
             return Ok((ceiling.report, None));
         }
-        match &args.plot {
-            Some(_) => {
-                run_one_with_timeline(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
-                    .map(|(r, t)| (r, Some(t)))
-            }
-            None => run_one(&args.machine, &profile, &args.workload, &args.policy, Some(progress))
-                .map(|r| (r, None)),
-        }
+        let keep =
+            terrace_sim::Keep { timeline: args.plot.is_some(), placement: args.final_placement.is_some() };
+        run_one_keeping(&args.machine, &profile, &args.workload, &args.policy, Some(progress), keep)
+            .map(|(r, kept)| (r, Some(kept)))
     })?;
     if report.accesses == 0 {
         bail!("{} made no accesses; nothing to report", args.workload);
@@ -240,11 +243,58 @@ pub fn sim(args: SimArgs) -> Result<()> {
     if let Some(path) = &args.json {
         crate::write_json(path, &report)?;
     }
-    if let (Some(path), Some(timeline)) = (&args.plot, &timeline) {
+    let kept = kept.unwrap_or_default();
+    if let (Some(path), Some(timeline)) = (&args.plot, &kept.timeline) {
         crate::plots::sim(path, &profile, &report, timeline)?;
+    }
+    if let (Some(path), Some(placement)) = (&args.final_placement, &kept.placement) {
+        let info = args.machine.source(&args.workload)?.info().clone();
+        write_final_placement(path, &info, &profile, &report, placement)?;
     }
     args.machine.note_oversized_fast_tier();
     Ok(())
+}
+
+/// `terrace sim --final-placement`: runs of 4 KiB pages in one tier, in the program's addresses
+/// when the trace is a recording that kept them, else as offsets into the footprint.
+fn write_final_placement(
+    path: &std::path::Path,
+    info: &terrace_workloads::WorkloadInfo,
+    profile: &Profile,
+    report: &RunReport,
+    placement: &terrace_sim::FinalPlacement,
+) -> Result<()> {
+    use std::fmt::Write;
+    let per = (placement.page_bytes / 4096).max(1);
+    let mut text = format!(
+        "# where the pages of {} were when the run under {} on {} ended\n# first address, pages of 4 KiB, tier\n",
+        report.workload, report.policy, report.profile
+    );
+    let address = |page4k: u64| -> u64 { page4k * 4096 };
+    let _ = info;
+    let mut run: Option<(u64, u64, usize)> = None; // first 4 KiB page, pages, tier
+    let flush = |run: Option<(u64, u64, usize)>, text: &mut String| {
+        if let Some((first, n, t)) = run {
+            let name = profile.tiers.get(t).map_or("?", |t| t.name.as_str());
+            let _ = writeln!(text, "{:#x} {n} {name}", address(first));
+        }
+    };
+    for (p, tier) in placement.tiers.iter().enumerate() {
+        if *tier == terrace_model::TierId::UNPLACED {
+            flush(run.take(), &mut text);
+            continue;
+        }
+        let (first, t) = (p as u64 * per, tier.index());
+        match &mut run {
+            Some((f, n, rt)) if *rt == t && *f + *n == first => *n += per,
+            _ => {
+                flush(run.take(), &mut text);
+                run = Some((first, per, t));
+            }
+        }
+    }
+    flush(run, &mut text);
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

@@ -484,3 +484,44 @@ fn compare_runs_optimal_by_name_and_names_its_candidate() {
         "{text}"
     );
 }
+
+/// `sim --final-placement`: runs of pages in one tier that together hold every page the run
+/// touched once, the fast tier's no more than its capacity; first-touch fills the fast tier.
+#[test]
+fn the_final_placement_holds_every_touched_page_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("placement.txt");
+    let out = stdout(&[
+        "sim",
+        "-w",
+        "gups",
+        "--size-scale",
+        TINY,
+        "--fast-capacity",
+        "25%",
+        "--json",
+        dir.path().join("r.json").to_str().unwrap(),
+        "--final-placement",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.contains("run time"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    let footprint_pages = report["footprint_bytes"].as_u64().unwrap() / 4096;
+    let fast_pages = report["fast_capacity_bytes"].as_u64().unwrap() / 4096;
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (mut next, mut in_fast, mut total) = (0u64, 0u64, 0u64);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let first = u64::from_str_radix(f[0].trim_start_matches("0x"), 16).unwrap() / 4096;
+        let pages: u64 = f[1].parse().unwrap();
+        assert!(first >= next, "runs in order, none overlapping: {line}");
+        next = first + pages;
+        total += pages;
+        if f[2] == "DRAM" {
+            in_fast += pages;
+        }
+    }
+    assert_eq!(total, footprint_pages, "GUPS touches its whole table");
+    assert_eq!(in_fast, fast_pages, "first-touch fills the fast tier and moves nothing");
+}
