@@ -7,7 +7,7 @@
 kernel_balancing_off
 
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
-manage ambix --policy ambix --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 25 \
+manage ambix --policy ambix --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 12 \
 	--start-node 1 --report-every 5
 hot0=$(pages_at hot 0)
 cold1=$(pages_at cold 1)

@@ -7,7 +7,7 @@
 . /lib/vmtest.sh
 kernel_balancing_off
 
-terrace run --policy kernel-tiering -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 25 --start-node 1 \
+terrace run --policy kernel-tiering -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 12 --start-node 1 \
 	--report-every 5 >/tmp/out 2>/tmp/log
 rc=$?
 cat /tmp/out

@@ -15,7 +15,7 @@ printf '[tiers]\nfast_limit_mib = 6\n' >/tmp/limit.toml
 
 for policy in hpwp hemem; do
 	manage $policy --policy $policy --config /tmp/limit.toml -- terrace-hotcold --thp --hot-mib 4 --cold-mib 16 \
-		--seconds 15 --start-node 1 --report-every 5
+		--seconds 11 --start-node 1 --report-every 5
 	grep -q 'access sampling' /tmp/log || fail "$policy: no access sampling on the live machine"
 	hot0=$(pages_at hot 0)
 	cold1=$(pages_at cold 1)
