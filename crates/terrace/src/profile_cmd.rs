@@ -172,6 +172,11 @@ mod live {
         );
         let mut figures = Vec::new();
         for node in &measured_nodes {
+            // A node's buffer takes at most a quarter of its memory (a guest's node may be small).
+            let settings = Settings {
+                buffer_bytes: settings.buffer_bytes.min((node.mem_total_bytes / 4) as usize).max(16 << 20),
+                ..settings
+            };
             let cpus = cpus_of(node);
             if cpus.is_empty() {
                 bail!(
@@ -186,8 +191,13 @@ mod live {
             figures.push(probes::measure_node(node.id, &cpus, &settings, &mut step)?);
         }
         let host = Host::read();
-        // Fastest first: the simulator promotes to tier 0.
-        figures.sort_by(|a, b| a.random_ns.total_cmp(&b.random_ns));
+        // Fastest first, as the live machine classes the nodes (the kernel's memory tiers, HMAT, or
+        // CPUs and distance: doctor's rule), then by measured latency: nodes that measure alike,
+        // as a QEMU guest's all-DRAM nodes do, keep the order the live machine tiers them in.
+        let classes = topology.classify(&terrace_linux::topology::TierOverride::default());
+        let rank =
+            |f: &NodeFigures| classes.class_of(f.node) != Some(terrace_linux::topology::TierClass::Fast);
+        figures.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.random_ns.total_cmp(&b.random_ns)));
         let migration = if one_node {
             None
         } else {
@@ -489,9 +499,7 @@ mod live {
             tiers.push(tier(f, i, kind, capacity, base_tier, base_name, host)?);
         }
         let mut sources = BTreeMap::new();
-        for field in ["static_power_w"] {
-            sources.insert(field.to_string(), borrowed(base_name, base.sources.get(field)));
-        }
+        sources.insert("static_power_w".into(), borrowed(base_name, base.sources.get("static_power_w")));
         let cpu_ghz = read_cpu_ghz();
         match cpu_ghz {
             Some(_) => sources.insert(
@@ -536,6 +544,7 @@ mod live {
                 ),
             );
         }
+        raise_to_faster_tier(&mut tiers);
         cap_to_faster_tier(&mut tiers);
         let migration = migration_profile(timings, figures, base, base_name, host)?;
         let mut tracking = base.tracking.clone();
@@ -592,6 +601,29 @@ mod live {
                 format!("name a slower one with --slow-from: {}", fits.join(", "))
             }
         )
+    }
+
+    /// A slower node (as the live machine classes it) that measured a lower latency than the tier
+    /// before it, as alike nodes can by noise, is given that tier's latency, saying so: the
+    /// simulator refuses tiers out of order.
+    fn raise_to_faster_tier(tiers: &mut [TierProfile]) {
+        for i in 1..tiers.len() {
+            let floor = tiers[i - 1].read_latency_random_ns;
+            let slow = &mut tiers[i];
+            if slow.read_latency_random_ns >= floor {
+                continue;
+            }
+            let measured = slow.read_latency_random_ns;
+            slow.read_latency_random_ns = floor;
+            slow.loaded_light_ns = floor;
+            slow.loaded_light_gb_s = round((64.0 / floor).max(0.01), 3);
+            slow.loaded_max_ns = slow.loaded_max_ns.max(floor);
+            let s = slow.sources.entry("read_latency_random_ns".into()).or_default();
+            s.push_str(&format!(
+                "; it measured {measured} ns, less than the faster tier's {floor} ns, so it is raised to that (the \
+                 live machine classes this node as slower; the two measure alike)"
+            ));
+        }
     }
 
     /// Nodes alike (a QEMU guest's are all DRAM) can measure the slower one with more bandwidth,

@@ -149,17 +149,12 @@ pub fn current_affinity() -> Option<libc::cpu_set_t> {
 
 /// Those of `cpus` this process may run on (a cpuset or `taskset` may allow fewer).
 pub fn allowed_cpus(cpus: &[u32]) -> Vec<u32> {
-    match current_affinity() {
-        // SAFETY: CPU_ISSET reads inside a valid cpu_set_t; the index is bounded by its size.
-        Some(set) => cpus
-            .iter()
-            .copied()
-            .filter(|&c| {
-                (c as usize) < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(c as usize, &set) }
-            })
-            .collect(),
-        None => cpus.to_vec(),
-    }
+    let Some(set) = current_affinity() else { return cpus.to_vec() };
+    let allowed = |c: u32| {
+        // SAFETY: CPU_ISSET reads one bit of a valid cpu_set_t; the index is below its size.
+        (c as usize) < libc::CPU_SETSIZE as usize && unsafe { libc::CPU_ISSET(c as usize, &set) }
+    };
+    cpus.iter().copied().filter(|&c| allowed(c)).collect()
 }
 
 /// Restores an affinity from [`current_affinity`].
