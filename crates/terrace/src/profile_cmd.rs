@@ -170,6 +170,7 @@ mod live {
             ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos}/{len} {msg}")
                 .expect("static template"),
         );
+        bar.enable_steady_tick(Duration::from_millis(100));
         let mut figures = Vec::new();
         for node in &measured_nodes {
             // A node's buffer takes at most a quarter of its memory (a guest's node may be small).
@@ -730,6 +731,69 @@ mod live {
             );
         }
         Ok(m)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn node(node: u32, random_ns: f64, read: (f64, f64)) -> NodeFigures {
+            NodeFigures {
+                node,
+                cpus: vec![0, 1],
+                buffer_bytes: 256 << 20,
+                huge_pages: true,
+                random_ns,
+                sequential_ns: 10.0,
+                loaded: Some((random_ns * 1.2, 10.0)),
+                read_one_gb_s: read.0,
+                read_all_gb_s: read.1,
+                write_one_gb_s: 8.0,
+                write_all_gb_s: 12.0,
+            }
+        }
+
+        /// Two alike nodes as a guest measures them, the memory-only one a little faster by
+        /// noise, with Zi Yan's move_pages timings: the profile loads, the slower-classed node
+        /// is raised and capped to the faster tier, the migration fit is measured, Nimble's
+        /// gains borrowed.
+        #[test]
+        fn two_nodes_make_a_valid_profile_with_measured_migration() {
+            let host =
+                Host { name: "guest".into(), cpu: "QEMU".into(), kernel: "6.12".into(), date: "D".into() };
+            let figures = [node(0, 100.0, (10.0, 18.0)), node(1, 95.0, (11.0, 20.0))];
+            let sizes = BTreeMap::from([(0, 1 << 30), (1, 2 << 30)]);
+            let has_cpus = BTreeMap::from([(0, true), (1, false)]);
+            let timings =
+                migration::Timings { one_page_us: 62.47, batch_512_us: 1987.38, one_thp_us: Some(658.54) };
+            let base = Profile::load(DEFAULT_BASE).unwrap();
+            let record = MeasuredOn {
+                host: "guest".into(),
+                cpu: "QEMU".into(),
+                kernel: "6.12".into(),
+                date: "D".into(),
+                nodes: vec![0, 1],
+                base: DEFAULT_BASE.into(),
+                command: "terrace profile measure".into(),
+            };
+            let p =
+                assemble("m", &figures, &sizes, &has_cpus, Some(timings), &base, DEFAULT_BASE, &host, record)
+                    .unwrap();
+            let text = toml::to_string(&p).unwrap();
+            let back = Profile::parse("m", &text).unwrap();
+            assert_eq!(back, p);
+            let (fast, slow) = (&p.tiers[0], &p.tiers[1]);
+            assert_eq!((fast.kind, slow.kind), (TierKind::Dram, TierKind::Cxl));
+            assert_eq!(slow.read_latency_random_ns, 100.0, "raised to the faster tier's");
+            assert!(slow.sources["read_latency_random_ns"].contains("measured 95 ns"));
+            assert_eq!(slow.read_bandwidth_gb_s, vec![(1.0, 11.0), (2.0, 18.0)], "capped at 18");
+            assert_eq!(p.slow_to_fast_capacity, 2.0);
+            assert_eq!((p.migration.call_us, p.migration.page_us, p.migration.copy_gb_s), (58.7, 2.6, 3.511));
+            assert!(p.migration.sources["call_us"].starts_with("measured here: "));
+            assert!(p.migration.sources["huge_copy_speedup"].starts_with("not measurable"));
+            assert_eq!(p.migration.huge_copy_speedup, base.migration.huge_copy_speedup);
+            assert_eq!(p.tracking.page_scan_ns, 12.5);
+        }
     }
 }
 

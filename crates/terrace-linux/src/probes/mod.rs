@@ -286,7 +286,7 @@ fn measure_pinned(
     let lines = (buffer.len() / 64) as u64;
     let random_ns = latency::chase(buffer.words(), start, lines.min(1 << 20), time);
     let loaded = if cpus.len() > 1 {
-        step(&format!("node {node}: chase while {} CPUs stream", cpus.len() - 1));
+        step(&format!("node {node}: chase while {} other CPU(s) stream", cpus.len() - 1));
         Some(latency::loaded(&buffer, start, cpus[0], &cpus[1..], time)?)
     } else {
         None
