@@ -145,6 +145,13 @@ mod live {
         if args.output.is_dir() {
             bail!("-o {} is a directory: give a file name, e.g. -o measured.toml", args.output.display());
         }
+        if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            bail!(
+                "-o {}: the folder {} does not exist; create it or write elsewhere",
+                args.output.display(),
+                dir.display()
+            );
+        }
         let measured_nodes: Vec<&terrace_linux::topology::Node> =
             memory_nodes.iter().copied().take(MAX_TIERS).collect();
         if memory_nodes.len() > MAX_TIERS {

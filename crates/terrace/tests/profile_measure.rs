@@ -140,4 +140,6 @@ fn a_bad_slow_from_fails_with_one_line() {
     let err =
         fails(&["profile", "measure", "--quick", "--slow-from", "cxl", "-o", dir.path().to_str().unwrap()]);
     assert!(err.contains("is a directory"), "{err}");
+    let err = fails(&["profile", "measure", "--quick", "--slow-from", "cxl", "-o", "/no/such/dir/m.toml"]);
+    assert!(err.contains("does not exist"), "{err}");
 }
