@@ -26,6 +26,7 @@ pub mod numa_sys;
 pub mod object_runtime;
 pub mod page_space;
 pub mod placement_scan;
+pub mod probes;
 pub mod process;
 pub mod process_group;
 pub mod remote_syscall;

@@ -94,6 +94,30 @@ pub struct Profile {
     pub tracking: TrackingProfile,
     #[serde(default)]
     pub sources: BTreeMap<String, String>,
+    /// Where and when `terrace profile measure` wrote this profile; absent from the shipped ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredOn>,
+}
+
+/// The record a measured profile keeps of its measurement, so a reader can tell which host's
+/// figures it holds and which came from another profile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredOn {
+    /// The host name.
+    pub host: String,
+    /// The CPU model, from /proc/cpuinfo.
+    pub cpu: String,
+    /// The kernel release (uname -r).
+    pub kernel: String,
+    /// UTC date and time of the measurement, RFC 3339.
+    pub date: String,
+    /// The NUMA nodes measured, one per measured tier, fastest first.
+    pub nodes: Vec<u32>,
+    /// The profile the figures that cannot be measured here were taken from.
+    pub base: String,
+    /// The command's options that shaped the run (`--quick`).
+    pub command: String,
 }
 
 /// Why a profile cannot be used. Each message is one line that names the profile.
@@ -566,6 +590,23 @@ mod tests {
                 assert!(p.migration.sources.contains_key(field), "{name}: no source for migration.{field}");
             }
         }
+    }
+
+    #[test]
+    fn a_measured_record_round_trips_and_shipped_profiles_have_none() {
+        let mut p = Profile::load("cxl").unwrap();
+        assert!(p.measured.is_none());
+        p.measured = Some(MeasuredOn {
+            host: "h".into(),
+            cpu: "c".into(),
+            kernel: "6.1".into(),
+            date: "2026-01-02T03:04:05Z".into(),
+            nodes: vec![0],
+            base: "cxl".into(),
+            command: "terrace profile measure".into(),
+        });
+        let text = toml::to_string(&p).unwrap();
+        assert_eq!(Profile::parse("x", &text).unwrap(), p);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod daemon_cmd;
 mod doctor_cmd;
 mod grid;
 mod plots;
+mod profile_cmd;
 mod reproduce;
 mod run_cmd;
 mod run_spec;
@@ -77,6 +78,9 @@ enum Command {
     Bind(daemon_cmd::BindArgs),
     /// Ask the daemon to stop managing a process or a cgroup (the pages stay where they are).
     Unbind(daemon_cmd::BindArgs),
+    /// Machine profiles: `profile measure` measures this host's tiers into one.
+    #[command(subcommand)]
+    Profile(profile_cmd::ProfileCommand),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -167,6 +171,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Daemon(args) => daemon_cmd::daemon(args),
         Command::Bind(args) => daemon_cmd::bind(args),
         Command::Unbind(args) => daemon_cmd::unbind(args),
+        Command::Profile(cmd) => profile_cmd::run(cmd),
     };
     done.map(|()| ExitCode::SUCCESS)
 }
