@@ -201,6 +201,32 @@ pub fn clip_to_mapped(
     }
 }
 
+/// Spans of a process's pages from regions of *physical* memory (DAMON's `paddr`): each page
+/// present at frame `pfn` takes the counts of the region holding its frame. `pages` gives
+/// (virtual page, frame) in increasing virtual order; `regions` are ([start, end) physical
+/// addresses, reads and writes per page), sorted by start and disjoint. Neighbouring pages with
+/// the same counts share a span.
+pub fn by_frame(
+    pages: impl IntoIterator<Item = (u64, u64)>,
+    regions: &[(u64, u64, u64, u64)],
+    out: &mut Interval,
+) {
+    for (vpn, pfn) in pages {
+        let addr = pfn << PAGE_SHIFT;
+        let Some(i) = regions.partition_point(|r| r.0 <= addr).checked_sub(1) else { continue };
+        let (_, end, reads, writes) = regions[i];
+        if addr >= end || reads + writes == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(s) if s.first_page + s.pages == vpn && s.reads == reads && s.writes == writes => {
+                s.pages += 1
+            }
+            _ => out.push(Span { first_page: vpn, pages: 1, reads, writes }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +309,19 @@ mod tests {
             &mut out,
         );
         assert_eq!(out, vec![span(1, 2, 5, 0), span(0x10, 8, 5, 0)]);
+    }
+
+    #[test]
+    fn pages_take_their_frames_regions_counts() {
+        let regions = [(0x10_000, 0x20_000, 3, 0), (0x20_000, 0x30_000, 0, 0), (0x40_000, 0x50_000, 5, 0)];
+        let mut out = Vec::new();
+        // Pages 100..104 at frames 0x10, 0x11 (region 0), 0x25 (cold), 0x41 (region 2); 0x99: none.
+        by_frame(
+            [(100, 0x10), (101, 0x11), (102, 0x25), (103, 0x41), (104, 0x99), (105, 0x5)],
+            &regions,
+            &mut out,
+        );
+        assert_eq!(out, vec![span(100, 2, 3, 0), span(103, 1, 5, 0)]);
     }
 
     proptest! {
