@@ -244,7 +244,7 @@ mod live {
                     .args(&args.command[1..])
                     .spawn()
                     .with_context(|| format!("cannot start {}", args.command[0]))?;
-                (child.id() as i32, Some(child), args.command.join(" "))
+                (child.id() as i32, Some(child), printable(&args.command.join(" "), 200))
             }
         };
         let name = match args.pid {
@@ -294,13 +294,15 @@ mod live {
             recorded::write_recorded(&intervals, &name, &description, info, BufWriter::new(&mut out))
                 .map(|(_, shape)| shape)
         };
-        // The program's exit status, once it has one: a SIGTERM to Terrace alone passes it on.
+        // The program's exit status, passed through.
         let status = match child.as_mut() {
             Some(c) => {
+                // Ctrl-C reached the program too (one foreground group); a signal sent to Terrace
+                // alone is passed on, so that the program does not outlive its recording.
                 let stop = STOP.load(Ordering::Relaxed);
-                if stop == libc::SIGTERM {
-                    // SAFETY: kill of our own child's pid with a valid signal.
-                    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                if stop != 0 && c.try_wait().ok().flatten().is_none() {
+                    // SAFETY: kill of our own child's pid with the signal Terrace received.
+                    unsafe { libc::kill(c.id() as i32, stop) };
                 }
                 c.wait().ok()
             }
@@ -349,7 +351,14 @@ mod live {
         interval_us: u64,
         duration: Option<f64>,
     ) -> Result<(Vec<Interval>, bool)> {
-        let mut memory = ProcessMemory::attach(pid).with_context(|| format!("cannot record pid {pid}"))?;
+        let mut memory = match ProcessMemory::attach(pid) {
+            Ok(m) => m,
+            // A program that has exited already recorded nothing, which the caller says.
+            Err(terrace_linux::process::ProcessError::Gone(_)) if child.is_some() => {
+                return Ok((Vec::new(), false))
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot record pid {pid}")),
+        };
         // DAMON on the process's virtual memory where the kernel has it, else on physical memory
         // with the process's pages found by frame (pagemap).
         let (reader, physical) = match DamonReader::start(pid, sample_us, interval_us) {

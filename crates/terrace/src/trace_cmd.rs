@@ -189,9 +189,8 @@ fn import_damo(report: &std::path::Path, output: &std::path::Path, record: usize
     ));
     std::fs::write(&temp, &bytes)
         .and_then(|()| std::fs::rename(&temp, output))
-        .map_err(|e| {
+        .inspect_err(|_| {
             let _ = std::fs::remove_file(&temp);
-            e
         })
         .with_context(|| format!("cannot write {}", output.display()))?;
     println!(
