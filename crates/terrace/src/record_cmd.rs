@@ -188,6 +188,17 @@ mod live {
         }
     }
 
+    /// CPU seconds (user and system) Terrace itself has used: its share of a recording's cost
+    /// (DAMON's kdamond, a kernel thread, is not counted).
+    fn own_cpu_seconds() -> f64 {
+        // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        secs(u.ru_utime) + secs(u.ru_stime)
+    }
+
     /// A workload name from the program: its file name, printable, at most 64 bytes.
     fn name_of(program: &str) -> String {
         let base =
@@ -268,6 +279,7 @@ mod live {
             }
         };
         let seconds = started.elapsed().as_secs_f64();
+        let own_cpu = own_cpu_seconds();
 
         let samples = interval_us / sample_us;
         let info = RecordingInfo {
@@ -327,8 +339,8 @@ mod live {
         };
         output.persist()?;
         eprintln!(
-            "terrace: recorded {what} with DAMON for {seconds:.1} s: {} intervals with accesses, {} pages ({} MiB), \
-             {} estimated accesses in epochs of {}; wrote {}",
+            "terrace: recorded {what} with DAMON for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} intervals \
+             with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
             shape.active_intervals,
             shape.pages,
             shape.pages >> 8,
@@ -375,6 +387,7 @@ mod live {
         let mut entries = Vec::new();
         let mut frames = Vec::new();
         let mut counted = Vec::new();
+        let frames_every = (1_000_000 / interval_us).max(1) as usize;
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
             indicatif::ProgressStyle::with_template("{spinner} recording pid {msg} [{elapsed_precise}]")
@@ -397,8 +410,10 @@ mod live {
                     seen = seq;
                     // Mappings now, for this aggregation's regions; a process exiting has none.
                     // A program started by Terrace was attached before its exec: follow it.
+                    // On physical memory the mappings matter only when frames are read again.
+                    let frames_due = intervals.len() % frames_every == 0;
                     let _ = memory.follow_exec();
-                    if memory.refresh().is_ok() {
+                    if (!physical || frames_due) && memory.refresh().is_ok() {
                         mapped.clear();
                         mapped.extend(memory.mapped_ranges());
                     }
@@ -410,21 +425,26 @@ mod live {
                             .map(|r| (r.start, r.end, u64::from(r.nr_accesses) * ACCESSES_PER_TOUCH, 0)),
                     );
                     if physical {
-                        frames.clear();
-                        if memory.read_pagemap(&mut entries).is_ok() {
-                            for (first, vpn, pages) in memory.index().runs() {
-                                for k in 0..pages {
-                                    let e = entries.get(first as usize + k as usize).copied().unwrap_or(0);
-                                    // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
-                                    let pfn = e & ((1 << 55) - 1);
-                                    if e >> 63 == 1 && pfn != 0 {
-                                        frames.push((vpn + k, pfn));
+                        // Frames change seldom (a page faulted in, migrated, reclaimed): read
+                        // pagemap about once a second, not every interval.
+                        if frames_due {
+                            frames.clear();
+                            if memory.read_pagemap(&mut entries).is_ok() {
+                                for (first, vpn, pages) in memory.index().runs() {
+                                    for k in 0..pages {
+                                        let e =
+                                            entries.get((first as u64 + k) as usize).copied().unwrap_or(0);
+                                        // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
+                                        let pfn = e & ((1 << 55) - 1);
+                                        if e >> 63 == 1 && pfn != 0 {
+                                            frames.push((pfn, vpn + k));
+                                        }
                                     }
                                 }
                             }
+                            frames.sort_unstable();
                         }
-                        frames.sort_unstable();
-                        recorded::by_frame(frames.iter().copied(), &counted, &mut interval);
+                        recorded::by_frame(&frames, &counted, &mut interval);
                     } else {
                         recorded::clip_to_mapped(counted.iter().copied(), &mapped, &mut interval);
                     }

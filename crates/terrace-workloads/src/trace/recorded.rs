@@ -202,27 +202,24 @@ pub fn clip_to_mapped(
 }
 
 /// Spans of a process's pages from regions of *physical* memory (DAMON's `paddr`): each page
-/// present at frame `pfn` takes the counts of the region holding its frame. `pages` gives
-/// (virtual page, frame) in increasing virtual order; `regions` are ([start, end) physical
-/// addresses, reads and writes per page), sorted by start and disjoint. Neighbouring pages with
-/// the same counts share a span.
-pub fn by_frame(
-    pages: impl IntoIterator<Item = (u64, u64)>,
-    regions: &[(u64, u64, u64, u64)],
-    out: &mut Interval,
-) {
-    for (vpn, pfn) in pages {
-        let addr = pfn << PAGE_SHIFT;
-        let Some(i) = regions.partition_point(|r| r.0 <= addr).checked_sub(1) else { continue };
-        let (_, end, reads, writes) = regions[i];
-        if addr >= end || reads + writes == 0 {
+/// present at a frame takes the counts of the region holding its frame. `frames` gives (frame,
+/// virtual page) sorted by frame; `regions` are ([start, end) physical addresses, reads and
+/// writes per page), disjoint. The cost is a binary search per accessed region and the pages
+/// found, not a search per page: most of a program's memory is cold in most intervals.
+pub fn by_frame(frames: &[(u64, u64)], regions: &[(u64, u64, u64, u64)], out: &mut Interval) {
+    for &(start, end, reads, writes) in regions {
+        if reads + writes == 0 || end <= start {
             continue;
         }
-        match out.last_mut() {
-            Some(s) if s.first_page + s.pages == vpn && s.reads == reads && s.writes == writes => {
-                s.pages += 1
+        let (first, last) = (start >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
+        let from = frames.partition_point(|f| f.0 < first);
+        for &(_, vpn) in frames[from..].iter().take_while(|f| f.0 <= last) {
+            match out.last_mut() {
+                Some(s) if s.first_page + s.pages == vpn && s.reads == reads && s.writes == writes => {
+                    s.pages += 1
+                }
+                _ => out.push(Span { first_page: vpn, pages: 1, reads, writes }),
             }
-            _ => out.push(Span { first_page: vpn, pages: 1, reads, writes }),
         }
     }
 }
@@ -315,12 +312,11 @@ mod tests {
     fn pages_take_their_frames_regions_counts() {
         let regions = [(0x10_000, 0x20_000, 3, 0), (0x20_000, 0x30_000, 0, 0), (0x40_000, 0x50_000, 5, 0)];
         let mut out = Vec::new();
-        // Pages 100..104 at frames 0x10, 0x11 (region 0), 0x25 (cold), 0x41 (region 2); 0x99: none.
-        by_frame(
-            [(100, 0x10), (101, 0x11), (102, 0x25), (103, 0x41), (104, 0x99), (105, 0x5)],
-            &regions,
-            &mut out,
-        );
+        // Pages 100..105 at frames 0x10, 0x11 (region 0), 0x25 (cold), 0x41 (region 2), 0x99
+        // and 0x5 (in no region); sorted by frame.
+        let mut frames = vec![(0x10, 100), (0x11, 101), (0x25, 102), (0x41, 103), (0x99, 104), (0x5, 105)];
+        frames.sort_unstable();
+        by_frame(&frames, &regions, &mut out);
         assert_eq!(out, vec![span(100, 2, 3, 0), span(103, 1, 5, 0)]);
     }
 
