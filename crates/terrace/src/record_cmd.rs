@@ -411,7 +411,7 @@ mod live {
                     // Mappings now, for this aggregation's regions; a process exiting has none.
                     // A program started by Terrace was attached before its exec: follow it.
                     // On physical memory the mappings matter only when frames are read again.
-                    let frames_due = intervals.len() % frames_every == 0;
+                    let frames_due = intervals.len().is_multiple_of(frames_every);
                     let _ = memory.follow_exec();
                     if (!physical || frames_due) && memory.refresh().is_ok() {
                         mapped.clear();
