@@ -286,7 +286,7 @@ mod live {
             tracker: format!("{tracker:?}").to_lowercase(),
             interval_us,
             resolution: if physical {
-                "DAMON paddr region (adaptive: 10 to 1000 regions over all physical memory, shared with \
+                "DAMON paddr region (adaptive: 100 to 1000 regions over all physical memory, shared with \
                  other processes), each 4 KiB page by its frame"
                     .into()
             } else {
