@@ -91,6 +91,9 @@ mod live {
     impl Output {
         /// Checks the output can be written, before anything starts.
         fn create(path: &Path) -> Result<Self> {
+            if path.is_dir() {
+                bail!("the output {} is a directory; name a file for the trace", path.display());
+            }
             let dir = match path.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                 _ => PathBuf::from("."),
