@@ -28,6 +28,7 @@ fn run(promote: u32, hot: u64) -> (terrace_sim::RunReport, u64) {
         scale: 1.0,
         suggested_fast_bytes: PAGES * PAGE,
         accesses: a.len() as u64,
+        recording: None,
     };
     let source = Box::new(MemorySource::new(info, a));
     let profile = Profile::load("optane-2019").unwrap();

@@ -18,6 +18,7 @@ fn in_memory(footprint_bytes: u64, threads: u32, accesses: Vec<Access>) -> Box<M
         scale: 1.0,
         suggested_fast_bytes: footprint_bytes,
         accesses: accesses.len() as u64,
+        recording: None,
     };
     Box::new(MemorySource::new(info, accesses))
 }

@@ -57,6 +57,7 @@ fn program(threads: u32, page: u64, n: u64, write: bool) -> Box<MemorySource> {
         scale: 1.0,
         suggested_fast_bytes: PAGES * PAGE,
         accesses: a.len() as u64,
+        recording: None,
     };
     Box::new(MemorySource::new(info, a))
 }
@@ -401,6 +402,7 @@ fn mixed(n: u64, seed: u64) -> Box<MemorySource> {
         scale: 1.0,
         suggested_fast_bytes: PAGES * PAGE,
         accesses: n,
+        recording: None,
     };
     Box::new(MemorySource::new(info, a))
 }

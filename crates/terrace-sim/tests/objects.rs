@@ -46,6 +46,7 @@ fn source(steps: &[Step]) -> Box<MemorySource> {
         scale: 1.0,
         suggested_fast_bytes: 4 * PAGE,
         accesses: accesses.len() as u64,
+        recording: None,
     };
     Box::new(MemorySource::with_events(info, accesses, events))
 }

@@ -38,6 +38,7 @@ fn program(rounds: u64, written: &[u64]) -> Box<MemorySource> {
         scale: 1.0,
         suggested_fast_bytes: PAGES * PAGE,
         accesses: a.len() as u64,
+        recording: None,
     };
     Box::new(MemorySource::new(info, a))
 }

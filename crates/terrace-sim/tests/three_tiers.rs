@@ -148,6 +148,7 @@ fn a_page_in_the_middle_tier_reads_at_the_middle_tiers_latency() {
             scale: 1.0,
             suggested_fast_bytes: 4096,
             accesses: accesses.len() as u64,
+            recording: None,
         };
         let mut p = terrace_policy::build("first-touch").unwrap();
         let src = Box::new(terrace_workloads::MemorySource::new(info, accesses));

@@ -44,6 +44,34 @@ pub struct WorkloadInfo {
     pub suggested_fast_bytes: u64,
     /// Exact number of accesses the stream emits.
     pub accesses: u64,
+    /// How a recorded trace's counts were measured (`terrace record`, `trace import-damo`);
+    /// `None` for a generated workload. Optional so traces written before it read unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordingInfo>,
+}
+
+/// Where a recorded trace's counts come from: the tracker, how often it looked, at what
+/// resolution, and the rule that turned what it saw into access counts (docs/formats.md,
+/// "Recorded traces"). The counts are estimates; this says how good.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordingInfo {
+    /// The tracker, e.g. "damon".
+    pub tracker: String,
+    /// Its interval: one observation per this many microseconds.
+    pub interval_us: u64,
+    /// What one observation covers, e.g. "DAMON region (adaptive, 10 to 1000 regions)".
+    pub resolution: String,
+    /// How an observation became read and write counts.
+    pub estimate: String,
+}
+
+impl RecordingInfo {
+    /// Text fields are printed by `terrace trace info`: the same limits as a description.
+    fn validate(&self) -> Result<(), String> {
+        text_field("recording.tracker", &self.tracker, WorkloadInfo::MAX_NAME_BYTES)?;
+        text_field("recording.resolution", &self.resolution, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
+        text_field("recording.estimate", &self.estimate, WorkloadInfo::MAX_DESCRIPTION_BYTES)
+    }
 }
 
 impl WorkloadInfo {
@@ -106,6 +134,9 @@ impl WorkloadInfo {
                 self.suggested_fast_bytes,
                 Self::MAX_FOOTPRINT_BYTES
             ));
+        }
+        if let Some(r) = &self.recording {
+            r.validate()?;
         }
         Ok(())
     }

@@ -336,6 +336,7 @@ pub(crate) fn seed_info(
         scale: SEED_SCALE / size_scale,
         suggested_fast_bytes: scaled_fast_bytes(seed_fast_bytes, size_scale),
         accesses: 0,
+        recording: None,
     }
 }
 

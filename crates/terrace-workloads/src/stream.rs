@@ -89,6 +89,7 @@ pub(crate) fn build(name: &str, kernel: Kernel, size_scale: f64) -> Result<Gener
         // mtier §5.3: fast tier at 25% of the RSS, rounded down to whole pages.
         suggested_fast_bytes: footprint / 4 / 4096 * 4096,
         accesses: 0,
+        recording: None,
     };
     Ok(Generator::new(info, vec![Phase::Sweep(init), Phase::Sweep(run)]))
 }
@@ -145,6 +146,7 @@ pub(crate) mod mtier {
             // §5.5: the pool at 12.5% of the RSS.
             suggested_fast_bytes: footprint / 8 / 4096 * 4096,
             accesses: 0,
+            recording: None,
         };
         Ok(Generator::new(info, phases))
     }

@@ -18,6 +18,7 @@ fn info(accesses: u64, footprint_bytes: u64) -> WorkloadInfo {
         scale: 1.0,
         suggested_fast_bytes: 0,
         accesses,
+        recording: None,
     }
 }
 

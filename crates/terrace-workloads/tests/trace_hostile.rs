@@ -22,6 +22,7 @@ fn info(accesses: u64, footprint_bytes: u64, threads: u32) -> WorkloadInfo {
         scale: 1024.0,
         suggested_fast_bytes: footprint_bytes / 4,
         accesses,
+        recording: None,
     }
 }
 

@@ -21,6 +21,7 @@ pub struct TrackingArgs {
     pub programs: Vec<String>,
     /// Policies to run them under, comma-separated; each brings its default trackers (age and
     /// ambix: page-table bits; hemem and hpwp: access sampling, perf or the fault sampler).
+    /// `record` runs them under `terrace record` at its default interval instead.
     #[arg(long, value_delimiter = ',', default_value = "age,ambix,hemem,hpwp")]
     pub policies: Vec<String>,
     /// Size of the programs' inputs relative to the default (about 2 to 5 s each natively).
@@ -73,6 +74,12 @@ pub struct Report {
 /// The short name of the trackers `terrace run` chose, from its log.
 pub fn tracker_label(log: &str) -> String {
     let mut parts = Vec::new();
+    if log.contains("recording with paddr") {
+        return "DAMON paddr, pages by frame (terrace record)".into();
+    }
+    if log.contains(" with DAMON for ") {
+        return "DAMON vaddr (terrace record)".into();
+    }
     for line in log.lines() {
         if let Some(i) = line.find("access sampling") {
             let rest = &line[i..];
@@ -134,6 +141,9 @@ mod live {
     use std::path::Path;
     use std::process::{Command, Stdio};
     use std::time::Instant;
+
+    /// The `--policies` name of a run under `terrace record`.
+    const RECORD: &str = "record";
 
     /// A program found on this host, with its arguments over the generated inputs.
     struct Program {
@@ -225,6 +235,20 @@ mod live {
     ) -> Result<(f64, f64, Vec<u8>, String, bool)> {
         let mut cmd = match policy {
             None => Command::new(&argv[0]),
+            Some(RECORD) => {
+                let mut c = Command::new(std::env::current_exe().context("cannot find this terrace")?);
+                let trace =
+                    std::env::temp_dir().join(format!("terrace-bench-record-{}.trc", std::process::id()));
+                c.arg("record").arg("-o").arg(&trace).arg("--").arg(&argv[0]);
+                c.env("RUST_LOG", "info");
+                c.args(&argv[1..]).stdin(Stdio::null()).env("NO_COLOR", "1");
+                let (t, cpu) = (Instant::now(), children_cpu());
+                let out = c.output().context("cannot start terrace record")?;
+                let (secs, cpu) = (t.elapsed().as_secs_f64(), children_cpu() - cpu);
+                let _ = std::fs::remove_file(&trace);
+                let log = String::from_utf8_lossy(&out.stderr).into_owned();
+                return Ok((secs, cpu, out.stdout, log, out.status.success()));
+            }
             Some(p) => {
                 let mut c = Command::new(std::env::current_exe().context("cannot find this terrace")?);
                 c.args(["run", "--dry-run", "--policy", p]);
@@ -278,6 +302,12 @@ mod live {
         let mut policies = Vec::new();
         let mut unavailable = Vec::new();
         for p in &args.policies {
+            // A recording needs a program that touches memory for an interval: its runs say
+            // whether it works here, and its tracker comes from them.
+            if p == RECORD {
+                policies.push((p.clone(), String::new()));
+                continue;
+            }
             let (_, _, _, log, ok) = once(&["true".to_string()], Some(p), args.config.as_deref())?;
             if ok {
                 policies.push((p.clone(), tracker_label(&log)));
@@ -324,7 +354,7 @@ mod live {
                 rows.push(Row {
                     program: prog.name.to_string(),
                     policy: policy.clone(),
-                    tracker: tracker.clone(),
+                    tracker: if policy == RECORD { tracker_label(&log) } else { tracker.clone() },
                     plain_seconds: plain,
                     terrace_seconds: secs,
                     slowdown: secs / plain,

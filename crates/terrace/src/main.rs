@@ -11,6 +11,7 @@ mod doctor_cmd;
 mod grid;
 mod plots;
 mod profile_cmd;
+mod record_cmd;
 mod reproduce;
 mod run_cmd;
 mod run_spec;
@@ -72,6 +73,9 @@ enum Command {
     Doctor(doctor_cmd::DoctorArgs),
     /// Start a program and manage where its pages live (live machine).
     Run(run_cmd::RunArgs),
+    /// Record a program's page heat over time as a trace that `sim` and `compare` replay (live
+    /// trackers; any Linux host with DAMON, one NUMA node is enough).
+    Record(record_cmd::RecordArgs),
     /// Manage several processes, handed over with `terrace bind`, until stopped.
     Daemon(daemon_cmd::DaemonArgs),
     /// Ask the daemon to manage a running process, or every process of a cgroup (--cgroup).
@@ -168,6 +172,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Run(args) => run_cmd::run(args),
+        Command::Record(args) => record_cmd::record(args),
         Command::Daemon(args) => daemon_cmd::daemon(args),
         Command::Bind(args) => daemon_cmd::bind(args),
         Command::Unbind(args) => daemon_cmd::unbind(args),

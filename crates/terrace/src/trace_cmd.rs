@@ -29,6 +29,18 @@ pub enum TraceCommand {
         #[arg(long)]
         aggregate_epoch: Option<u32>,
     },
+    /// Turn a damo recording (its JSON record form: `damo record --output_type json`) into an
+    /// aggregated trace: snapshots become epochs, regions' accesses per-page counts.
+    ImportDamo {
+        /// damo's JSON record file.
+        report: PathBuf,
+        /// Output trace.
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Which of the file's records (one per monitored target) to import.
+        #[arg(long, default_value_t = 0)]
+        record: usize,
+    },
     /// Summarise a trace file (verifies every block's checksum).
     Info {
         file: PathBuf,
@@ -81,6 +93,7 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             );
             Ok(())
         }
+        TraceCommand::ImportDamo { report, output, record } => import_damo(&report, &output, record),
         TraceCommand::Info { file, json } => {
             let s = trace::trace_info(&file)?;
             if json {
@@ -104,6 +117,15 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
                 println!("object events   {}", s.object_events);
             }
             println!("footprint       {} declared", human_bytes(s.info.footprint_bytes));
+            if let Some(r) = &s.info.recording {
+                println!(
+                    "recorded        with {}, one observation every {} ms, resolution: {}",
+                    r.tracker,
+                    r.interval_us as f64 / 1000.0,
+                    r.resolution
+                );
+                println!("estimated       {}", r.estimate);
+            }
             if let Some(t) = s.threads {
                 println!("threads         {t}");
             }
@@ -115,4 +137,70 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `terrace trace import-damo`: damo's JSON records as an aggregated trace, written whole to a
+/// temporary name beside the output and renamed, so a failure leaves no partial trace.
+fn import_damo(report: &std::path::Path, output: &std::path::Path, record: usize) -> Result<()> {
+    use std::io::Read;
+    use terrace_workloads::trace::{damo, recorded};
+    let (mut file, _) = terrace_input::open_regular("damo record", report)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).with_context(|| format!("cannot read {}", report.display()))?;
+    let Ok(text) = String::from_utf8(bytes) else {
+        anyhow::bail!(
+            "{} is not text: damo's json_compressed output is zlib-compressed; record with `damo record \
+             --output_type json`, or decompress it first",
+            report.display()
+        );
+    };
+    let r = damo::parse(&text, record)
+        .with_context(|| format!("{} is not a damo JSON record", report.display()))?;
+    if r.records > 1 {
+        tracing::info!(
+            "{} holds {} records (targets); imported record {record} (--record N)",
+            report.display(),
+            r.records
+        );
+    }
+    let per = r.samples_per_aggregation.map_or("its".to_string(), |n| n.to_string());
+    let info = terrace_workloads::RecordingInfo {
+        tracker: "damon (damo)".into(),
+        interval_us: r.aggregation_us.unwrap_or(0),
+        resolution: "DAMON region (adaptive), as damo recorded them: address ranges made dense, 4 KiB pages"
+            .into(),
+        estimate: format!(
+            "a region seen accessed in n of {per} samples per aggregation: {} n reads of each of its pages \
+             (one per 64 B line per sample); DAMON does not tell writes from reads",
+            recorded::ACCESSES_PER_TOUCH
+        ),
+    };
+    let name = report.file_stem().map_or("damo".into(), |s| s.to_string_lossy().into_owned());
+    let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();
+    let description = format!("imported from damo's record {record} of {}", report.display());
+    let description: String = description.chars().filter(|c| !c.is_control()).take(1000).collect();
+    let mut bytes = Vec::new();
+    let (_, shape) = recorded::write_recorded(&r.intervals, &name, &description, info, &mut bytes)
+        .with_context(|| format!("cannot import {}", report.display()))?;
+    let temp = output.with_file_name(format!(
+        ".{}.terrace-import-{}",
+        output.file_name().map_or("trace".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    std::fs::write(&temp, &bytes)
+        .and_then(|()| std::fs::rename(&temp, output))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temp);
+        })
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    println!(
+        "imported {} snapshots of {} ({} pages, {} estimated accesses, epochs of {}) to {}",
+        r.intervals.len(),
+        report.display(),
+        shape.pages,
+        shape.accesses,
+        shape.epoch_accesses,
+        output.display()
+    );
+    Ok(())
 }

@@ -39,6 +39,8 @@ pub struct Region {
 pub enum DamonError {
     #[error("DAMON's sysfs interface is missing (kernel without CONFIG_DAMON_SYSFS or CONFIG_DAMON_VADDR)")]
     Missing,
+    #[error("this kernel's DAMON has no {ops} operations (it offers: {avail})")]
+    NoOperations { ops: &'static str, avail: String },
     #[error("DAMON is already in use here ({0} kdamonds exist); Terrace needs it to itself")]
     Busy(u32),
     #[error("DAMON: cannot {what} {path}: {source}")]
@@ -123,6 +125,31 @@ fn record_owner(owner: &Path, target: i32) {
     }
 }
 
+/// The span of the system's RAM, [lowest start, highest end) of /proc/iomem's "System RAM"
+/// ranges (root sees the addresses; others read zeros).
+fn system_ram() -> Result<(u64, u64), DamonError> {
+    let iomem = read(Path::new("/proc/iomem"))?;
+    let ranges: Vec<(u64, u64)> = iomem
+        .lines()
+        .filter(|l| l.ends_with(": System RAM") && !l.starts_with(' '))
+        .filter_map(|l| {
+            let (a, b) = l.split(" : ").next()?.trim().split_once('-')?;
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()? + 1))
+        })
+        .collect();
+    match (ranges.iter().map(|r| r.0).min(), ranges.iter().map(|r| r.1).max()) {
+        (Some(start), Some(end)) if end > start + 1 => Ok((start, end)),
+        _ => Err(DamonError::Io {
+            what: "find System RAM in",
+            path: "/proc/iomem".into(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no System RAM ranges (reading it needs root)",
+            ),
+        }),
+    }
+}
+
 /// Whether this kernel offers DAMON over virtual address spaces.
 pub fn available() -> bool {
     Path::new(ADMIN).is_dir()
@@ -138,6 +165,17 @@ pub struct DamonTracker {
 impl DamonTracker {
     /// Starts monitoring `pid`: one sample every `sample_us`, regions aggregated every `aggr_us`.
     pub fn start(pid: i32, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
+        Self::start_on(Some(pid), sample_us, aggr_us)
+    }
+
+    /// Starts monitoring physical memory (DAMON's `paddr` operations: all of the system's RAM),
+    /// for a kernel without `vaddr`; `terrace record` maps a process's pages onto it by frame.
+    pub fn start_physical(sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
+        Self::start_on(None, sample_us, aggr_us)
+    }
+
+    /// `vaddr` on `pid`, or `paddr` without one.
+    fn start_on(pid: Option<i32>, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
         let admin = Path::new(ADMIN);
         if !admin.is_dir() {
             return Err(DamonError::Missing);
@@ -168,16 +206,39 @@ impl DamonTracker {
         };
         let ctx = kd.join("contexts/0");
         write(&kd.join("contexts/nr_contexts"), "1")?;
-        write(&ctx.join("operations"), "vaddr")?;
+        let ops = if pid.is_some() { "vaddr" } else { "paddr" };
+        // A kernel may have DAMON without vaddr (CONFIG_DAMON_VADDR off): say so, not EINVAL at "on".
+        if let Ok(avail) = fs::read_to_string(ctx.join("avail_operations")) {
+            if !avail.split_whitespace().any(|o| o == ops) {
+                return Err(DamonError::NoOperations {
+                    ops,
+                    avail: avail.split_whitespace().collect::<Vec<_>>().join(", "),
+                });
+            }
+        }
+        write(&ctx.join("operations"), ops)?;
         let attrs = ctx.join("monitoring_attrs");
         write(&attrs.join("intervals/sample_us"), &sample_us.to_string())?;
         write(&attrs.join("intervals/aggr_us"), &aggr_us.to_string())?;
         write(&attrs.join("intervals/update_us"), &(aggr_us * 10).to_string())?;
         // Enough regions to tell a hot buffer from a cold one at page-set granularity.
-        write(&attrs.join("nr_regions/min"), "10")?;
+        // On physical memory (all of RAM, shared by every process) 10 regions would give a
+        // process's pages a handful of counts: start from 100.
+        write(&attrs.join("nr_regions/min"), if pid.is_some() { "10" } else { "100" })?;
         write(&attrs.join("nr_regions/max"), "1000")?;
         write(&ctx.join("targets/nr_targets"), "1")?;
-        write(&ctx.join("targets/0/pid_target"), &pid.to_string())?;
+        match pid {
+            Some(pid) => write(&ctx.join("targets/0/pid_target"), &pid.to_string())?,
+            // paddr needs its region named: all of the system's RAM, from its lowest to its
+            // highest "System RAM" range (holes are never accessed, and DAMON merges them away).
+            None => {
+                let (start, end) = system_ram()?;
+                let regions = ctx.join("targets/0/regions");
+                write(&regions.join("nr_regions"), "1")?;
+                write(&regions.join("0/start"), &start.to_string())?;
+                write(&regions.join("0/end"), &end.to_string())?;
+            }
+        }
         // A `stat` scheme matching every region (the maxima default to 0, which matches nothing).
         write(&ctx.join("schemes/nr_schemes"), "1")?;
         let scheme = ctx.join("schemes/0");
@@ -187,7 +248,8 @@ impl DamonTracker {
             write(&scheme.join(format!("access_pattern/{what}/max")), &max.to_string())?;
         }
         write(&kd.join("state"), "on")?;
-        record_owner(Path::new(OWNER), pid);
+        // A paddr kdamond's target reads pid 0, which the record then names.
+        record_owner(Path::new(OWNER), pid.unwrap_or(0));
         Ok(tracker)
     }
 
@@ -252,7 +314,15 @@ pub struct DamonReader {
 impl DamonReader {
     /// Starts DAMON on `pid` ([`DamonTracker::start`]) and a thread that reads every aggregation.
     pub fn start(pid: i32, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
-        let tracker = DamonTracker::start(pid, sample_us, aggr_us)?;
+        Self::reading(DamonTracker::start(pid, sample_us, aggr_us)?, aggr_us)
+    }
+
+    /// [`DamonTracker::start_physical`], read in a background thread.
+    pub fn start_physical(sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
+        Self::reading(DamonTracker::start_physical(sample_us, aggr_us)?, aggr_us)
+    }
+
+    fn reading(tracker: DamonTracker, aggr_us: u64) -> Result<Self, DamonError> {
         let samples_per_aggregation = tracker.samples_per_aggregation();
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));

@@ -10,8 +10,10 @@
 //! trace unnoticed. From version 3 an exact trace also holds the program's object events
 //! (allocations and frees with their sites, object tiering §3.2) between its accesses.
 
+pub mod damo;
 mod expand;
 mod reader;
+pub mod recorded;
 mod writer;
 
 pub use expand::ExpandedTrace;

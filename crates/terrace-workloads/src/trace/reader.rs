@@ -88,6 +88,7 @@ impl<R: Read> TraceReader<R> {
                 scale: 1.0,
                 suggested_fast_bytes: 0,
                 accesses: 0,
+                recording: None,
             },
             form: TraceForm::Exact,
             version: VERSION,

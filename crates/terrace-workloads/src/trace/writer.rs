@@ -118,6 +118,44 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
+    /// Adds `reads` and `writes` accesses of `page` to an aggregated trace, cutting epochs every
+    /// `epoch_accesses` accesses: a count that does not fit the current epoch is split, its
+    /// reads first, the rest going to the next. How recorded counts, which come per page and
+    /// not per access, are written (`trace::recorded`). Not to be mixed with a partly filled
+    /// epoch of [`Self::write_batch`]'s accesses: both add to the same epoch, in order.
+    pub fn write_page_counts(
+        &mut self,
+        page: u32,
+        mut reads: u64,
+        mut writes: u64,
+    ) -> Result<(), TraceError> {
+        let TraceForm::Aggregated { epoch_accesses } = self.form else {
+            return Err(TraceError::WrongForm {
+                what: self.what.clone(),
+                expected: "aggregated",
+                found: self.form.name(),
+            });
+        };
+        let addr = u64::from(page) << PAGE_SHIFT;
+        if addr >= self.footprint {
+            return Err(TraceError::OutOfFootprint { addr, footprint: self.footprint });
+        }
+        while reads + writes > 0 {
+            let room = u64::from(epoch_accesses - self.epoch.accesses);
+            let r = reads.min(room);
+            let w = writes.min(room - r);
+            // Both fit a u32: together they are at most the room left in the epoch.
+            self.epoch.add_counts(page, r as u32, w as u32);
+            reads -= r;
+            writes -= w;
+            self.written += r + w;
+            if self.epoch.accesses == epoch_accesses {
+                self.flush_epoch()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Appends an object event after the accesses written so far (version 3, docs/formats.md
     /// "Object events"). Its range must lie inside the footprint. The aggregated form keeps no
     /// object events: there it is left out.
@@ -310,5 +348,20 @@ impl EpochCounts {
             AccessKind::Write => c.writes += 1,
         }
         self.accesses += 1;
+    }
+
+    /// Adds counts of `page`; `reads + writes` fits the room left in the epoch.
+    fn add_counts(&mut self, page: u32, reads: u32, writes: u32) {
+        let i = page as usize;
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, PageCounts::default());
+        }
+        let c = &mut self.counts[i];
+        if c.reads == 0 && c.writes == 0 {
+            self.touched.push(page);
+        }
+        c.reads += reads;
+        c.writes += writes;
+        self.accesses += reads + writes;
     }
 }

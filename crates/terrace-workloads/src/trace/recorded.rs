@@ -1,0 +1,369 @@
+//! Recorded heat as an aggregated trace: what a live tracker saw, interval by interval, turned
+//! into per-page access estimates and cut into epochs (`terrace record`, `terrace trace
+//! import-damo`; docs/formats.md, "Recorded traces").
+//!
+//! A tracker does not count accesses: it sees a bit per page per interval (idle-page,
+//! soft-dirty), or in how many of an interval's samples a region was accessed (DAMON). The
+//! rule here: one observed touch of a page is [`ACCESSES_PER_TOUCH`] accesses, one per 64-byte
+//! line, the least a page in use costs when each line is brought in once. So a DAMON region
+//! accessed in `n` samples gives each of its pages `64 n` accesses that interval.
+//!
+//! Virtual addresses are sparse; the trace's pages are dense: every virtual page seen touched
+//! in any interval gets an index, in address order, and the footprint is those pages. That is
+//! known only at the end, so the intervals are buffered as spans (one per region or run of
+//! pages, 32 bytes), never page by page.
+
+use super::{TraceError, TraceForm, TraceWriter, PAGE_SHIFT};
+use crate::{RecordingInfo, WorkloadInfo};
+use std::io::Write;
+
+/// Accesses one observed touch of a 4 KiB page stands for: one per 64-byte line.
+pub const ACCESSES_PER_TOUCH: u64 = 64;
+
+/// Pages `[first_page, first_page + pages)` (virtual page numbers), each read `reads` and
+/// written `writes` times (estimates) in one interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub first_page: u64,
+    pub pages: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+/// What one interval saw: spans that do not overlap (overlapping ones add up).
+pub type Interval = Vec<Span>;
+
+/// Why recorded intervals cannot become a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("nothing was recorded: no interval saw a page accessed")]
+    Empty,
+    #[error(
+        "the recording touched {pages} distinct pages ({gib} GiB), more than the {max} GiB a trace may \
+         hold; record a shorter run or a smaller program",
+        gib = pages >> (30 - PAGE_SHIFT),
+        max = WorkloadInfo::MAX_FOOTPRINT_BYTES >> 30
+    )]
+    TooLarge { pages: u64 },
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// The dense page index: sorted, disjoint runs of virtual pages, each with its first index.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DensePages {
+    /// (first virtual page, pages, first index)
+    runs: Vec<(u64, u64, u64)>,
+    pages: u64,
+}
+
+impl DensePages {
+    /// Every page of every span with a count, merged into runs.
+    pub fn of(intervals: &[Interval]) -> Self {
+        let mut spans: Vec<(u64, u64)> = intervals
+            .iter()
+            .flatten()
+            .filter(|s| s.pages > 0 && s.reads + s.writes > 0)
+            .map(|s| (s.first_page, s.first_page.saturating_add(s.pages)))
+            .collect();
+        spans.sort_unstable();
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        let mut pages = 0u64;
+        for (start, end) in spans {
+            match runs.last_mut() {
+                Some((first, len, _)) if start <= *first + *len => {
+                    let grown = end.max(*first + *len) - *first;
+                    pages += grown - *len;
+                    *len = grown;
+                }
+                _ => {
+                    runs.push((start, end - start, pages));
+                    pages += end - start;
+                }
+            }
+        }
+        DensePages { runs, pages }
+    }
+
+    /// Distinct pages touched.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// The dense index of virtual page `vpn`, if it was touched.
+    pub fn index(&self, vpn: u64) -> Option<u64> {
+        let i = self.runs.partition_point(|&(first, _, _)| first <= vpn).checked_sub(1)?;
+        let (first, len, index) = self.runs[i];
+        (vpn < first + len).then(|| index + (vpn - first))
+    }
+}
+
+/// What a recording comes to: its pages, its accesses and its epoch length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub pages: u64,
+    pub accesses: u64,
+    /// Intervals that saw any access.
+    pub active_intervals: u64,
+    /// N: the mean accesses of an active interval (at least 1, at most `u32::MAX`), so that an
+    /// epoch is about one interval.
+    pub epoch_accesses: u32,
+}
+
+/// Counts a recording's pages and accesses and picks its epoch length.
+pub fn shape(intervals: &[Interval], dense: &DensePages) -> Result<Shape, RecordError> {
+    let mut accesses = 0u64;
+    let mut active = 0u64;
+    for interval in intervals {
+        let sum: u64 = interval
+            .iter()
+            .map(|s| s.pages.saturating_mul(s.reads.saturating_add(s.writes)))
+            .fold(0, u64::saturating_add);
+        accesses = accesses.saturating_add(sum);
+        active += u64::from(sum > 0);
+    }
+    if accesses == 0 {
+        return Err(RecordError::Empty);
+    }
+    let pages = dense.pages();
+    if pages << PAGE_SHIFT > WorkloadInfo::MAX_FOOTPRINT_BYTES {
+        return Err(RecordError::TooLarge { pages });
+    }
+    let epoch_accesses = accesses.div_ceil(active).clamp(1, u64::from(u32::MAX)) as u32;
+    Ok(Shape { pages, accesses, active_intervals: active, epoch_accesses })
+}
+
+/// Writes recorded `intervals` as an aggregated trace to `out`: pages made dense, epochs of
+/// [`Shape::epoch_accesses`] accesses (all but the last), a page's count split across an epoch
+/// boundary where it falls on one. `name` and `description` name the workload; the header
+/// carries `recording`. Returns `out`, flushed, and the recording's shape.
+pub fn write_recorded<W: Write>(
+    intervals: &[Interval],
+    name: &str,
+    description: &str,
+    recording: RecordingInfo,
+    out: W,
+) -> Result<(W, Shape), RecordError> {
+    let dense = DensePages::of(intervals);
+    let shape = shape(intervals, &dense)?;
+    let footprint_bytes = shape.pages << PAGE_SHIFT;
+    let info = WorkloadInfo {
+        name: name.to_string(),
+        description: description.to_string(),
+        footprint_bytes,
+        // The aggregated form keeps no threads: replayed in turn by one.
+        threads: 1,
+        scale: 1.0,
+        // Half of what was touched: a fast tier that cannot hold it all, so placement matters.
+        suggested_fast_bytes: (shape.pages / 2).max(1) << PAGE_SHIFT,
+        accesses: shape.accesses,
+        recording: Some(recording),
+    };
+    let form = TraceForm::Aggregated { epoch_accesses: shape.epoch_accesses };
+    let mut writer = TraceWriter::new(out, info, form)?;
+    let mut sorted: Vec<&Span> = Vec::new();
+    for interval in intervals {
+        sorted.clear();
+        sorted.extend(interval.iter().filter(|s| s.reads + s.writes > 0));
+        sorted.sort_unstable_by_key(|s| s.first_page);
+        for s in &sorted {
+            for vpn in s.first_page..s.first_page.saturating_add(s.pages) {
+                let page = dense.index(vpn).expect("every counted page is indexed") as u32;
+                writer.write_page_counts(page, s.reads, s.writes)?;
+            }
+        }
+    }
+    Ok((writer.finish()?, shape))
+}
+
+/// Clips spans to mapped ranges: `regions` as ([start, end) addresses, reads and writes per
+/// page) against the mapped `[start, end)` address ranges, in pages, pages partly inside
+/// counted whole. DAMON's regions cover the gaps between mappings too; only mapped pages hold
+/// memory.
+pub fn clip_to_mapped(
+    regions: impl IntoIterator<Item = (u64, u64, u64, u64)>,
+    mapped: &[(u64, u64)],
+    out: &mut Interval,
+) {
+    for (start, end, reads, writes) in regions {
+        if reads + writes == 0 {
+            continue;
+        }
+        for &(lo, hi) in mapped {
+            let (a, b) = (start.max(lo), end.min(hi));
+            if a >= b {
+                continue;
+            }
+            let first = a >> PAGE_SHIFT;
+            let last = (b - 1) >> PAGE_SHIFT;
+            out.push(Span { first_page: first, pages: last - first + 1, reads, writes });
+        }
+    }
+}
+
+/// Spans of a process's pages from regions of *physical* memory (DAMON's `paddr`): each page
+/// present at a frame takes the counts of the region holding its frame. `frames` gives (frame,
+/// virtual page) sorted by frame; `regions` are ([start, end) physical addresses, reads and
+/// writes per page), disjoint. The cost is a binary search per accessed region and the pages
+/// found, not a search per page: most of a program's memory is cold in most intervals.
+pub fn by_frame(frames: &[(u64, u64)], regions: &[(u64, u64, u64, u64)], out: &mut Interval) {
+    for &(start, end, reads, writes) in regions {
+        if reads + writes == 0 || end <= start {
+            continue;
+        }
+        let (first, last) = (start >> PAGE_SHIFT, (end - 1) >> PAGE_SHIFT);
+        let from = frames.partition_point(|f| f.0 < first);
+        for &(_, vpn) in frames[from..].iter().take_while(|f| f.0 <= last) {
+            match out.last_mut() {
+                Some(s) if s.first_page + s.pages == vpn && s.reads == reads && s.writes == writes => {
+                    s.pages += 1
+                }
+                _ => out.push(Span { first_page: vpn, pages: 1, reads, writes }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::TraceReader;
+    use proptest::prelude::*;
+    use terrace_model::PageCounts;
+
+    fn recording() -> RecordingInfo {
+        RecordingInfo {
+            tracker: "test".into(),
+            interval_us: 100_000,
+            resolution: "4 KiB page".into(),
+            estimate: "test".into(),
+        }
+    }
+
+    fn span(first_page: u64, pages: u64, reads: u64, writes: u64) -> Span {
+        Span { first_page, pages, reads, writes }
+    }
+
+    /// Writes `intervals` and reads every epoch back.
+    fn round_trip(intervals: &[Interval]) -> (Shape, Vec<Vec<(u32, PageCounts)>>) {
+        let (bytes, shape) = write_recorded(intervals, "rec", "recorded", recording(), Vec::new()).unwrap();
+        let mut reader = TraceReader::from_reader(&bytes[..]).unwrap();
+        assert_eq!(reader.info().recording, Some(recording()));
+        let mut epochs = Vec::new();
+        while let Some(e) = reader.next_epoch().unwrap() {
+            epochs.push(e);
+        }
+        (shape, epochs)
+    }
+
+    #[test]
+    fn sparse_pages_become_dense_in_address_order() {
+        let d = DensePages::of(&[vec![span(1000, 2, 1, 0), span(10, 1, 0, 1)], vec![span(1001, 3, 1, 0)]]);
+        assert_eq!(d.pages(), 5);
+        assert_eq!(d.index(10), Some(0));
+        assert_eq!(d.index(1000), Some(1));
+        assert_eq!(d.index(1003), Some(4));
+        assert_eq!(d.index(11), None);
+        assert_eq!(d.index(1004), None);
+        assert_eq!(d.index(0), None);
+    }
+
+    #[test]
+    fn a_count_across_an_epoch_boundary_is_split() {
+        // Two intervals of 100 accesses: N = 100. The first interval's page 0 (60) fills 60,
+        // page 1's 40 reads fill the epoch; the second interval is one page of 100.
+        let (shape, epochs) =
+            round_trip(&[vec![span(0, 1, 60, 0), span(1, 1, 30, 10)], vec![span(5, 1, 0, 100)]]);
+        assert_eq!(shape.epoch_accesses, 100);
+        assert_eq!(epochs.len(), 2);
+        assert_eq!(
+            epochs[0],
+            vec![(0, PageCounts { reads: 60, writes: 0 }), (1, PageCounts { reads: 30, writes: 10 })]
+        );
+        assert_eq!(epochs[1], vec![(2, PageCounts { reads: 0, writes: 100 })]);
+        // Uneven: 150 then 50 accesses, N = 100; page 0's 150 reads straddle the boundary.
+        let (_, epochs) = round_trip(&[vec![span(0, 1, 150, 0)], vec![span(1, 1, 50, 0)]]);
+        assert_eq!(epochs[0], vec![(0, PageCounts { reads: 100, writes: 0 })]);
+        assert_eq!(
+            epochs[1],
+            vec![(0, PageCounts { reads: 50, writes: 0 }), (1, PageCounts { reads: 50, writes: 0 })]
+        );
+    }
+
+    #[test]
+    fn nothing_recorded_is_refused() {
+        let r = write_recorded(&[vec![], vec![span(3, 2, 0, 0)]], "rec", "d", recording(), Vec::new());
+        assert!(matches!(r, Err(RecordError::Empty)), "{:?}", r.map(|(_, s)| s));
+    }
+
+    #[test]
+    fn regions_are_clipped_to_mappings() {
+        let mut out = Vec::new();
+        let mapped = [(0x1000, 0x3000), (0x10_000, 0x20_000)];
+        clip_to_mapped(
+            [(0x0, 0x18_000, 5, 0), (0x30_000, 0x40_000, 7, 0), (0, 0x0100_0000, 0, 0)],
+            &mapped,
+            &mut out,
+        );
+        assert_eq!(out, vec![span(1, 2, 5, 0), span(0x10, 8, 5, 0)]);
+    }
+
+    #[test]
+    fn pages_take_their_frames_regions_counts() {
+        let regions = [(0x10_000, 0x20_000, 3, 0), (0x20_000, 0x30_000, 0, 0), (0x40_000, 0x50_000, 5, 0)];
+        let mut out = Vec::new();
+        // Pages 100..105 at frames 0x10, 0x11 (region 0), 0x25 (cold), 0x41 (region 2), 0x99
+        // and 0x5 (in no region); sorted by frame.
+        let mut frames = vec![(0x10, 100), (0x11, 101), (0x25, 102), (0x41, 103), (0x99, 104), (0x5, 105)];
+        frames.sort_unstable();
+        by_frame(&frames, &regions, &mut out);
+        assert_eq!(out, vec![span(100, 2, 3, 0), span(103, 1, 5, 0)]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Every epoch but the last holds exactly N accesses, the last at most N; every count is
+        /// kept (per page, summed over epochs); every page is inside the footprint.
+        #[test]
+        fn epochs_are_exact_and_counts_conserved(
+            intervals in prop::collection::vec(
+                prop::collection::vec((0u64..64, 1u64..4, 0u64..300, 0u64..300), 0..5), 1..8)
+        ) {
+            let intervals: Vec<Interval> = intervals
+                .into_iter()
+                .map(|v| v.into_iter().map(|(p, n, r, w)| span(p * 5, n, r, w)).collect())
+                .collect();
+            let dense = DensePages::of(&intervals);
+            let total: u64 = intervals.iter().flatten().map(|s| s.pages * (s.reads + s.writes)).sum();
+            if total == 0 {
+                return Ok(());
+            }
+            // Expected per dense page: reads and writes summed over intervals.
+            let mut expected = vec![(0u64, 0u64); dense.pages() as usize];
+            for s in intervals.iter().flatten().filter(|s| s.reads + s.writes > 0) {
+                for vpn in s.first_page..s.first_page + s.pages {
+                    let i = dense.index(vpn).unwrap() as usize;
+                    expected[i].0 += s.reads;
+                    expected[i].1 += s.writes;
+                }
+            }
+            let (shape, epochs) = round_trip(&intervals);
+            prop_assert_eq!(shape.accesses, total);
+            let mut got = vec![(0u64, 0u64); dense.pages() as usize];
+            for (k, e) in epochs.iter().enumerate() {
+                let sum: u64 = e.iter().map(|(_, c)| u64::from(c.reads) + u64::from(c.writes)).sum();
+                if k + 1 < epochs.len() {
+                    prop_assert_eq!(sum, u64::from(shape.epoch_accesses));
+                } else {
+                    prop_assert!(sum <= u64::from(shape.epoch_accesses) && sum > 0);
+                }
+                for (p, c) in e {
+                    prop_assert!(u64::from(*p) < shape.pages);
+                    got[*p as usize].0 += u64::from(c.reads);
+                    got[*p as usize].1 += u64::from(c.writes);
+                }
+            }
+            prop_assert_eq!(got, expected);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! `terrace record` on this host (root, DAMON; docs/live.md, "Recording a program") and `terrace
+//! trace import-damo` (anywhere). Recording needs root and DAMON: without them these tests say
+//! so and pass, except in CI (`CI` set), where the host is meant to have both and they fail.
+#![cfg(all(feature = "live", target_os = "linux"))]
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// DAMON serves one recording at a time: the tests that record take turns.
+static DAMON: Mutex<()> = Mutex::new(());
+
+fn terrace() -> Command {
+    Command::cargo_bin("terrace").unwrap()
+}
+
+/// A program that writes a 32 MiB buffer page by page for `seconds`, then exits with `code`.
+fn toucher(seconds: f64, code: i32) -> Vec<String> {
+    let script = format!(
+        "import sys, time\nb = bytearray(32 << 20)\nt = time.time()\nwhile time.time() - t < {seconds}:\n    \
+         for i in range(0, len(b), 4096):\n        b[i] = (b[i] + 1) & 255\nsys.exit({code})\n"
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+/// Whether this host can record (root and DAMON); in CI it must.
+fn can_record() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let damon = Path::new("/sys/kernel/mm/damon/admin").is_dir();
+    if root && damon {
+        return true;
+    }
+    let why = format!("terrace record needs root and DAMON here (root: {root}, DAMON: {damon})");
+    assert!(std::env::var_os("CI").is_none(), "{why}: the CI host must have both");
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// `terrace trace info` of `trace`: its text, asserting it read.
+fn info(trace: &Path) -> String {
+    let out = terrace().args(["trace", "info"]).arg(trace).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "trace info: {}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// The pages touched, from `trace info`'s "pages touched N (...)" line.
+fn pages(info: &str) -> u64 {
+    let line = info.lines().find(|l| l.starts_with("pages touched")).expect("a pages line");
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_recorded_program_replays_and_its_exit_code_passes_through() {
+    if !can_record() {
+        return;
+    }
+    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("prog.trc");
+    let out = terrace().args(["record", "-o"]).arg(&trace).arg("--").args(toucher(1.2, 3)).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "the program's exit code: {err}");
+    let text = info(&trace);
+    assert!(text.contains("per-page counts"), "{text}");
+    assert!(text.contains("recorded        with damon"), "{text}");
+    // The 32 MiB buffer is 8192 pages; DAMON's regions see at least part of it.
+    assert!(pages(&text) > 100, "{text}");
+    let sim = terrace().args(["sim", "--policy", "first-touch", "--workload"]).arg(&trace).output().unwrap();
+    assert!(sim.status.success(), "sim: {}", String::from_utf8_lossy(&sim.stderr));
+    // No temporary file is left beside the trace.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("prog.trc")]);
+}
+
+#[test]
+fn ctrl_c_stops_the_recording_with_a_valid_trace() {
+    if !can_record() {
+        return;
+    }
+    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("cut.trc");
+    // Its own process group, as a shell gives a foreground job: Ctrl-C is SIGINT to the group.
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("terrace"));
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.args(["record", "-o"]).arg(&trace).arg("--").args(toucher(30.0, 0)).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: a signal to the process group just made.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let status = child.wait().unwrap();
+    // Python dies of the SIGINT (KeyboardInterrupt): 130 or 1, never the 0 it would exit with.
+    assert_ne!(status.code(), Some(0), "{status:?}");
+    assert!(pages(&info(&trace)) > 0);
+}
+
+#[test]
+fn a_running_process_is_recorded_for_a_duration() {
+    if !can_record() {
+        return;
+    }
+    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("pid.trc");
+    let args = toucher(30.0, 0);
+    let mut program = std::process::Command::new(&args[0]).args(&args[1..]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = terrace()
+        .args(["record", "--duration", "1.2", "--pid", &program.id().to_string(), "-o"])
+        .arg(&trace)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let running = program.try_wait().unwrap().is_none();
+    let _ = program.kill();
+    let _ = program.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(running, "recording a process for a duration leaves it running");
+    assert!(pages(&info(&trace)) > 0);
+}
+
+#[test]
+fn failures_are_one_line_and_leave_no_output() {
+    if !can_record() {
+        return;
+    }
+    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("x.trc");
+    // A process that is gone: a child already waited for.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let marker = dir.path().join("ran");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--pid".into(), gone.id().to_string()], "is gone"),
+        (vec!["--".into(), "true".into()], "before the first 100 ms interval ended"),
+        (vec!["--tracker".into(), "soft-dirty".into(), "--".into(), "true".into()], "--tracker soft-dirty"),
+    ];
+    for (args, says) in cases {
+        let out = terrace().args(["record", "-o"]).arg(&trace).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("terrace: ")).collect();
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(says), "{args:?}: {err}");
+        assert!(!trace.exists(), "{args:?} left an output");
+    }
+    // An output that cannot be written is refused before the program starts.
+    let out = terrace()
+        .args(["record", "-o", "/nonexistent/dir/x.trc", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot write the output /nonexistent/dir/x.trc"), "{err}");
+    assert!(!marker.exists(), "the program ran");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// damo's JSON record form (`damo record --output_type json`; docs/formats.md): one record, two
+/// snapshots 100 ms apart, numbers as strings as damo writes them.
+const DAMO_RECORD: &str = r#"[{"kdamond_idx": "0", "context_idx": "0",
+  "intervals": {"sample_us": "5000", "aggr_us": "100000", "ops_update_us": "1000000"},
+  "scheme_idx": null, "target_id": "0", "scheme_filters": [],
+  "snapshots": [
+    {"start_time": "1000000000", "end_time": "1100000000", "total_bytes": "1056768",
+     "regions": [
+       {"start": "140000000000000", "end": "140000000040960", "nr_accesses": {"samples": "20", "percent": null},
+        "age": {"usec": null, "aggr_intervals": "3"}, "sz_filter_passed": "0"},
+       {"start": "140000000040960", "end": "140000001056768", "nr_accesses": {"samples": "0", "percent": null},
+        "age": {"usec": null, "aggr_intervals": "7"}, "sz_filter_passed": "0"}]},
+    {"start_time": "1100000000", "end_time": "1200000000", "total_bytes": "1056768",
+     "regions": [
+       {"start": "140000000000000", "end": "140000000020480", "nr_accesses": {"samples": "5", "percent": null},
+        "age": {"usec": null, "aggr_intervals": "0"}, "sz_filter_passed": "0"},
+       {"start": "140000000020480", "end": "140000001056768", "nr_accesses": {"samples": "1", "percent": null},
+        "age": {"usec": null, "aggr_intervals": "0"}, "sz_filter_passed": "0"}]}
+  ]}]"#;
+
+#[test]
+fn a_damo_record_imports_as_a_trace_and_a_malformed_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("damon.json");
+    std::fs::write(&report, DAMO_RECORD).unwrap();
+    let trace = dir.path().join("damo.trc");
+    let out = terrace().args(["trace", "import-damo"]).arg(&report).arg("-o").arg(&trace).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = info(&trace);
+    // Snapshot 1: 10 pages at 20 samples (64 x 20 reads each) = 12800. Snapshot 2: 5 pages at 5
+    // (1600) and the other 253 at 1 (64 each: 16192). The address space made dense: 258 pages.
+    assert!(text.contains("accesses        30592 (30592 reads, 0 writes)"), "{text}");
+    assert_eq!(pages(&text), 258, "{text}");
+    assert!(text.contains("recorded        with damon (damo), one observation every 100 ms"), "{text}");
+    // N = 30592 / 2 snapshots: two epochs.
+    assert!(text.contains("epochs of 15296 accesses (2 epochs)"), "{text}");
+
+    std::fs::write(&report, r#"[{"snapshots": [{"regions": [{"start": "x", "end": 1}]}]}]"#).unwrap();
+    let out = terrace().args(["trace", "import-damo"]).arg(&report).arg("-o").arg(&trace).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("snapshot 0, region 0's start is \"x\", not a number"), "{err}");
+}
