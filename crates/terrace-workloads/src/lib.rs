@@ -63,14 +63,86 @@ pub struct RecordingInfo {
     pub resolution: String,
     /// How an observation became read and write counts.
     pub estimate: String,
+    /// The command recorded, as `terrace advise` repeats it in the line that runs the advice;
+    /// `None` for a process recorded by PID, or an import.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Where the trace's pages were in the program: runs of (first virtual address, pages), in
+    /// the order of the trace's dense pages (page i of the trace is the i-th page of the runs).
+    /// Empty when not kept (a trace written before they were, or more runs than
+    /// [`Self::MAX_ADDRESS_RUNS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<(u64, u64)>,
+    /// The clock, GHz, at which the recorded time is counted in instructions (the recording
+    /// host's, from /proc/cpuinfo); 0 when not known.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub clock_ghz: f64,
+    /// Instructions between two replayed accesses: an epoch's accesses span one interval of the
+    /// recording's wall time at `clock_ghz` (docs/formats.md, "Recorded traces": what the
+    /// program did besides the memory accesses a tracker sees, so that the replay lasts as long
+    /// as the recording and policies tick as often). 0: none.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub instructions_per_access: u32,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_zero_u32(x: &u32) -> bool {
+    *x == 0
 }
 
 impl RecordingInfo {
+    /// At most this many address runs go in the header (about 40 bytes of JSON each, well within
+    /// the header's 1 MiB); a program mapped in more pieces is recorded without them.
+    pub const MAX_ADDRESS_RUNS: usize = 16_384;
+
     /// Text fields are printed by `terrace trace info`: the same limits as a description.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self, footprint_pages: u64) -> Result<(), String> {
         text_field("recording.tracker", &self.tracker, WorkloadInfo::MAX_NAME_BYTES)?;
         text_field("recording.resolution", &self.resolution, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
-        text_field("recording.estimate", &self.estimate, WorkloadInfo::MAX_DESCRIPTION_BYTES)
+        text_field("recording.estimate", &self.estimate, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
+        if let Some(c) = &self.command {
+            text_field("recording.command", c, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
+        }
+        if !(self.clock_ghz == 0.0 || (0.1..=10.0).contains(&self.clock_ghz)) {
+            return Err(format!("recording.clock_ghz is {}; give 0 (unknown) or 0.1 to 10", self.clock_ghz));
+        }
+        if self.addresses.len() > Self::MAX_ADDRESS_RUNS {
+            return Err(format!(
+                "recording.addresses holds {} runs; at most {} are kept",
+                self.addresses.len(),
+                Self::MAX_ADDRESS_RUNS
+            ));
+        }
+        let pages = self.addresses.iter().try_fold(0u64, |sum, &(first, pages)| {
+            (first % 4096 == 0 && pages > 0).then_some(())?;
+            first.checked_add(pages.checked_mul(4096)?)?;
+            sum.checked_add(pages)
+        });
+        match pages {
+            None => {
+                Err("recording.addresses holds a run that is empty, unaligned or past the end of memory"
+                    .into())
+            }
+            Some(p) if !self.addresses.is_empty() && p != footprint_pages => Err(format!(
+                "recording.addresses holds {p} pages, the footprint {footprint_pages}; they must be equal"
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The program's address of the trace's 4 KiB page `page`, when the addresses were kept.
+    pub fn address_of(&self, page: u64) -> Option<u64> {
+        let mut rest = page;
+        for &(first, pages) in &self.addresses {
+            if rest < pages {
+                return Some(first + rest * 4096);
+            }
+            rest -= pages;
+        }
+        None
     }
 }
 
@@ -136,7 +208,7 @@ impl WorkloadInfo {
             ));
         }
         if let Some(r) = &self.recording {
-            r.validate()?;
+            r.validate(self.footprint_bytes.div_ceil(4096))?;
         }
         Ok(())
     }

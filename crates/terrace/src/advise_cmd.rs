@@ -103,7 +103,8 @@ pub fn advise(args: AdviseArgs) -> Result<()> {
         bail!("no placement policy could replay {}; the notes above say why", args.trace);
     };
     println!();
-    print_advice(&advice, &rows[0], &args);
+    let info = grid.machine(grid.cell(0)).source(&args.trace)?.info().clone();
+    print_advice(&advice, &rows[0], info.recording.as_ref());
     Ok(())
 }
 
@@ -151,7 +152,7 @@ fn base_name(spec: &str) -> &str {
     spec.split(':').next().unwrap_or(spec)
 }
 
-fn print_advice(a: &Advice, any_row: &Row, args: &AdviseArgs) {
+fn print_advice(a: &Advice, any_row: &Row, recording: Option<&terrace_workloads::RecordingInfo>) {
     let r = any_row.report;
     println!(
         "advice for {} on {} with {} of fast memory ({:.0}% of its {}):",
@@ -187,7 +188,7 @@ fn print_advice(a: &Advice, any_row: &Row, args: &AdviseArgs) {
         ),
         None => println!("  ceiling      not run"),
     }
-    let command = recorded_command(&args.trace).unwrap_or_else(|| "PROGRAM ARGS".to_string());
+    let command = recording.and_then(|r| r.command.clone()).unwrap_or_else(|| "PROGRAM ARGS".to_string());
     if a.policy == "first-touch" {
         return;
     }
@@ -227,12 +228,6 @@ fn this_host_runs(spec: &str) -> Result<(), String> {
 #[cfg(not(all(feature = "live", target_os = "linux")))]
 fn this_host_runs(_: &str) -> Result<(), String> {
     Err("this terrace was built without the live machine; `terrace doctor` on the machine that will run it says".into())
-}
-
-/// The command a recording was made of, when the trace says so.
-fn recorded_command(trace: &str) -> Option<String> {
-    let _ = trace;
-    None
 }
 
 #[cfg(test)]

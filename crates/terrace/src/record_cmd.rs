@@ -302,6 +302,12 @@ mod live {
                  n reads of each of its pages (one per 64 B line per sample); DAMON does not tell writes \
                  from reads, so there are no writes"
             ),
+            // Quoted as a shell would need it only for the simple cases: the line is advice to
+            // read, not a script.
+            command: (!args.command.is_empty()).then(|| printable(&args.command.join(" "), 1000)),
+            addresses: Vec::new(),
+            clock_ghz: terrace_workloads::trace::recorded::host_clock_ghz(),
+            instructions_per_access: 0,
         };
         let description = printable(&format!("recorded by terrace record from {what}"), 1000);
         let written = {

@@ -270,8 +270,10 @@ fn write_final_placement(
         "# where the pages of {} were when the run under {} on {} ended\n# first address, pages of 4 KiB, tier\n",
         report.workload, report.policy, report.profile
     );
-    let address = |page4k: u64| -> u64 { page4k * 4096 };
-    let _ = info;
+    // A recording's pages at the program's addresses; anything else, offsets into its footprint.
+    let recording = info.recording.as_ref().filter(|r| !r.addresses.is_empty());
+    let address =
+        |page4k: u64| -> u64 { recording.and_then(|r| r.address_of(page4k)).unwrap_or(page4k * 4096) };
     let mut run: Option<(u64, u64, usize)> = None; // first 4 KiB page, pages, tier
     let flush = |run: Option<(u64, u64, usize)>, text: &mut String| {
         if let Some((first, n, t)) = run {
@@ -279,17 +281,22 @@ fn write_final_placement(
             let _ = writeln!(text, "{:#x} {n} {name}", address(first));
         }
     };
+    let pages = info.footprint_bytes.div_ceil(4096);
     for (p, tier) in placement.tiers.iter().enumerate() {
         if *tier == terrace_model::TierId::UNPLACED {
             flush(run.take(), &mut text);
             continue;
         }
-        let (first, t) = (p as u64 * per, tier.index());
-        match &mut run {
-            Some((f, n, rt)) if *rt == t && *f + *n == first => *n += per,
-            _ => {
-                flush(run.take(), &mut text);
-                run = Some((first, per, t));
+        let t = tier.index();
+        // Page by 4 KiB page: a policy's 2 MiB page may span runs of the program's addresses.
+        for page in (p as u64 * per..(p as u64 + 1) * per).take_while(|&q| q < pages) {
+            match &mut run {
+                // A run continues only where the program's addresses do too.
+                Some((f, n, rt)) if *rt == t && address(page) == address(*f) + *n * 4096 => *n += 1,
+                _ => {
+                    flush(run.take(), &mut text);
+                    run = Some((page, 1, t));
+                }
             }
         }
     }

@@ -174,6 +174,10 @@ fn import_damo(report: &std::path::Path, output: &std::path::Path, record: usize
              (one per 64 B line per sample); DAMON does not tell writes from reads",
             recorded::ACCESSES_PER_TOUCH
         ),
+        command: None,
+        addresses: Vec::new(),
+        clock_ghz: recorded::host_clock_ghz(),
+        instructions_per_access: 0,
     };
     let name = report.file_stem().map_or("damo".into(), |s| s.to_string_lossy().into_owned());
     let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();

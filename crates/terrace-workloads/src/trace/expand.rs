@@ -43,6 +43,8 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
 
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let threads = self.info.threads.max(1);
+        // A recording's time besides its accesses (zero for anything else).
+        let instructions = self.info.recording.as_ref().map_or(0, |r| r.instructions_per_access);
         let mut n = 0;
         while n < max {
             let Some(&(page, counts)) = self.epoch.get(self.entry) else {
@@ -71,9 +73,9 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
             let thread = self.next_thread as u8;
             self.next_thread = (self.next_thread + 1) % threads.min(256);
             buf.push(if self.emitted < counts.reads {
-                Access::read(addr, 64, thread, 0)
+                Access::read(addr, 64, thread, instructions)
             } else {
-                Access::write(addr, 64, thread, 0)
+                Access::write(addr, 64, thread, instructions)
             });
             self.emitted += 1;
             n += 1;
