@@ -282,7 +282,18 @@ mod tests {
     fn round_trip(intervals: &[Interval]) -> (Shape, Vec<Vec<(u32, PageCounts)>>) {
         let (bytes, shape) = write_recorded(intervals, "rec", "recorded", recording(), Vec::new()).unwrap();
         let mut reader = TraceReader::from_reader(&bytes[..]).unwrap();
-        assert_eq!(reader.info().recording, Some(recording()));
+        let kept = reader.info().recording.clone().unwrap();
+        // The writer adds where the pages were and the time between accesses.
+        let want = RecordingInfo {
+            addresses: DensePages::of(intervals).address_runs(),
+            instructions_per_access: (100_000.0 * 1e3 * 2.0 / f64::from(shape.epoch_accesses)).round() as u32,
+            ..recording()
+        };
+        assert_eq!(kept, want);
+        for (i, &(first, _)) in kept.addresses.iter().enumerate() {
+            let index = DensePages::of(intervals).index(first >> PAGE_SHIFT).unwrap();
+            assert_eq!(kept.address_of(index), Some(first), "run {i}'s first page maps back");
+        }
         let mut epochs = Vec::new();
         while let Some(e) = reader.next_epoch().unwrap() {
             epochs.push(e);
