@@ -33,6 +33,7 @@ use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
 use crate::WorkloadError;
 use std::sync::Arc;
+use terrace_model::ObjectEventKind::{Alloc, Free};
 use terrace_model::{Access, ObjectEvent};
 
 /// Ambix §5.4: `OMP_NUM_THREADS=32`.
@@ -148,8 +149,7 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     Ok(Generator::new(info, phases))
 }
 
-use terrace_model::ObjectEventKind::{Alloc, Free};
-
+/// The allocations or frees of `arrays` (address, bytes, site), between two accesses.
 fn events(kind: terrace_model::ObjectEventKind, arrays: &[(u64, u64, u64)]) -> Phase {
     Phase::Events(
         arrays
