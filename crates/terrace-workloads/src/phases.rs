@@ -269,4 +269,28 @@ mod tests {
         let out = collect(Sweep::new(3, 8, vec![Step::write(0, 1)], 1, true));
         assert_eq!(out.len(), 3);
     }
+
+    #[test]
+    fn events_come_at_their_place_in_the_stream_and_page_sweeps_stride_a_page() {
+        let info = crate::registry::seed_info("t", String::new(), 1 << 20, 1, 1 << 20, 1.0);
+        let (alloc, free) = (ObjectEvent::alloc(0, PAGE, 1), ObjectEvent::free(0, PAGE, 1));
+        let sweep = |lines| Phase::Sweep(Sweep::new(lines, 1, vec![Step::read(0, 1)], 1, true));
+        let phases = vec![
+            Phase::Events(vec![alloc]),
+            sweep(3),
+            Phase::Sweep(Sweep::pages(2, 1, vec![Step::write(0, 1)])),
+            Phase::Events(vec![free]),
+        ];
+        let mut g = Generator::new(info, phases);
+        let (mut buf, mut events) = (Vec::new(), Vec::new());
+        assert_eq!(g.fill(&mut buf, 4), 4);
+        g.take_object_events(&mut events);
+        assert_eq!(events, [ObjectEventAt { at: 0, event: alloc }]);
+        assert_eq!(g.fill(&mut buf, 4), 1);
+        assert_eq!(g.fill(&mut buf, 4), 0);
+        g.take_object_events(&mut events);
+        assert_eq!(events[1..], [ObjectEventAt { at: 5, event: free }]);
+        let addrs: Vec<u64> = buf.iter().map(|a| a.addr).collect();
+        assert_eq!(addrs, [0, LINE, 2 * LINE, 0, PAGE]);
+    }
 }
