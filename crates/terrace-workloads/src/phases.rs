@@ -5,11 +5,13 @@
 //! monomorphic and branch-predictable. This is the generators' shared machinery and depends on
 //! none of them: a phase kind of one generator lives in its module, behind [`PhaseFill`].
 
-use crate::{AccessSource, WorkloadInfo};
-use terrace_model::{Access, AccessKind};
+use crate::{AccessSource, ObjectEventAt, WorkloadInfo};
+use terrace_model::{Access, AccessKind, ObjectEvent};
 
 /// Bytes in a cache line: the unit every sweep touches.
 pub(crate) const LINE: u64 = 64;
+/// Bytes in a base page: the stride of a sweep that touches each page once.
+pub(crate) const PAGE: u64 = 4096;
 
 /// One access a sweep makes on every line: which array, read or write, and the compute before it.
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +54,8 @@ pub(crate) struct Sweep {
     interleave: bool,
     next_thread: usize,
     remaining: u64,
+    /// Bytes between the units swept: a line, or a page for a sweep that only touches pages.
+    stride: u64,
 }
 
 impl Sweep {
@@ -69,7 +73,13 @@ impl Sweep {
             })
             .collect();
         let remaining = lines * steps.len() as u64 * u64::from(iterations);
-        Sweep { steps, iterations, cursors, interleave, next_thread: 0, remaining }
+        Sweep { steps, iterations, cursors, interleave, next_thread: 0, remaining, stride: LINE }
+    }
+
+    /// One access per page of `pages` pages instead of per line: a pass whose only effect the
+    /// workload keeps is which pages it touches, and in what order (BFS's graph builder).
+    pub(crate) fn pages(pages: u64, threads: u32, steps: Vec<Step>) -> Self {
+        Sweep { stride: PAGE, ..Self::new(pages, threads, steps, 1, true) }
     }
 
     pub(crate) fn remaining(&self) -> u64 {
@@ -90,7 +100,7 @@ impl Sweep {
             let c = &mut self.cursors[t];
             let s = self.steps[c.step];
             *out = Access {
-                addr: s.base + c.line * LINE,
+                addr: s.base + c.line * self.stride,
                 instructions: s.instructions,
                 size: LINE as u16,
                 thread: t as u8,
@@ -126,13 +136,17 @@ pub(crate) trait PhaseFill: Send {
 pub(crate) enum Phase {
     Sweep(Sweep),
     Custom(Box<dyn PhaseFill>),
+    /// Allocations and frees between the accesses before and after (no accesses of its own):
+    /// what lets a phased workload free memory (docs/model.md §5, "Objects").
+    Events(Vec<ObjectEvent>),
 }
 
 impl Phase {
-    fn remaining(&self) -> u64 {
+    pub(crate) fn remaining(&self) -> u64 {
         match self {
             Phase::Sweep(p) => p.remaining(),
             Phase::Custom(p) => p.remaining(),
+            Phase::Events(_) => 0,
         }
     }
 
@@ -140,6 +154,7 @@ impl Phase {
         match self {
             Phase::Sweep(p) => p.fill(buf, max),
             Phase::Custom(p) => p.fill(buf, max),
+            Phase::Events(_) => 0,
         }
     }
 }
@@ -149,13 +164,16 @@ pub(crate) struct Generator {
     info: WorkloadInfo,
     phases: Vec<Phase>,
     current: usize,
+    /// Accesses handed out so far, and the object events reached and not yet taken.
+    made: u64,
+    events: Vec<ObjectEventAt>,
 }
 
 impl Generator {
     /// Sets `info.accesses` from the phases, so the count is exact by construction.
     pub(crate) fn new(mut info: WorkloadInfo, phases: Vec<Phase>) -> Self {
         info.accesses = phases.iter().map(Phase::remaining).sum();
-        Generator { info, phases, current: 0 }
+        Generator { info, phases, current: 0, made: 0, events: Vec::new() }
     }
 }
 
@@ -170,12 +188,21 @@ impl AccessSource for Generator {
             let Some(phase) = self.phases.get_mut(self.current) else {
                 break;
             };
+            if let Phase::Events(events) = phase {
+                let at = self.made + n as u64;
+                self.events.extend(events.drain(..).map(|event| ObjectEventAt { at, event }));
+            }
             n += phase.fill(buf, max - n);
             if phase.remaining() == 0 {
                 self.current += 1;
             }
         }
+        self.made += n as u64;
         n
+    }
+
+    fn take_object_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+        out.append(&mut self.events);
     }
 }
 
@@ -241,5 +268,29 @@ mod tests {
     fn more_threads_than_lines_is_fine() {
         let out = collect(Sweep::new(3, 8, vec![Step::write(0, 1)], 1, true));
         assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn events_come_at_their_place_in_the_stream_and_page_sweeps_stride_a_page() {
+        let info = crate::registry::seed_info("t", String::new(), 1 << 20, 1, 1 << 20, 1.0);
+        let (alloc, free) = (ObjectEvent::alloc(0, PAGE, 1), ObjectEvent::free(0, PAGE, 1));
+        let sweep = |lines| Phase::Sweep(Sweep::new(lines, 1, vec![Step::read(0, 1)], 1, true));
+        let phases = vec![
+            Phase::Events(vec![alloc]),
+            sweep(3),
+            Phase::Sweep(Sweep::pages(2, 1, vec![Step::write(0, 1)])),
+            Phase::Events(vec![free]),
+        ];
+        let mut g = Generator::new(info, phases);
+        let (mut buf, mut events) = (Vec::new(), Vec::new());
+        assert_eq!(g.fill(&mut buf, 4), 4);
+        g.take_object_events(&mut events);
+        assert_eq!(events, [ObjectEventAt { at: 0, event: alloc }]);
+        assert_eq!(g.fill(&mut buf, 4), 1);
+        assert_eq!(g.fill(&mut buf, 4), 0);
+        g.take_object_events(&mut events);
+        assert_eq!(events[1..], [ObjectEventAt { at: 5, event: free }]);
+        let addrs: Vec<u64> = buf.iter().map(|a| a.addr).collect();
+        assert_eq!(addrs, [0, LINE, 2 * LINE, 0, PAGE]);
     }
 }

@@ -38,7 +38,7 @@ enum Recipe {
     /// mtier's read-only STREAM with this many threads.
     MtierStream(u32),
     Npb(npb::Kernel, npb::Size),
-    Bfs(bfs::Size, bfs::TouchOrder),
+    Bfs(bfs::Size),
     KvStore {
         set_percent: u32,
     },
@@ -212,16 +212,12 @@ fn entries() -> &'static [Entry] {
                 });
             }
         }
-        for (suffix, order) in
-            [("", bfs::TouchOrder::PerBfsFirst), ("-graph-first", bfs::TouchOrder::GraphFirst)]
-        {
-            for size in bfs::SIZES {
-                v.push(Entry {
-                    name: leak(format!("bfs-{}{suffix}", size.name())),
-                    summary: leak(bfs::summary(size, order)),
-                    recipe: Recipe::Bfs(size, order),
-                });
-            }
+        for size in bfs::SIZES {
+            v.push(Entry {
+                name: leak(format!("bfs-{}", size.name())),
+                summary: leak(bfs::summary(size)),
+                recipe: Recipe::Bfs(size),
+            });
         }
         v.push(Entry { name: "objects", summary: leak(objects::summary()), recipe: Recipe::Objects });
         for set_percent in kvstore::SET_PERCENTS {
@@ -290,7 +286,7 @@ fn generate(
         Recipe::Stream(kernel) => phases(stream::build(name, kernel, size_scale)?),
         Recipe::MtierStream(threads) => phases(stream::mtier::build(name, threads, size_scale)?),
         Recipe::Npb(kernel, size) => phases(npb::build(name, kernel, size, seed, size_scale)?),
-        Recipe::Bfs(size, order) => phases(bfs::build(name, size, order, seed, size_scale)?),
+        Recipe::Bfs(size) => phases(bfs::build(name, size, seed, size_scale)?),
         Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
         // Not made of phases: its stream carries object events.
         Recipe::Objects => Box::new(objects::build(name, seed, size_scale)?),

@@ -137,10 +137,10 @@ const TABLES: &[Table] = &[
         sweep: &[],
     },
     Table {
-        name: "bfs-graph-first",
-        what: "Ambix §5.5.2: GAP BFS throughput against first-touch, the graph first-touched first",
-        runs: bfs_graph_first_runs,
-        render: bfs_graph_first,
+        name: "bfs-placement",
+        what: "Ambix §5.5.2: GAP BFS, where first touch leaves the run's arrays after the builder, and the moves",
+        runs: bfs_placement_runs,
+        render: bfs_placement,
         machine: SEED_DRAM,
         sweep: &[],
     },
@@ -649,30 +649,66 @@ const SEED_BFS_BEST: [&str; 3] = ["MemM -6.8%", "ambix -17%", "autonuma -10%"];
 /// first-touch: ambix -17.6%, ambix with Switch off -2%, autonuma -16%, MemM -17.8%.
 const SEED_BFS_MEAN: [&str; 4] = ["-17.6%", "-2%", "-16%", "-17.8%"];
 
-/// The BFS workloads, `bfs-SIZE` with `suffix` (the first-touch order, docs/workloads.md).
-fn bfs_workloads(suffix: &str) -> Vec<String> {
-    BFS_SIZES.iter().map(|s| format!("bfs-{s}{suffix}")).collect()
+/// The BFS workloads, `bfs-SIZE`.
+fn bfs_workloads() -> Vec<String> {
+    BFS_SIZES.iter().map(|s| format!("bfs-{s}")).collect()
 }
 
 fn bfs_runs() -> Vec<(String, String)> {
-    grid(&bfs_workloads(""), &BFS_POLICIES)
-}
-
-fn bfs_graph_first_runs() -> Vec<(String, String)> {
-    grid(&bfs_workloads("-graph-first"), &BFS_POLICIES)
+    grid(&bfs_workloads(), &BFS_POLICIES)
 }
 
 fn bfs(runs: &Runs) -> String {
-    bfs_table(runs, "")
+    bfs_table(runs)
 }
 
-fn bfs_graph_first(runs: &Runs) -> String {
-    bfs_table(runs, "-graph-first")
+/// The policies whose placement the BFS placement table shows, after first-touch and all-fast.
+const BFS_MOVERS: [&str; 2] = ["ambix", "kernel-tiering"];
+
+fn bfs_placement_runs() -> Vec<(String, String)> {
+    let mut policies = vec![FIRST_TOUCH, "all-fast"];
+    policies.extend(BFS_MOVERS);
+    grid(&bfs_workloads(), &policies)
 }
 
-fn bfs_table(runs: &Runs, suffix: &str) -> String {
+/// Per size: the builder's peak (the footprint) and the BFS's arrays (144 of its 284 bytes a
+/// vertex, docs/workloads.md), first-touch's fast-tier hits and how far all-fast is from it, and
+/// the hits and moves of the policies that move pages.
+fn bfs_placement(runs: &Runs) -> String {
+    let mib = |b: u64| format!("{:.1} MiB", b as f64 / f64::from(1 << 20));
+    let mut rows = Vec::new();
+    for (s, w) in BFS_SIZES.iter().zip(bfs_workloads()) {
+        let ft = runs.get(&w, FIRST_TOUCH);
+        let mut row = vec![
+            s.to_string(),
+            mib(ft.footprint_bytes),
+            mib(ft.footprint_bytes / 284 * 144),
+            format!("{} \\| {}", share(ft.fast_read_hit_rate()), share(ft.fast_write_hit_rate())),
+            times(runs.speedup(&w, "all-fast")),
+        ];
+        for p in BFS_MOVERS {
+            let r = runs.get(&w, p);
+            row.push(format!("{}, {}", share(r.fast_read_hit_rate()), human_bytes(r.bytes_migrated)));
+        }
+        rows.push(row);
+    }
+    md(
+        &[
+            "size",
+            "builder's peak",
+            "BFS arrays",
+            "first-touch hits, reads \\| writes (%)",
+            "all-fast over first-touch",
+            "ambix read hits (%), migrated",
+            "kernel-tiering read hits (%), migrated",
+        ],
+        &rows,
+    )
+}
+
+fn bfs_table(runs: &Runs) -> String {
     let change = |w: &str, p: &str| runs.speedup(w, p) - 1.0;
-    let workloads = bfs_workloads(suffix);
+    let workloads = bfs_workloads();
     let mut rows = Vec::new();
     for ((s, w), seed_best) in BFS_SIZES.iter().zip(&workloads).zip(SEED_BFS_BEST) {
         let mut row = vec![s.to_string()];
