@@ -324,6 +324,24 @@ pub fn probe_live() -> Vec<TrackerCheck> {
     vec![live::soft_dirty(), live::perf_sampling(), live::uffd_wp()]
 }
 
+/// On the host itself: DAMON's sysfs can be there without its vaddr operations (a kernel built
+/// with CONFIG_DAMON_PADDR alone), which only an attempt or the kernel's config shows; doctor
+/// reads the config (/proc/config.gz or /boot/config-*), when the kernel exposes it.
+pub fn refine_damon_live(checks: &mut [TrackerCheck]) {
+    let Ok(config) = procfs::kernel_config() else { return };
+    for c in checks.iter_mut().filter(|c| c.kind == TrackerKind::DamonVaddr && c.available) {
+        if !matches!(config.get("CONFIG_DAMON_VADDR"), Some(procfs::ConfigSetting::Yes)) {
+            let paddr = matches!(config.get("CONFIG_DAMON_PADDR"), Some(procfs::ConfigSetting::Yes));
+            c.available = false;
+            c.detail = format!(
+                "DAMON's sysfs is there, but the kernel's config has no CONFIG_DAMON_VADDR{}",
+                if paddr { " (only paddr: `terrace record` monitors physical memory instead)" } else { "" }
+            );
+            c.enable = Some("use a kernel built with CONFIG_DAMON_VADDR=y".into());
+        }
+    }
+}
+
 mod live {
     use std::fs::{self, File, OpenOptions};
     use std::io::{self, Write};

@@ -40,6 +40,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     // Live probes make system calls on this kernel, so they mean nothing for another root.
     if args.sys == Path::new("/sys") && args.proc_root == Path::new("/proc") {
         report.trackers.extend(doctor::probe_live());
+        doctor::refine_damon_live(&mut report.trackers);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
