@@ -103,7 +103,7 @@ pub fn simulate(
     profile: &Profile,
     opts: &SimOptions,
 ) -> Result<RunReport, SimError> {
-    run(source, policy, profile, opts, Keep::default()).map(|(report, _)| report)
+    simulate_keeping(source, policy, profile, opts, Keep::default()).map(|(report, _)| report)
 }
 
 /// [`simulate`], recording placement over time too (what `terrace sim --plot` draws): the
@@ -114,7 +114,8 @@ pub fn simulate_with_timeline(
     profile: &Profile,
     opts: &SimOptions,
 ) -> Result<(RunReport, Timeline), SimError> {
-    let (report, kept) = run(source, policy, profile, opts, Keep { timeline: true, ..Keep::default() })?;
+    let keep = Keep { timeline: true, ..Keep::default() };
+    let (report, kept) = simulate_keeping(source, policy, profile, opts, keep)?;
     Ok((report, kept.timeline.unwrap_or_default()))
 }
 
@@ -125,17 +126,6 @@ pub fn simulate_with_timeline(
 pub struct FinalPlacement {
     pub page_bytes: u64,
     pub tiers: Vec<terrace_model::TierId>,
-}
-
-/// [`simulate`], keeping what `keep` asks for besides the report.
-pub fn simulate_keeping(
-    source: Box<dyn AccessSource>,
-    policy: &mut dyn Policy,
-    profile: &Profile,
-    opts: &SimOptions,
-    keep: Keep,
-) -> Result<(RunReport, Kept), SimError> {
-    run(source, policy, profile, opts, keep)
 }
 
 /// What a run keeps besides its report.
@@ -154,7 +144,8 @@ pub struct Kept {
     pub placement: Option<FinalPlacement>,
 }
 
-fn run(
+/// [`simulate`], keeping what `keep` asks for besides the report.
+pub fn simulate_keeping(
     source: Box<dyn AccessSource>,
     policy: &mut dyn Policy,
     profile: &Profile,

