@@ -154,14 +154,13 @@ fn distinct_threads(series: &[ThroughputSeries]) -> Vec<u32> {
     threads
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "live", target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// The live grid's picture: the measured cells only, each mechanism a line per page size
     /// and thread count, memcpy from the source node as the line (a two-node host's figures,
     /// made up: this host may have one node).
-    #[cfg(all(feature = "live", target_os = "linux"))]
     #[test]
     fn the_live_grid_draws_its_measured_cells_and_memcpy() {
         use terrace_linux::bench_migrate::{Cell, CellResult, MemcpyFigure, Op, Outcome, Page, Report};
