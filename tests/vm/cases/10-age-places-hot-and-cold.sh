@@ -6,7 +6,7 @@
 kernel_balancing_off
 
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
-manage age --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 20 \
+manage age --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 10 \
 	--start-node 1 --report-every 5
 grep -q 'hotcold start hot node1=1024 | cold node1=4096' /tmp/out || fail "the program did not start on node 1"
 hot0=$(pages_at hot 0)
@@ -15,5 +15,5 @@ cold1=$(pages_at cold 1)
 [ -n "$cold1" ] && [ "$cold1" -ge 3891 ] || fail "only ${cold1:-0} of 4096 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
 first=$(first_report hot 0 973)
-note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 20 s; 95% of hot pages on node0 by the $first report; $(policy_cost)"
+note "age: hot $hot0/1024 on node0, cold $cold1/4096 on node1 at 10 s; 95% of hot pages on node0 by the $first report; $(policy_cost)"
 grep -q 'moved' /tmp/log || fail "no batch log line"

@@ -12,7 +12,7 @@ rate() { # command... -> updates per second of terrace-hotcold
 	grep -q 'checksum ok' /tmp/o || fail "checksum: $*"
 	sed -n 's/^hotcold checksum ok after \([0-9]*\) updates/\1/p' /tmp/o
 }
-prog="terrace-hotcold --hot-mib 4 --cold-mib 32 --seconds 5"
+prog="terrace-hotcold --hot-mib 4 --cold-mib 32 --seconds 3"
 # The program alone, first and last: the first run of a case has come out slower than the rest
 # (the guest still settling after the previous case), so the baseline is the mean of both.
 alone1=$(rate $prog)
@@ -26,4 +26,4 @@ alone2=$(rate $prog)
 alone=$(( (alone1 + alone2) / 2 ))
 for v in "$alone1" "$alone2" "$none" "$sd" "$dm" "$fs"; do [ -n "$v" ] && [ "$v" -gt 0 ] || fail "no update count"; done
 ratio() { awk -v a="$1" -v b="$alone" 'BEGIN { printf "%.3f", a / b }'; }
-note "updates in 5 s: alone $alone1 first, $alone2 last; terrace, no tracker $(ratio $none)x; soft-dirty at 1 s $(ratio $sd)x; soft-dirty + DAMON at 1 s $(ratio $dm)x; fault sampler + DAMON at 10 ms (hemem) $(ratio $fs)x"
+note "updates in 3 s: alone $alone1 first, $alone2 last; terrace, no tracker $(ratio $none)x; soft-dirty at 1 s $(ratio $sd)x; soft-dirty + DAMON at 1 s $(ratio $dm)x; fault sampler + DAMON at 10 ms (hemem) $(ratio $fs)x"
