@@ -19,7 +19,7 @@ kernel_balancing_off
 py=$(host_program python3)
 export PYTHONHOME=/usr
 policies="age hemem kernel-tiering"
-prog="terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 5 --start-node 1"
+prog="terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 8 --start-node 1"
 
 terrace profile measure --quick -o /tmp/guest.toml >/tmp/pm.out 2>/tmp/pm.log || fail "profile measure: $(tail -n 2 /tmp/pm.log)"
 cat /tmp/pm.out
@@ -80,7 +80,7 @@ for p in sys.argv[1:]:
     hot_overlap = len(hot_sim & hot_live) / max(len(hot_sim), len(hot_live), 1)
     predicted = json.load(open(f"/tmp/sim-{p}.json"))["runtime_ns"] / 1e9
     updates = re.search(r"checksum ok after (\d+) updates", open(f"/tmp/out-{p}").read()).group(1)
-    print(f"{p}: predicted {predicted:.3f} s simulated; measured {int(updates) / 5:.0f} updates/s; "
+    print(f"{p}: predicted {predicted:.3f} s simulated; measured {int(updates) / 8:.0f} updates/s; "
           f"promoted by the replay {len(sim)} pages ({hot(sim)} hot), live {len(live)} ({hot(live)} hot); "
           f"hot set promoted: overlap {hot_overlap:.1%}; all pages promoted: overlap {overlap:.1%}")
     ok &= hot_overlap >= 0.9
