@@ -88,11 +88,20 @@ pub struct SimOptions {
     pub slow_capacity: Option<u64>,
     /// Counter the machine adds replayed accesses to, for progress bars.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Where pages are first touched, overriding the policy's initial placement: a program
+    /// started bound to one node (`numactl --membind`/`--preferred`) places its pages there, not
+    /// by the policy's rule (`terrace sim --start-tier`). Spills to the next tier with room.
+    pub start_tier: Option<terrace_model::TierId>,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { fast_capacity: Capacity::Suggested, slow_capacity: None, progress: None }
+        SimOptions {
+            fast_capacity: Capacity::Suggested,
+            slow_capacity: None,
+            progress: None,
+            start_tier: None,
+        }
     }
 }
 
@@ -157,6 +166,7 @@ pub fn simulate_keeping(
     let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     machine.set_policy_name(policy.name());
     machine.set_progress(opts.progress.clone());
+    machine.set_start_tier(opts.start_tier);
     if keep.timeline {
         machine.record_timeline();
     }

@@ -24,9 +24,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use terrace_model::{
-    Access, AccessKind, Applied, Machine, MachineError, MachineInfo, Mechanism, Mechanisms, MemoryMode, Move,
-    MoveFailure, MoveOptions, Mover, ObjectEvent, ObjectEventKind, Observations, PageIdx, PageSize, Plan,
-    Progress, RateBudget, Requirements, Tier, TierId, TierStatus, TrackerKind,
+    Access, AccessKind, Applied, InitialPlacement, Machine, MachineError, MachineInfo, Mechanism, Mechanisms,
+    MemoryMode, Move, MoveFailure, MoveOptions, Mover, ObjectEvent, ObjectEventKind, Observations, PageIdx,
+    PageSize, Plan, Progress, RateBudget, Requirements, Tier, TierId, TierStatus, TrackerKind,
 };
 use terrace_workloads::{AccessSource, ObjectEventAt};
 
@@ -126,6 +126,8 @@ pub struct SimMachine {
     policy_events: Option<Vec<ObjectEvent>>,
     objects: ObjectTotals,
     policy_name: String,
+    /// [`crate::SimOptions::start_tier`].
+    start_tier: Option<TierId>,
     progress: Option<Arc<AtomicU64>>,
     reported_progress: u64,
     /// Placement over time, when asked for ([`SimMachine::record_timeline`]).
@@ -255,6 +257,7 @@ impl SimMachine {
             policy_events: None,
             objects: ObjectTotals::default(),
             policy_name: String::new(),
+            start_tier: None,
             progress: None,
             reported_progress: 0,
             timeline: None,
@@ -325,6 +328,12 @@ impl SimMachine {
     pub fn take_timeline(&mut self) -> Option<Timeline> {
         let recorder = self.timeline.take()?;
         Some(recorder.finish(self.now_ns, self.accesses, &self.totals, &self.placement))
+    }
+
+    /// First touches go to `tier` (then the next with room) whatever the policy's initial
+    /// placement says ([`crate::SimOptions::start_tier`]).
+    pub fn set_start_tier(&mut self, tier: Option<TierId>) {
+        self.start_tier = tier;
     }
 
     pub fn set_policy_name(&mut self, name: &str) {
@@ -1067,7 +1076,8 @@ impl Machine for SimMachine {
         for (t, tier) in self.info.tiers.iter_mut().enumerate() {
             tier.capacity_pages = capacity[t];
         }
-        self.placement = Placement::new(self.info.pages, capacity, req.initial.clone());
+        let initial = self.start_tier.map_or_else(|| req.initial.clone(), InitialPlacement::Tier);
+        self.placement = Placement::new(self.info.pages, capacity, initial);
         if let Some(t) = self.timeline.as_mut() {
             let accesses = self.source.info().accesses;
             t.start(self.info.pages, page, self.info.tiers.len(), accesses);

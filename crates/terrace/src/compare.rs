@@ -360,17 +360,6 @@ pub struct Run<'a> {
     pub policy: &'a str,
 }
 
-/// Runs every (workload, policy) pair on one machine; see [`run_all`].
-pub fn run_pairs(
-    machine: &MachineArgs,
-    profile: &Profile,
-    pairs: &[(String, String)],
-) -> Result<Vec<Result<RunReport>>> {
-    let runs: Vec<Run> =
-        pairs.iter().map(|(w, p)| Run { machine, profile, workload: w, policy: p }).collect();
-    run_all(&runs)
-}
-
 /// Runs every run in parallel (rayon, one run per task, those of most accesses first so that a
 /// long run does not start last), under one progress bar over all their accesses. The results
 /// are in the order of `runs`. Fails before running anything if a workload cannot be built.

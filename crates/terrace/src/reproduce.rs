@@ -3,7 +3,7 @@
 //! `<!-- reproduce: NAME -->` and `<!-- /reproduce -->`; `--check FILE` compares every marked
 //! block of FILE with what the runs give now, and `--write FILE` rewrites the blocks in place.
 //!
-//! The runs are `terrace compare`'s (`compare::run_pairs`: in parallel, one progress bar) with
+//! The runs are `terrace compare`'s (`compare::run_all`: in parallel, one progress bar) with
 //! generator seed 1, on each table's machine: the default profile with each workload's seed-sized
 //! fast tier for the Optane seeds, the remote-socket profile with half of each footprint fast for
 //! Nimble. Everything derived
@@ -11,7 +11,7 @@
 //! from the runs. The seeds' figures are constants below, each citing its section: they are the
 //! seeds' data, not values fitted to anything.
 
-use crate::compare::run_pairs;
+use crate::compare::{run_all, Run};
 use crate::run_spec::MachineArgs;
 use crate::table::human_time;
 use anyhow::{bail, Context, Result};
@@ -1483,7 +1483,9 @@ fn selected(only: &[String]) -> Result<Vec<&'static Table>> {
     Ok(TABLES.iter().filter(|t| only.is_empty() || only.iter().any(|n| n == t.name)).collect())
 }
 
-/// Runs what the tables need, each (workload, policy) once per machine, and renders them.
+/// Runs what the tables need, each (workload, policy) once per machine, and renders them. Every
+/// machine's runs go to one pool (`compare::run_all`, longest first), so the cores stay busy
+/// until the last run ends rather than idling at the end of each machine's share.
 fn render(tables: &[&Table]) -> Result<Vec<String>> {
     let mut machines: Vec<Machine> = Vec::new();
     for m in tables.iter().flat_map(|t| std::iter::once(&t.machine).chain(t.sweep)) {
@@ -1491,8 +1493,8 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
             machines.push(*m);
         }
     }
-    let mut reports = Reports::new();
-    for machine in machines {
+    let mut setups = Vec::new();
+    for &machine in &machines {
         let mut seen = HashSet::new();
         let pairs: Vec<(String, String)> = tables
             .iter()
@@ -1500,50 +1502,43 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
             .flat_map(|t| (t.runs)())
             .filter(|pair| seen.insert(pair.clone()))
             .collect();
-        for ((w, p), r) in run_on(machine, pairs, tables.len())? {
-            reports.insert((machine, w, p), r);
-        }
+        let args = machine_args(machine)?;
+        let profile = args.profile()?;
+        eprintln!(
+            "terrace: reproduce: {} runs on {}{}{}",
+            pairs.len(),
+            machine.profile,
+            machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default(),
+            if machine.shrink > 1 {
+                format!(", workloads at 1/{} of their size", machine.shrink)
+            } else {
+                String::new()
+            }
+        );
+        setups.push((machine, args, profile, pairs));
     }
-    Ok(tables.iter().map(|t| (t.render)(&Runs { all: &reports, machine: t.machine })).collect())
-}
-
-/// The reports of `pairs` on `machine`; an error if any run fails.
-fn run_on(
-    machine: Machine,
-    pairs: Vec<(String, String)>,
-    tables: usize,
-) -> Result<HashMap<(String, String), RunReport>> {
-    let args = MachineArgs {
-        profile: machine.profile.to_string(),
-        fast_capacity: machine
-            .fast_capacity
-            .map(crate::run_spec::parse_capacity)
-            .transpose()
-            .map_err(anyhow::Error::msg)?,
-        slow_capacity: None,
-        seed: 1,
-        size_scale: 1.0 / f64::from(machine.shrink),
-    };
-    let profile = args.profile()?;
+    let runs: Vec<Run> = setups
+        .iter()
+        .flat_map(|(_, args, profile, pairs)| {
+            pairs.iter().map(move |(w, p)| Run { machine: args, profile, workload: w, policy: p })
+        })
+        .collect();
     eprintln!(
-        "terrace: reproduce: {} runs for {tables} table{} on {}{}{}",
-        pairs.len(),
-        if tables == 1 { "" } else { "s" },
-        machine.profile,
-        machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default(),
-        if machine.shrink > 1 {
-            format!(", workloads at 1/{} of their size", machine.shrink)
-        } else {
-            String::new()
-        }
+        "terrace: reproduce: {} runs for {} table{} on {} machine{}",
+        runs.len(),
+        tables.len(),
+        if tables.len() == 1 { "" } else { "s" },
+        setups.len(),
+        if setups.len() == 1 { "" } else { "s" }
     );
-    let results = run_pairs(&args, &profile, &pairs)?;
-    let mut reports = HashMap::new();
+    let results = run_all(&runs)?;
+    let mut reports = Reports::new();
     let mut failures = Vec::new();
-    for (pair, r) in pairs.into_iter().zip(results) {
+    let keys = setups.iter().flat_map(|(machine, _, _, pairs)| pairs.iter().map(move |(w, p)| (*machine, w, p)));
+    for ((machine, w, p), r) in keys.zip(results) {
         match r {
             Ok(r) => {
-                reports.insert(pair, r);
+                reports.insert((machine, w.clone(), p.clone()), r);
             }
             Err(e) => failures.push(crate::error_line(&e)),
         }
@@ -1554,7 +1549,22 @@ fn run_on(
         }
         bail!("{} runs failed (above); no table is made from a partial set of runs", failures.len());
     }
-    Ok(reports)
+    Ok(tables.iter().map(|t| (t.render)(&Runs { all: &reports, machine: t.machine })).collect())
+}
+
+/// The simulated machine's arguments for a reproduction's machine (generator seed 1).
+fn machine_args(machine: Machine) -> Result<MachineArgs> {
+    Ok(MachineArgs {
+        profile: machine.profile.to_string(),
+        fast_capacity: machine
+            .fast_capacity
+            .map(crate::run_spec::parse_capacity)
+            .transpose()
+            .map_err(anyhow::Error::msg)?,
+        slow_capacity: None,
+        seed: 1,
+        size_scale: 1.0 / f64::from(machine.shrink),
+    })
 }
 
 pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {

@@ -54,6 +54,7 @@ impl MachineArgs {
             fast_capacity: self.fast_capacity.unwrap_or(Capacity::Suggested),
             slow_capacity: self.slow_capacity,
             progress,
+            start_tier: None,
         }
     }
     /// A workload by name, or a trace file by path.
@@ -102,6 +103,33 @@ pub struct SimArgs {
     /// are the program's; for anything else, offsets into the workload's footprint.
     #[arg(long, value_name = "FILE")]
     pub final_placement: Option<PathBuf>,
+    /// Where pages are first touched, whatever the policy's own initial placement: `fast`,
+    /// `slow` (the last tier) or a tier's name in the profile; a full tier passes pages on to the
+    /// next. For a program that ran bound to one node (`numactl --membind`), as its recording
+    /// was made.
+    #[arg(long, value_name = "TIER")]
+    pub start_tier: Option<String>,
+}
+
+/// `--start-tier`'s tier in `profile`: `fast`, `slow` (the last) or a tier's name.
+fn start_tier(profile: &Profile, name: &str) -> Result<terrace_model::TierId> {
+    let last = profile.tiers.len() - 1;
+    let index = match name {
+        "fast" => 0,
+        "slow" => last,
+        _ => match profile.tiers.iter().position(|t| t.name == name) {
+            Some(i) => i,
+            None => {
+                let names: Vec<&str> = profile.tiers.iter().map(|t| t.name.as_str()).collect();
+                bail!(
+                    "--start-tier '{name}': profile {} has no such tier; give fast, slow or one of {}",
+                    profile.name,
+                    names.join(", ")
+                )
+            }
+        },
+    };
+    Ok(terrace_model::TierId(index as u8))
 }
 
 /// Parses "40%", "48MiB", "1.5GiB", "4096".
@@ -194,10 +222,12 @@ fn run_one_keeping(
     policy: &str,
     progress: Option<Arc<AtomicU64>>,
     keep: terrace_sim::Keep,
+    start_tier: Option<terrace_model::TierId>,
 ) -> Result<(RunReport, terrace_sim::Kept)> {
     let mut p = terrace_policy::build(policy)?;
     let source = machine.source(workload)?;
-    let run = terrace_sim::simulate_keeping(source, p.as_mut(), profile, &machine.options(progress), keep);
+    let opts = SimOptions { start_tier, ..machine.options(progress) };
+    let run = terrace_sim::simulate_keeping(source, p.as_mut(), profile, &opts, keep);
     run.with_context(|| format!("{workload} under {policy}"))
 }
 
@@ -209,6 +239,13 @@ pub fn sim(args: SimArgs) -> Result<()> {
         terrace_policy::build(&args.policy)?;
     }
     crate::plots::check(args.plot.as_deref())?;
+    let start = args.start_tier.as_deref().map(|t| start_tier(&profile, t)).transpose()?;
+    if optimal && start.is_some() {
+        bail!(
+            "--start-tier sets where a policy's pages start, and {} chooses that itself: leave it out",
+            terrace_ceiling::NAME
+        );
+    }
     if optimal && args.plot.is_some() {
         bail!(
             "--plot draws one policy's run, and {} is the best of several: plot the candidate it names \
@@ -233,7 +270,7 @@ pub fn sim(args: SimArgs) -> Result<()> {
         }
         let keep =
             terrace_sim::Keep { timeline: args.plot.is_some(), placement: args.final_placement.is_some() };
-        run_one_keeping(&args.machine, &profile, &args.workload, &args.policy, Some(progress), keep)
+        run_one_keeping(&args.machine, &profile, &args.workload, &args.policy, Some(progress), keep, start)
             .map(|(r, kept)| (r, Some(kept)))
     })?;
     if report.accesses == 0 {

@@ -485,6 +485,25 @@ fn compare_runs_optimal_by_name_and_names_its_candidate() {
     );
 }
 
+/// Pages in the fast tier (DRAM) and in all, from a `sim --final-placement` file, checking its
+/// runs are in order and none overlaps.
+fn final_placement_pages(file: &std::path::Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let (mut next, mut in_fast, mut total) = (0u64, 0u64, 0u64);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split(' ').collect();
+        let first = u64::from_str_radix(f[0].trim_start_matches("0x"), 16).unwrap() / 4096;
+        let pages: u64 = f[1].parse().unwrap();
+        assert!(first >= next, "runs in order, none overlapping: {line}");
+        next = first + pages;
+        total += pages;
+        if f[2] == "DRAM" {
+            in_fast += pages;
+        }
+    }
+    (in_fast, total)
+}
+
 /// `sim --final-placement`: runs of pages in one tier that together hold every page the run
 /// touched once, the fast tier's no more than its capacity; first-touch fills the fast tier.
 #[test]
@@ -509,19 +528,45 @@ fn the_final_placement_holds_every_touched_page_once() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
     let footprint_pages = report["footprint_bytes"].as_u64().unwrap() / 4096;
     let fast_pages = report["fast_capacity_bytes"].as_u64().unwrap() / 4096;
-    let text = std::fs::read_to_string(&file).unwrap();
-    let (mut next, mut in_fast, mut total) = (0u64, 0u64, 0u64);
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let f: Vec<&str> = line.split(' ').collect();
-        let first = u64::from_str_radix(f[0].trim_start_matches("0x"), 16).unwrap() / 4096;
-        let pages: u64 = f[1].parse().unwrap();
-        assert!(first >= next, "runs in order, none overlapping: {line}");
-        next = first + pages;
-        total += pages;
-        if f[2] == "DRAM" {
-            in_fast += pages;
-        }
-    }
+    let (in_fast, total) = final_placement_pages(&file);
     assert_eq!(total, footprint_pages, "GUPS touches its whole table");
     assert_eq!(in_fast, fast_pages, "first-touch fills the fast tier and moves nothing");
+}
+
+/// `sim --start-tier slow`: every page starts in the slow tier, so first-touch (which never
+/// moves a page) ends with none fast, and a promoting policy ends with what it promoted; a tier
+/// the profile lacks is refused in one line.
+#[test]
+fn start_tier_places_first_touches_in_the_named_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast_at_end = |policy: &str, tier: &str| {
+        let file = dir.path().join(format!("{policy}-{tier}.txt"));
+        let out = stdout(&[
+            "sim",
+            "-w",
+            "gups",
+            "--size-scale",
+            TINY,
+            "--fast-capacity",
+            "25%",
+            "-p",
+            policy,
+            "--start-tier",
+            tier,
+            "--final-placement",
+            file.to_str().unwrap(),
+        ]);
+        assert!(out.contains("run time"), "{out}");
+        final_placement_pages(&file).0
+    };
+    assert_eq!(fast_at_end("first-touch", "slow"), 0, "first-touch moves nothing from where pages start");
+    assert!(fast_at_end("first-touch", "fast") > 0);
+    assert!(fast_at_end("hemem", "slow") > 0, "hemem promotes from the slow tier");
+    let err = fails(&["sim", "-w", "gups", "--size-scale", TINY, "--start-tier", "hbm"]);
+    assert!(
+        err.contains("--start-tier 'hbm': profile optane-2019 has no such tier; give fast, slow or one of"),
+        "{err}"
+    );
+    let err = fails(&["sim", "-w", "gups", "--size-scale", TINY, "-p", "optimal", "--start-tier", "slow"]);
+    assert!(err.contains("--start-tier sets where a policy's pages start"), "{err}");
 }
