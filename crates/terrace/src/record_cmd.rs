@@ -2,11 +2,12 @@
 //! aggregated trace that `terrace sim` and `terrace compare` replay (docs/live.md, "Recording a
 //! program"; the conversion in terrace_workloads::trace::recorded, docs/formats.md).
 //!
-//! Recording reads DAMON's regions directly rather than through the live machine's policy loop:
-//! the loop hands a policy per-page referenced bits or read samples scaled to its ticks, which
-//! flatten DAMON's per-region access counts, the one thing a recording wants to keep; and
-//! recording places nothing, so it needs no tiers, no policy and no program-start dance (no
-//! userfaultfd: the program is started as any child is).
+//! Recording reads DAMON's regions, or scans the page table's bits (the idle-page bitmap,
+//! soft-dirty) where the kernel has no DAMON, directly rather than through the live machine's
+//! policy loop: the loop hands a policy per-page referenced bits or read samples scaled to its
+//! ticks, which flatten DAMON's per-region access counts, the one thing a recording wants to
+//! keep; and recording places nothing, so it needs no tiers, no policy and no program-start dance
+//! (no userfaultfd: the program is started as any child is).
 // Without the live machine the arguments are parsed (the CLI is the same) but not used.
 #![cfg_attr(not(all(feature = "live", target_os = "linux")), allow(dead_code))]
 
@@ -70,7 +71,10 @@ mod live {
     use std::time::{Duration, Instant};
     use terrace_linux::process::ProcessMemory;
     use terrace_linux::trackers::damon::{self, DamonReader};
-    use terrace_workloads::trace::recorded::{self, Interval, RecordError, ACCESSES_PER_TOUCH};
+    use terrace_linux::trackers::{idle_page, soft_dirty};
+    use terrace_workloads::trace::recorded::{
+        self, Interval, RecordError, ACCESSES_PER_TOUCH, SEEN_ACCESSED, SEEN_WRITTEN,
+    };
     use terrace_workloads::RecordingInfo;
 
     /// The signal that asked Terrace to stop (SIGINT, SIGTERM), 0 if none.
@@ -160,17 +164,23 @@ mod live {
             ),
             t => t,
         };
-        if chosen != TrackerName::Damon {
+        if chosen == TrackerName::Sampler {
             bail!(
-                "--tracker {}: this kernel has it, but terrace record records with DAMON only so far (the \
-                 other trackers are used by `terrace run`); use a kernel with DAMON (CONFIG_DAMON_VADDR, \
-                 CONFIG_DAMON_SYSFS)",
-                chosen.to_possible_value().expect("named").get_name()
+                "--tracker sampler: this kernel has it, but terrace record does not record with the \
+                 sampler yet (`terrace run` uses it); record with damon, idle-page or soft-dirty"
             );
         }
         // SAFETY: geteuid has no preconditions and cannot fail.
-        if unsafe { libc::geteuid() } != 0 {
-            bail!("recording with DAMON needs root (it writes /sys/kernel/mm/damon): run terrace record as root");
+        let root = unsafe { libc::geteuid() } == 0;
+        match chosen {
+            TrackerName::Damon if !root => {
+                bail!("recording with DAMON needs root (it writes /sys/kernel/mm/damon): run terrace record as root")
+            }
+            TrackerName::IdlePage if !root => bail!(
+                "recording with the idle-page bitmap needs root (it reads page frames): run terrace record as \
+                 root, or record with --tracker soft-dirty"
+            ),
+            _ => {}
         }
         Ok(chosen)
     }
@@ -269,8 +279,17 @@ mod live {
         let interval_us = args.interval * 1000;
         // DAMON's default 5 ms sample, or 20 samples per interval when the interval is shorter.
         let sample_us = (interval_us / 20).clamp(250, damon::SAMPLE_US);
+        // The idle-page bitmap tells accesses, soft-dirty writes: a scan takes both where it can.
+        let scan = Scan {
+            idle_page: tracker == TrackerName::IdlePage,
+            soft_dirty: tracker == TrackerName::SoftDirty
+                || (tracker == TrackerName::IdlePage && soft_dirty::works_here()),
+        };
         let started = Instant::now();
-        let recorded = watch(pid, child.as_mut(), sample_us, interval_us, args.duration);
+        let recorded = match tracker {
+            TrackerName::Damon => watch(pid, child.as_mut(), sample_us, interval_us, args.duration),
+            _ => watch_scan(pid, child.as_mut(), scan, interval_us, args.duration).map(|i| (i, false)),
+        };
         let (intervals, physical) = match recorded {
             Ok(i) => i,
             Err(e) => {
@@ -285,23 +304,35 @@ mod live {
         let own_cpu = own_cpu_seconds();
 
         let samples = interval_us / sample_us;
-        let info = RecordingInfo {
-            tracker: format!("{tracker:?}").to_lowercase(),
-            interval_us,
-            resolution: if physical {
-                "DAMON paddr region (adaptive: 100 to 1000 regions over all physical memory, shared with \
-                 other processes), each 4 KiB page by its frame"
-                    .into()
-            } else {
-                "DAMON vaddr region (adaptive: 10 to 1000 regions over the address space), clipped to mapped \
-                 4 KiB pages"
-                    .into()
-            },
-            estimate: format!(
-                "a region seen accessed in n of an interval's {samples} samples ({sample_us} us apart): {ACCESSES_PER_TOUCH} \
-                 n reads of each of its pages (one per 64 B line per sample); DAMON does not tell writes \
-                 from reads, so there are no writes"
+        let (label, resolution, estimate) = match tracker {
+            TrackerName::Damon => (
+                "DAMON",
+                if physical {
+                    "DAMON paddr region (adaptive: 100 to 1000 regions over all physical memory, shared with \
+                     other processes), each 4 KiB page by its frame"
+                        .to_string()
+                } else {
+                    "DAMON vaddr region (adaptive: 10 to 1000 regions over the address space), clipped to mapped \
+                     4 KiB pages"
+                        .to_string()
+                },
+                format!(
+                    "a region seen accessed in n of an interval's {samples} samples ({sample_us} us apart): \
+                     {ACCESSES_PER_TOUCH} n reads of each of its pages (one per 64 B line per sample); DAMON does \
+                     not tell writes from reads, so there are no writes"
+                ),
             ),
+            _ => (
+                scan.label(),
+                format!("4 KiB page ({}), scanned every interval", scan.label()),
+                scan.estimate(),
+            ),
+        };
+        let info = RecordingInfo {
+            tracker: tracker.to_possible_value().expect("named").get_name().to_string(),
+            interval_us,
+            resolution,
+            estimate,
             // Quoted as a shell would need it only for the simple cases: the line is advice to
             // read, not a script.
             command: (!args.command.is_empty()).then(|| printable(&args.command.join(" "), 1000)),
@@ -335,7 +366,7 @@ mod live {
             Err(RecordError::Empty) => {
                 drop(output);
                 if args.pid.is_some() {
-                    bail!("{what} accessed no memory DAMON saw in {seconds:.1} s: nothing recorded");
+                    bail!("{what} accessed no memory {label} saw in {seconds:.1} s: nothing recorded");
                 }
                 bail!(
                     "{} exited (status {code}) before the first {} ms interval ended: nothing recorded; lower \
@@ -348,7 +379,7 @@ mod live {
         };
         output.persist()?;
         eprintln!(
-            "terrace: recorded {what} with DAMON for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} intervals \
+            "terrace: recorded {what} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} intervals \
              with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
             shape.active_intervals,
             shape.pages,
@@ -485,5 +516,151 @@ mod live {
         bar.finish_and_clear();
         drop(reader);
         Ok((intervals, physical))
+    }
+
+    /// What a page-table scan reads each interval.
+    #[derive(Clone, Copy, Debug)]
+    struct Scan {
+        /// The idle-page bitmap: whether each page's frame was accessed.
+        idle_page: bool,
+        /// Soft-dirty: whether each page was written (and so accessed).
+        soft_dirty: bool,
+    }
+
+    impl Scan {
+        fn label(&self) -> &'static str {
+            match (self.idle_page, self.soft_dirty) {
+                (true, true) => "the idle-page bitmap and soft-dirty",
+                (true, false) => "the idle-page bitmap",
+                _ => "soft-dirty",
+            }
+        }
+
+        /// How the trace's counts come from the bits (the header's `estimate`).
+        fn estimate(&self) -> String {
+            let touch = format!(
+                "one bit per page per interval: a page seen touched counts {ACCESSES_PER_TOUCH} accesses (one per \
+                 64 B line), touched once or a million times alike"
+            );
+            match (self.idle_page, self.soft_dirty) {
+                (true, true) => format!("{touch}; writes if soft-dirty saw it written, else reads"),
+                (true, false) => format!("{touch}; all reads (without soft-dirty no write is told apart)"),
+                _ => format!(
+                    "{touch}; writes only: soft-dirty sees writes, so a page only read in an interval is not \
+                     seen at all"
+                ),
+            }
+        }
+    }
+
+    /// Records `pid` by scanning its page table once an interval: the idle-page bitmap's
+    /// accessed bits (marked idle again after each read) and soft-dirty's written bits (cleared
+    /// after each read), until the program exits, a stop signal comes, or `duration` passes.
+    /// What the program touched before the first interval began is not counted; what it touched
+    /// in the interval it exited in is lost with its page table.
+    fn watch_scan(
+        pid: i32,
+        mut child: Option<&mut std::process::Child>,
+        scan: Scan,
+        interval_us: u64,
+        duration: Option<f64>,
+    ) -> Result<Vec<Interval>> {
+        let mut memory = match ProcessMemory::attach(pid) {
+            Ok(m) => m,
+            Err(terrace_linux::process::ProcessError::Gone(_)) if child.is_some() => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot record pid {pid}")),
+        };
+        let mut bitmap = if scan.idle_page {
+            Some(
+                idle_page::IdleBitmap::open()
+                    .with_context(|| format!("cannot open {}", idle_page::BITMAP))?,
+            )
+        } else {
+            None
+        };
+        let mut entries = Vec::new();
+        let mut frames: Vec<u64> = Vec::new();
+        let mut bits: Vec<u8> = Vec::new();
+        // One scan: the bits since the last, which it resets. `Ok(false)`: the process is gone.
+        let mut read_bits = |memory: &mut ProcessMemory, bits: &mut Vec<u8>| -> Result<bool> {
+            let _ = memory.follow_exec();
+            if memory.refresh().is_err() || memory.read_pagemap(&mut entries).is_err() {
+                return Ok(false);
+            }
+            bits.clear();
+            bits.resize(entries.len(), 0);
+            if let Some(bitmap) = bitmap.as_mut() {
+                frames.clear();
+                frames.extend(entries.iter().map(|&e| {
+                    if e & terrace_linux::process::PM_PRESENT != 0 {
+                        e & idle_page::PFN_MASK
+                    } else {
+                        0
+                    }
+                }));
+                let accessed = bitmap.accessed(&frames).context("cannot read the idle-page bitmap")?;
+                for (b, a) in bits.iter_mut().zip(accessed) {
+                    if a {
+                        *b |= SEEN_ACCESSED;
+                    }
+                }
+                bitmap.mark_idle(&frames).context("cannot mark pages idle")?;
+            }
+            if scan.soft_dirty {
+                for (b, &e) in bits.iter_mut().zip(&entries) {
+                    if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
+                        *b |= SEEN_ACCESSED | SEEN_WRITTEN;
+                    }
+                }
+                match soft_dirty::clear(pid) {
+                    Ok(()) => {}
+                    Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(false),
+                    Err(e) => return Err(e).context("cannot clear the soft-dirty bits"),
+                }
+            }
+            Ok(true)
+        };
+        // The first scan only resets the bits: the recording starts now.
+        if !read_bits(&mut memory, &mut bits)? {
+            return Ok(Vec::new());
+        }
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} recording pid {msg} [{elapsed_precise}]")
+                .expect("static template"),
+        );
+        let started = Instant::now();
+        let interval = Duration::from_micros(interval_us);
+        let poll = Duration::from_micros((interval_us / 10).max(1000));
+        let mut next = started + interval;
+        let mut intervals: Vec<Interval> = Vec::new();
+        'recording: loop {
+            // Wait out the interval, watching for a stop, the duration and the program's exit.
+            while Instant::now() < next {
+                let gone = match child.as_deref_mut() {
+                    Some(c) => c.try_wait().ok().flatten().is_some(),
+                    // SAFETY: signal 0 only checks the process exists.
+                    None => (unsafe { libc::kill(pid, 0) }) != 0,
+                };
+                if gone
+                    || STOP.load(Ordering::Relaxed) != 0
+                    || duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+                {
+                    break 'recording;
+                }
+                bar.tick();
+                std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+            }
+            if !read_bits(&mut memory, &mut bits)? {
+                break;
+            }
+            let mut spans = Interval::new();
+            recorded::by_page_bits(memory.index().runs(), &bits, &mut spans);
+            intervals.push(spans);
+            bar.set_message(format!("{pid}: {} intervals", intervals.len()));
+            next += interval;
+        }
+        bar.finish_and_clear();
+        Ok(intervals)
     }
 }

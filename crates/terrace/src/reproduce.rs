@@ -1534,7 +1534,8 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
     let results = run_all(&runs)?;
     let mut reports = Reports::new();
     let mut failures = Vec::new();
-    let keys = setups.iter().flat_map(|(machine, _, _, pairs)| pairs.iter().map(move |(w, p)| (*machine, w, p)));
+    let keys =
+        setups.iter().flat_map(|(machine, _, _, pairs)| pairs.iter().map(move |(w, p)| (*machine, w, p)));
     for ((machine, w, p), r) in keys.zip(results) {
         match r {
             Ok(r) => {

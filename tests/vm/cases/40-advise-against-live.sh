@@ -35,6 +35,29 @@ terrace trace info /tmp/hc.trace >/tmp/info || fail "the recording is no valid t
 cat /tmp/info
 grep '^hotcold pid=' /tmp/rec.out >/tmp/rec.ranges || fail "no address ranges from the recorded program"
 
+# Without DAMON, recording scans the page table (docs/live.md, "Recording a program"): with
+# soft-dirty alone it sees writes only. The hot set (1,024 pages) is rewritten all the time, the
+# other sets only filled, so over 3 s (about 30 intervals) the writes must come to far more than
+# one interval's fill of every page, and there are no reads.
+terrace record -o /tmp/sd.trace --tracker soft-dirty -- terrace-hotcold --hot-mib 4 --cold-mib 4 --read-mib 4 --seconds 3 \
+	>/tmp/sd.out 2>/tmp/sd.log || fail "record --tracker soft-dirty exited $?: $(tail -n 2 /tmp/sd.log)"
+grep -q 'hotcold checksum ok' /tmp/sd.out || fail "the program recorded with soft-dirty: its checksum"
+terrace trace info /tmp/sd.trace >/tmp/sd.info || fail "the soft-dirty recording is no valid trace"
+set -- $(sed -n 's/^accesses *\([0-9]*\) (\([0-9]*\) reads, \([0-9]*\) writes)$/\1 \2 \3/p' /tmp/sd.info)
+sd_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/sd.info)
+[ "${2:-x}" = 0 ] && [ "${3:-0}" -ge $((1024 * 64 * 10)) ] && [ "${sd_pages:-0}" -ge 1024 ] && [ "$sd_pages" -le 4096 ] ||
+	{ cat /tmp/sd.info; fail "soft-dirty recording: accesses/reads/writes '$*', pages '$sd_pages'"; }
+note "soft-dirty recording: $(grep -E '^(accesses|pages touched)' /tmp/sd.info | tr -s ' \n' ' ')"
+if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
+	terrace record -o /tmp/ip.trace --tracker idle-page -- terrace-hotcold --seconds 2 >/dev/null 2>/tmp/ip.log ||
+		fail "record --tracker idle-page: $(tail -n 1 /tmp/ip.log)"
+else
+	terrace record -o /tmp/ip.trace --tracker idle-page -- terrace-hotcold --seconds 2 >/dev/null 2>/tmp/ip.log &&
+		fail "record --tracker idle-page ran without the bitmap"
+	[ "$(wc -l </tmp/ip.log)" -eq 1 ] && grep -q 'lacks the idle-page bitmap' /tmp/ip.log ||
+		fail "record --tracker idle-page without the bitmap: $(cat /tmp/ip.log)"
+fi
+
 for p in $policies; do
 	terrace sim -w /tmp/hc.trace -p "$p" --profile /tmp/guest.toml --fast-capacity 8MiB --start-tier slow --json "/tmp/sim-$p.json" \
 		--final-placement "/tmp/sim-$p.txt" >/dev/null 2>"/tmp/sim-$p.log" || fail "sim $p: $(tail -n 1 "/tmp/sim-$p.log")"

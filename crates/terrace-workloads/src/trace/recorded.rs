@@ -254,12 +254,71 @@ pub fn by_frame(frames: &[(u64, u64)], regions: &[(u64, u64, u64, u64)], out: &m
     }
 }
 
+/// A page seen accessed in a scan's interval ([`by_page_bits`]): the idle-page bitmap's bit
+/// cleared, or soft-dirty set (a write is an access).
+pub const SEEN_ACCESSED: u8 = 1;
+/// A page seen written in a scan's interval: its soft-dirty bit set.
+pub const SEEN_WRITTEN: u8 = 2;
+
+/// Spans of a process's pages from one scan of its page table (idle-page, soft-dirty): `bits`
+/// holds [`SEEN_ACCESSED`]/[`SEEN_WRITTEN`] for each page of the scan, and `runs` places them:
+/// (index of the run's first page in `bits`, its first virtual page, pages). A bit says only
+/// that a page was touched, once or a million times, so a page seen accessed counts
+/// [`ACCESSES_PER_TOUCH`] accesses, as one DAMON sample does: reads, or writes when it was seen
+/// written (one bit cannot tell how many of a written page's accesses were reads). Neighbouring
+/// pages with equal counts make one span.
+pub fn by_page_bits(runs: impl IntoIterator<Item = (u32, u64, u64)>, bits: &[u8], out: &mut Interval) {
+    for (first, vpn, pages) in runs {
+        for k in 0..pages {
+            let Some(&b) = bits.get(first as usize + k as usize) else { break };
+            if b & (SEEN_ACCESSED | SEEN_WRITTEN) == 0 {
+                continue;
+            }
+            let (reads, writes) =
+                if b & SEEN_WRITTEN != 0 { (0, ACCESSES_PER_TOUCH) } else { (ACCESSES_PER_TOUCH, 0) };
+            let page = vpn + k;
+            match out.last_mut() {
+                Some(s) if s.first_page + s.pages == page && s.reads == reads && s.writes == writes => {
+                    s.pages += 1
+                }
+                _ => out.push(Span { first_page: page, pages: 1, reads, writes }),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::trace::TraceReader;
     use proptest::prelude::*;
     use terrace_model::PageCounts;
+
+    /// A scan's bits become spans: untouched pages none, accessed ones reads, written ones writes,
+    /// neighbours with equal counts merged, and runs of the scan kept apart by their addresses.
+    #[test]
+    fn page_bits_become_read_and_write_spans() {
+        // Run 0: pages 100..104 at bits[0..4]; run 1: pages 200..202 at bits[4..6].
+        let runs = [(0u32, 100u64, 4u64), (4, 200, 2)];
+        let bits =
+            [SEEN_ACCESSED, SEEN_ACCESSED, 0, SEEN_ACCESSED | SEEN_WRITTEN, SEEN_WRITTEN, SEEN_ACCESSED];
+        let mut out = Interval::new();
+        by_page_bits(runs, &bits, &mut out);
+        let t = ACCESSES_PER_TOUCH;
+        assert_eq!(
+            out,
+            vec![
+                Span { first_page: 100, pages: 2, reads: t, writes: 0 },
+                Span { first_page: 103, pages: 1, reads: 0, writes: t },
+                Span { first_page: 200, pages: 1, reads: 0, writes: t },
+                Span { first_page: 201, pages: 1, reads: t, writes: 0 },
+            ]
+        );
+        // Bits shorter than the runs (a mapping grew since the scan): the rest is unseen.
+        let mut out = Interval::new();
+        by_page_bits([(0u32, 100u64, 10u64)], &[SEEN_ACCESSED; 3], &mut out);
+        assert_eq!(out, vec![Span { first_page: 100, pages: 3, reads: t, writes: 0 }]);
+    }
 
     fn recording() -> RecordingInfo {
         RecordingInfo {
