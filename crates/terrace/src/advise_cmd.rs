@@ -188,6 +188,13 @@ fn print_advice(a: &Advice, any_row: &Row, recording: Option<&terrace_workloads:
         ),
         None => println!("  ceiling      not run"),
     }
+    // A recording without writes (DAMON alone) cannot show what the write-aware policies gain.
+    if recording.is_some() && r.tiers.iter().all(|t| t.writes == 0) {
+        println!(
+            "  note         the recording tells no writes: write-aware policies (hpwp, ambix, ...) were judged on \
+             reads alone; `terrace record --writes` adds them where the kernel has soft-dirty"
+        );
+    }
     let command = recording.and_then(|r| r.command.clone()).unwrap_or_else(|| "PROGRAM ARGS".to_string());
     if a.policy == "first-touch" {
         return;

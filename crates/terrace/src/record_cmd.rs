@@ -36,6 +36,12 @@ pub struct RecordArgs {
     /// Stop recording after this many seconds (the program runs on).
     #[arg(long)]
     pub duration: Option<f64>,
+    /// With DAMON, which does not tell writes from reads, also read the pages' soft-dirty bits
+    /// each interval, so that written pages count writes: a write-protect fault on the first
+    /// write to each page each interval. A scan with the idle-page bitmap does so whenever the
+    /// kernel has soft-dirty; needs soft-dirty (CONFIG_MEM_SOFT_DIRTY).
+    #[arg(long)]
+    pub writes: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -247,6 +253,11 @@ mod live {
             }
         }
         let tracker = choose(args.tracker)?;
+        if args.writes && !soft_dirty::works_here() {
+            bail!(
+                "--writes reads soft-dirty bits, which this kernel lacks (CONFIG_MEM_SOFT_DIRTY); record without it"
+            );
+        }
         if let Some(pid) = args.pid {
             check_pid(pid)?;
         }
@@ -287,7 +298,9 @@ mod live {
         };
         let started = Instant::now();
         let recorded = match tracker {
-            TrackerName::Damon => watch(pid, child.as_mut(), sample_us, interval_us, args.duration),
+            TrackerName::Damon => {
+                watch(pid, child.as_mut(), sample_us, interval_us, args.duration, args.writes)
+            }
             _ => watch_scan(pid, child.as_mut(), scan, interval_us, args.duration).map(|i| (i, false)),
         };
         let (intervals, physical) = match recorded {
@@ -318,8 +331,17 @@ mod live {
                 },
                 format!(
                     "a region seen accessed in n of an interval's {samples} samples ({sample_us} us apart): \
-                     {ACCESSES_PER_TOUCH} n reads of each of its pages (one per 64 B line per sample); DAMON does \
-                     not tell writes from reads, so there are no writes"
+                     {ACCESSES_PER_TOUCH} n reads of each of its pages (one per 64 B line per sample); {}",
+                    if args.writes {
+                        format!(
+                            "a page soft-dirty saw written: {ACCESSES_PER_TOUCH} of them writes, the rest reads (one \
+                             touch: the bit says written, not how often), and one touch of writes if DAMON saw none"
+                        )
+                    } else {
+                        "DAMON does not tell writes from reads, so there are no writes (record with --writes \
+                         where the kernel has soft-dirty)"
+                            .to_string()
+                    }
                 ),
             ),
             _ => (
@@ -402,6 +424,7 @@ mod live {
         sample_us: u64,
         interval_us: u64,
         duration: Option<f64>,
+        writes: bool,
     ) -> Result<(Vec<Interval>, bool)> {
         let mut memory = match ProcessMemory::attach(pid) {
             Ok(m) => m,
@@ -427,6 +450,13 @@ mod live {
         let mut entries = Vec::new();
         let mut frames = Vec::new();
         let mut counted = Vec::new();
+        let mut dirty_entries = Vec::new();
+        let mut written: Vec<u64> = Vec::new();
+        if writes {
+            // What the program wrote before the recording began is not counted.
+            soft_dirty::clear(pid)
+                .with_context(|| format!("cannot clear the soft-dirty bits of pid {pid}"))?;
+        }
         let frames_every = (1_000_000 / interval_us).max(1) as usize;
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
@@ -487,6 +517,24 @@ mod live {
                         recorded::by_frame(&frames, &counted, &mut interval);
                     } else {
                         recorded::clip_to_mapped(counted.iter().copied(), &mapped, &mut interval);
+                    }
+                    if writes {
+                        written.clear();
+                        if memory.read_pagemap(&mut dirty_entries).is_ok() {
+                            for (first, vpn, pages) in memory.index().runs() {
+                                for k in 0..pages {
+                                    let e =
+                                        dirty_entries.get((first as u64 + k) as usize).copied().unwrap_or(0);
+                                    if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e)
+                                    {
+                                        written.push(vpn + k);
+                                    }
+                                }
+                            }
+                            let _ = soft_dirty::clear(pid);
+                        }
+                        written.sort_unstable();
+                        recorded::mark_written(&mut interval, &written);
                     }
                     tracing::debug!(
                         "aggregation {seq}: {} regions ({} accessed), {} frames, {} spans",

@@ -196,6 +196,11 @@ fn a_damo_record_imports_as_a_trace_and_a_malformed_one_is_refused() {
     assert!(text.contains("recorded        with damon (damo), one observation every 100 ms"), "{text}");
     // N = 30592 / 2 snapshots: two epochs.
     assert!(text.contains("epochs of 15296 accesses (2 epochs)"), "{text}");
+    // Advice on a recording without writes says what that leaves out.
+    let out = terrace().arg("advise").arg(&trace).output().unwrap();
+    let advice = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(advice.contains("note         the recording tells no writes"), "{advice}");
 
     std::fs::write(&report, r#"[{"snapshots": [{"regions": [{"start": "x", "end": 1}]}]}]"#).unwrap();
     let out = terrace().args(["trace", "import-damo"]).arg(&report).arg("-o").arg(&trace).output().unwrap();
@@ -290,4 +295,36 @@ fn idle_page_records_where_the_kernel_has_the_bitmap_and_is_refused_where_not() 
         let (reads, writes) = reads_and_writes(&text);
         assert!(reads + writes > 0 && pages(&text) > 100, "{text}");
     }
+}
+
+/// `--writes` beside DAMON: where the kernel has soft-dirty, the written buffer's pages count
+/// writes; where it has not (the development host), one line before anything starts. The guest
+/// records with it (tests/vm/cases/40-advise-against-live.sh).
+#[test]
+fn writes_beside_damon_count_the_written_pages_or_are_refused_in_one_line() {
+    if !can_record() {
+        return;
+    }
+    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("w.trc");
+    let out = terrace()
+        .args(["record", "--writes", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .args(toucher(1.2, 0))
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("which this kernel lacks") {
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("terrace: --writes reads soft-dirty bits"), "{err}");
+        assert!(!trace.exists());
+        return;
+    }
+    assert!(out.status.success(), "{err}");
+    let (_, writes) = reads_and_writes(&info(&trace));
+    assert!(writes > 0, "{err}");
 }

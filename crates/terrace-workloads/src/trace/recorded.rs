@@ -287,6 +287,53 @@ pub fn by_page_bits(runs: impl IntoIterator<Item = (u32, u64, u64)>, bits: &[u8]
     }
 }
 
+/// Tells an interval's writes apart with soft-dirty beside a tracker that cannot (DAMON):
+/// `written` lists the virtual pages seen written in the interval, sorted. Of a written page's
+/// estimated accesses, [`ACCESSES_PER_TOUCH`] become writes (one touch: the bit says it was
+/// written, not how often) and the rest stay reads; a written page the tracker did not see gets
+/// one touch of writes. Spans are left sorted by address.
+pub fn mark_written(interval: &mut Interval, written: &[u64]) {
+    if written.is_empty() {
+        return;
+    }
+    interval.sort_unstable_by_key(|s| s.first_page);
+    let spans = std::mem::take(interval);
+    let mut w = 0; // the next written page not yet placed
+    let push = |out: &mut Interval, first_page: u64, pages: u64, reads: u64, writes: u64| {
+        if pages == 0 {
+            return;
+        }
+        match out.last_mut() {
+            Some(s) if s.first_page + s.pages == first_page && s.reads == reads && s.writes == writes => {
+                s.pages += pages
+            }
+            _ => out.push(Span { first_page, pages, reads, writes }),
+        }
+    };
+    for s in spans {
+        let end = s.first_page + s.pages;
+        // Written pages before this span: seen only by soft-dirty.
+        while w < written.len() && written[w] < s.first_page {
+            push(interval, written[w], 1, 0, ACCESSES_PER_TOUCH);
+            w += 1;
+        }
+        let total = s.reads + s.writes;
+        let written_writes = s.writes.max(ACCESSES_PER_TOUCH.min(total));
+        let mut at = s.first_page;
+        while w < written.len() && written[w] < end {
+            let page = written[w];
+            push(interval, at, page - at, s.reads, s.writes);
+            push(interval, page, 1, total - written_writes, written_writes);
+            at = page + 1;
+            w += 1;
+        }
+        push(interval, at, end - at, s.reads, s.writes);
+    }
+    for &page in &written[w..] {
+        push(interval, page, 1, 0, ACCESSES_PER_TOUCH);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,6 +365,38 @@ mod tests {
         let mut out = Interval::new();
         by_page_bits([(0u32, 100u64, 10u64)], &[SEEN_ACCESSED; 3], &mut out);
         assert_eq!(out, vec![Span { first_page: 100, pages: 3, reads: t, writes: 0 }]);
+    }
+
+    /// Soft-dirty beside DAMON: a written page's first touch becomes writes, the rest stay reads;
+    /// written pages DAMON missed get one touch of writes; unwritten pages keep their counts.
+    #[test]
+    fn written_pages_take_one_touch_of_writes() {
+        let t = ACCESSES_PER_TOUCH;
+        // Spans out of address order, as the frame-ordered recorder gives them.
+        let mut interval = vec![
+            Span { first_page: 20, pages: 2, reads: 3 * t, writes: 0 },
+            Span { first_page: 10, pages: 4, reads: 2 * t, writes: 0 },
+        ];
+        mark_written(&mut interval, &[5, 11, 12, 21, 30]);
+        assert_eq!(
+            interval,
+            vec![
+                Span { first_page: 5, pages: 1, reads: 0, writes: t },
+                Span { first_page: 10, pages: 1, reads: 2 * t, writes: 0 },
+                Span { first_page: 11, pages: 2, reads: t, writes: t },
+                Span { first_page: 13, pages: 1, reads: 2 * t, writes: 0 },
+                Span { first_page: 20, pages: 1, reads: 3 * t, writes: 0 },
+                Span { first_page: 21, pages: 1, reads: 2 * t, writes: t },
+                Span { first_page: 30, pages: 1, reads: 0, writes: t },
+            ]
+        );
+        let accesses = |i: &Interval| i.iter().map(|s| s.pages * (s.reads + s.writes)).sum::<u64>();
+        // Counts are kept: only the pages DAMON missed add accesses.
+        assert_eq!(accesses(&interval), 2 * 3 * t + 4 * 2 * t + 2 * t);
+        // Nothing written: nothing changes.
+        let mut same = vec![Span { first_page: 1, pages: 1, reads: t, writes: 0 }];
+        mark_written(&mut same, &[]);
+        assert_eq!(same, vec![Span { first_page: 1, pages: 1, reads: t, writes: 0 }]);
     }
 
     fn recording() -> RecordingInfo {
