@@ -500,17 +500,13 @@ mod live {
                         if frames_due {
                             frames.clear();
                             if memory.read_pagemap(&mut entries).is_ok() {
-                                for (first, vpn, pages) in memory.index().runs() {
-                                    for k in 0..pages {
-                                        let e =
-                                            entries.get((first as u64 + k) as usize).copied().unwrap_or(0);
-                                        // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
-                                        let pfn = e & ((1 << 55) - 1);
-                                        if e >> 63 == 1 && pfn != 0 {
-                                            frames.push((pfn, vpn + k));
-                                        }
+                                for_each_page(&memory, &entries, |vpn, e| {
+                                    // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
+                                    let pfn = e & ((1 << 55) - 1);
+                                    if e >> 63 == 1 && pfn != 0 {
+                                        frames.push((pfn, vpn));
                                     }
-                                }
+                                });
                             }
                             frames.sort_unstable();
                         }
@@ -521,16 +517,11 @@ mod live {
                     if writes {
                         written.clear();
                         if memory.read_pagemap(&mut dirty_entries).is_ok() {
-                            for (first, vpn, pages) in memory.index().runs() {
-                                for k in 0..pages {
-                                    let e =
-                                        dirty_entries.get((first as u64 + k) as usize).copied().unwrap_or(0);
-                                    if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e)
-                                    {
-                                        written.push(vpn + k);
-                                    }
+                            for_each_page(&memory, &dirty_entries, |vpn, e| {
+                                if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
+                                    written.push(vpn);
                                 }
-                            }
+                            });
                             let _ = soft_dirty::clear(pid);
                         }
                         written.sort_unstable();
@@ -564,6 +555,16 @@ mod live {
         bar.finish_and_clear();
         drop(reader);
         Ok((intervals, physical))
+    }
+
+    /// Calls `each` with every page of `memory`'s index and its pagemap entry from `entries`
+    /// (read by [`ProcessMemory::read_pagemap`]; 0 past its end).
+    fn for_each_page(memory: &ProcessMemory, entries: &[u64], mut each: impl FnMut(u64, u64)) {
+        for (first, vpn, pages) in memory.index().runs() {
+            for k in 0..pages {
+                each(vpn + k, entries.get((first as u64 + k) as usize).copied().unwrap_or(0));
+            }
+        }
     }
 
     /// What a page-table scan reads each interval.
