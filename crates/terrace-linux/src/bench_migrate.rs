@@ -17,6 +17,7 @@
 //! The 2 MiB cells run only if the kernel really backed the region with transparent huge pages
 //! (checked in /proc/self/smaps) and report "no THP" otherwise.
 
+use crate::aligned_mapping::AlignedMapping;
 use crate::migrate::{self, PageMove, PairMoves};
 use crate::numa_sys;
 use crate::topology::{Topology, TopologyError};
@@ -251,50 +252,20 @@ fn pick_nodes(nodes: &[u32], wanted: Option<(u32, u32)>) -> Result<(u32, u32), B
 struct Region {
     start: u64,
     len: u64,
+    mapping: AlignedMapping,
 }
 
 impl Region {
     /// Maps `len` bytes, asks for huge pages or forbids them, touches every page under a policy
     /// bound to `node`, writes each 4 KiB page's index into it, then drops the policy.
     fn new(len: u64, huge: bool, node: u32) -> Result<Region, BenchError> {
-        let raw_len = (len + HUGE) as usize;
-        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(io_err("mmap")(io::Error::last_os_error()));
-        }
-        let raw = raw as u64;
-        let start = (raw + HUGE - 1) & !(HUGE - 1);
-        // Trim the mapping to exactly [start, start + len): a 2 MiB-aligned VMA of its own.
-        // SAFETY: both ranges lie inside the mapping just made and are page-aligned.
-        unsafe {
-            if start > raw {
-                libc::munmap(raw as *mut libc::c_void, (start - raw) as usize);
-            }
-            let end = raw + raw_len as u64;
-            if end > start + len {
-                libc::munmap((start + len) as *mut libc::c_void, (end - start - len) as usize);
-            }
-        }
-        let region = Region { start, len };
-        let advice = if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
-        // SAFETY: the range is this region's mapping.
-        if unsafe { libc::madvise(start as *mut libc::c_void, len as usize, advice) } != 0 {
-            return Err(io_err("madvise")(io::Error::last_os_error()));
-        }
+        // The advice is required: the benchmark's page size depends on it.
+        let mapping = AlignedMapping::new(len as usize, huge, true).map_err(io_err("mmap and madvise"))?;
+        let start = mapping.addr() as u64;
         numa_sys::mbind(start as usize, len as usize, numa_sys::MPOL_BIND, Some(node), 0)
             .map_err(io_err(format!("mbind to node {node}")))?;
-        // SAFETY: the region is mapped read-write and owned by `region`.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(start as *mut u8, len as usize) };
+        let mut region = Region { start, len, mapping };
+        let bytes = region.mapping.bytes_mut();
         bytes.fill(0x5a);
         for (i, page) in bytes.chunks_exact_mut(SMALL as usize).enumerate() {
             page[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -317,19 +288,10 @@ impl Region {
 
     /// Whether every 4 KiB page still holds its index and filler; the first bad page if not.
     fn first_corrupt_page(&self) -> Option<u64> {
-        // SAFETY: the region is mapped and no worker is running.
-        let bytes = unsafe { std::slice::from_raw_parts(self.start as *const u8, self.len as usize) };
-        bytes.chunks_exact(SMALL as usize).enumerate().find_map(|(i, page)| {
+        self.mapping.bytes().chunks_exact(SMALL as usize).enumerate().find_map(|(i, page)| {
             let ok = page[..8] == (i as u64).to_le_bytes() && page[8..].iter().all(|&b| b == 0x5a);
             (!ok).then_some(i as u64)
         })
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping this region owns.
-        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len as usize) };
     }
 }
 

@@ -10,6 +10,7 @@
 //! `terrace_model::Machine` as a composition of all of it ([`machine`]), so every policy that runs on the
 //! simulated machine runs here unchanged; [`launch`] prepares a program it is to manage before
 //! the program starts. Linux only.
+pub mod aligned_mapping;
 pub mod bench_migrate;
 pub mod config;
 pub mod control;

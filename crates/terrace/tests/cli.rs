@@ -1,32 +1,11 @@
 //! The `terrace` command as a user meets it: listings, runs, outputs, and one clear line for
 //! every kind of bad input.
 
-use assert_cmd::Command;
+mod support;
 use std::path::Path;
+use support::{fails, stdout, terrace};
 
 const TINY: &str = "0.0625";
-
-fn terrace() -> Command {
-    Command::cargo_bin("terrace").unwrap()
-}
-
-/// Runs `args`, expects failure with exit code 2, and returns stderr, which must be one line
-/// from Terrace (not a panic).
-fn fails(args: &[&str]) -> String {
-    let out = terrace().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?} should fail with 2");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
-    assert!(err.starts_with("terrace: "), "{err}");
-    err
-}
-
-fn stdout(args: &[&str]) -> String {
-    let out = terrace().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn lists_name_every_workload_policy_and_profile() {

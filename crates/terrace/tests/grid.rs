@@ -2,31 +2,9 @@
 //! to the byte; the axes come from flags or a TOML file; and `merge` takes only every shard of
 //! one grid, once each.
 
-use assert_cmd::Command;
+mod support;
 use std::path::Path;
-
-fn terrace() -> Command {
-    Command::cargo_bin("terrace").unwrap()
-}
-
-/// Runs `args`, expects success, and returns stdout.
-fn stdout(args: &[&str]) -> String {
-    let out = terrace().args(args).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Runs `args`, expects failure with exit code 2, and returns stderr, which must be one line
-/// from Terrace (not a panic).
-fn fails(args: &[&str]) -> String {
-    let out = terrace().args(args).output().unwrap();
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?} should fail with 2: {err}");
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
-    assert!(err.starts_with("terrace: "), "{err}");
-    err
-}
+use support::{fails, stdout, terrace};
 
 fn path(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()

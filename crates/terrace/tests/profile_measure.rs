@@ -3,13 +3,10 @@
 //! bad input gets one line.
 #![cfg(all(feature = "live", target_os = "linux"))]
 
-use assert_cmd::Command;
+mod support;
+use support::{fails, terrace};
 use terrace_sim::profile::TierProfile;
 use terrace_sim::Profile;
-
-fn terrace() -> Command {
-    Command::cargo_bin("terrace").unwrap()
-}
 
 /// NUMA nodes with memory on this host.
 fn memory_nodes() -> usize {
@@ -24,17 +21,6 @@ fn memory_nodes() -> usize {
                 .unwrap_or(false)
         })
         .count()
-}
-
-/// Runs `args`, expects exit 2 with one line of stderr from Terrace, returns it.
-fn fails(args: &[&str]) -> String {
-    let out = terrace().args(args).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{args:?} should fail with 2");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
-    assert!(err.starts_with("terrace: "), "{err}");
-    err
 }
 
 /// A tier without its sources, its read curve capped at `peak` as the command caps a borrowed

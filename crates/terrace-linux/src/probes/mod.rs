@@ -10,6 +10,7 @@ pub mod bandwidth;
 pub mod latency;
 pub mod migration;
 
+use crate::aligned_mapping::AlignedMapping;
 use crate::numa_sys;
 use std::io;
 use std::time::Duration;
@@ -33,8 +34,7 @@ const HUGE: usize = 2 << 20;
 
 /// An anonymous mapping bound to one node, 2 MiB-aligned, every page touched there.
 pub struct NodeBuffer {
-    start: usize,
-    len: usize,
+    mapping: AlignedMapping,
 }
 
 impl NodeBuffer {
@@ -43,74 +43,42 @@ impl NodeBuffer {
     /// `node` and writes every byte there.
     pub fn new(len: usize, node: u32, huge: bool) -> Result<NodeBuffer, ProbeError> {
         let len = len.div_ceil(HUGE).max(1) * HUGE;
-        let raw_len = len + HUGE;
-        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(io_err(format!("mmap of {} MiB", len >> 20))(io::Error::last_os_error()));
-        }
-        let raw = raw as usize;
-        let start = (raw + HUGE - 1) & !(HUGE - 1);
-        // SAFETY: both trimmed ranges lie inside the mapping just made and are page-aligned.
-        unsafe {
-            if start > raw {
-                libc::munmap(raw as *mut libc::c_void, start - raw);
-            }
-            let end = raw + raw_len;
-            if end > start + len {
-                libc::munmap((start + len) as *mut libc::c_void, end - start - len);
-            }
-        }
-        let mut buffer = NodeBuffer { start, len };
-        let advice = if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
-        // SAFETY: the range is this buffer's mapping. A refusal (THP compiled out) only costs
-        // page walks, so its result is not an error.
-        unsafe { libc::madvise(start as *mut libc::c_void, len, advice) };
-        numa_sys::mbind(start, len, numa_sys::MPOL_BIND, Some(node), 0)
+        // A refused advice (THP compiled out) only costs page walks: no error.
+        let mapping =
+            AlignedMapping::new(len, huge, false).map_err(io_err(format!("mmap of {} MiB", len >> 20)))?;
+        numa_sys::mbind(mapping.addr(), len, numa_sys::MPOL_BIND, Some(node), 0)
             .map_err(io_err(format!("mbind to node {node}")))?;
+        let mut buffer = NodeBuffer { mapping };
         buffer.words_mut().fill(1);
         Ok(buffer)
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.mapping.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.mapping.is_empty()
     }
 
     pub fn addr(&self) -> usize {
-        self.start
+        self.mapping.addr()
     }
 
     /// The buffer as 64-bit words.
     pub fn words_mut(&mut self) -> &mut [u64] {
-        // SAFETY: the mapping is read-write, 2 MiB-aligned and owned by `self`, borrowed
-        // mutably for as long as the slice lives.
-        unsafe { std::slice::from_raw_parts_mut(self.start as *mut u64, self.len / 8) }
+        // SAFETY: the mapping is 2 MiB-aligned (so 8-byte aligned) and a whole number of pages.
+        let (head, words, tail) = unsafe { self.mapping.bytes_mut().align_to_mut::<u64>() };
+        debug_assert!(head.is_empty() && tail.is_empty());
+        words
     }
 
     /// The buffer as 64-bit words, read-only (shared by a chase and its streamers).
     pub fn words(&self) -> &[u64] {
-        // SAFETY: the mapping is readable and owned by `self`, borrowed for the slice's life.
-        unsafe { std::slice::from_raw_parts(self.start as *const u64, self.len / 8) }
-    }
-}
-
-impl Drop for NodeBuffer {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping this buffer owns.
-        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
+        // SAFETY: as words_mut.
+        let (head, words, tail) = unsafe { self.mapping.bytes().align_to::<u64>() };
+        debug_assert!(head.is_empty() && tail.is_empty());
+        words
     }
 }
 
