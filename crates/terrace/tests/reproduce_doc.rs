@@ -2,8 +2,8 @@
 //!
 //! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 460
 //! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
-//! cores: about 8 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
-//! Nimble's sweep are most of it): 260 s in a clean-clone CI run on the 2-core development
+//! cores: about 11 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
+//! Nimble's sweep are most of it): 289 s in a clean-clone CI run on the 2-core development
 //! machine, longer while other builds share it (`cargo test --release`, as scripts/test runs it).
 //! In a debug build (plain `cargo test`, where `terrace` is built unoptimised) the simulations
 //! take about 7 times as long, so there the test is ignored, saying so. The other tests here take
