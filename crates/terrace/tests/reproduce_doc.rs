@@ -1,6 +1,6 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the about 460
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 435
 //! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
 //! cores: about 11 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
 //! Nimble's sweep are most of it): 289 s in a clean-clone CI run on the 2-core development
