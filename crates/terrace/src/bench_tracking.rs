@@ -21,7 +21,9 @@ pub struct TrackingArgs {
     pub programs: Vec<String>,
     /// Policies to run them under, comma-separated; each brings its default trackers (age and
     /// ambix: page-table bits; hemem and hpwp: access sampling, perf or the fault sampler).
-    /// `record` runs them under `terrace record` at its default interval instead.
+    /// `record` runs them under `terrace record` at its default interval instead; `objects` (the
+    /// object policy) with the object runtime preloaded (`terrace run --objects`), which measures
+    /// the runtime's cost on allocation-heavy programs (object tiering §5.5).
     #[arg(long, value_delimiter = ',', default_value = "age,ambix,hemem,hpwp")]
     pub policies: Vec<String>,
     /// Size of the programs' inputs relative to the default (about 2 to 5 s each natively).
@@ -99,6 +101,9 @@ pub fn tracker_label(log: &str) -> String {
             let rest = &line[i + "page-table bits: ".len()..];
             parts.push(format!("page-table bits ({})", rest.split(';').next().unwrap_or(rest).trim()));
         }
+    }
+    if log.contains(" events from the runtime") {
+        parts.push("object runtime (LD_PRELOAD)".into());
     }
     if parts.is_empty() {
         "none".into()
@@ -252,6 +257,10 @@ mod live {
             Some(p) => {
                 let mut c = Command::new(std::env::current_exe().context("cannot find this terrace")?);
                 c.args(["run", "--dry-run", "--policy", p]);
+                // The object policy sees objects through the preloaded runtime.
+                if p.split(':').next() == Some("objects") {
+                    c.arg("--objects");
+                }
                 if let Some(config) = config {
                     c.arg("--config").arg(config);
                 }
