@@ -343,11 +343,14 @@ impl SimMachine {
     /// Makes sure `n` accesses past `pos` are buffered (fewer if the stream ends). Returns how many are.
     fn buffer_ahead(&mut self, n: usize) -> usize {
         while self.buf.len() - self.pos < n && !self.source_done {
-            if self.pos > 0 {
+            // Drop the replayed accesses only once they are at least as many as those still
+            // ahead, so a long look-ahead (the oracle's) is not shifted down on every interval:
+            // each access is moved at most about once.
+            if self.pos > 0 && self.pos >= self.buf.len() - self.pos {
                 self.buf.drain(..self.pos);
                 self.pos = 0;
             }
-            let want = BATCH_ACCESSES.max(n - self.buf.len());
+            let want = BATCH_ACCESSES.max(n - (self.buf.len() - self.pos));
             if self.source.fill(&mut self.buf, want) == 0 {
                 self.source_done = true;
             }

@@ -159,17 +159,16 @@ impl Policy for Oracle {
                 .map(|(i, c)| (self.page_gain(obs.placement[i], c.reads, c.writes), i as PageIdx)),
         );
         self.ranked = ranked;
-        self.ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        // The pages by falling gain, the lower page first on a tie: a strict order, so the
+        // target set and both lists below are the same as in a full sort of `ranked`. Only the
+        // split at the target and the two short lists are ordered (a full sort of every page
+        // on every tick was most of a run's time).
+        let order = |a: &(f64, PageIdx), b: &(f64, PageIdx)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         let target = (capacity as usize).min(self.ranked.len());
+        if target < self.ranked.len() {
+            self.ranked.select_nth_unstable_by(target, order);
+        }
         let (inside, outside) = self.ranked.split_at(target);
-        // Promote in falling gain; demote the least-gain fast pages outside the target set.
-        let promote = inside.iter().filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST);
-        let mut victims = outside.iter().rev().filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST);
-        let mut room = FreeRoom::new(obs.tiers);
-        let mut free = room.free(TierId::FAST);
-        let mut plan =
-            Plan { options: MoveOptions::default(), reason: "future accesses".into(), ..Plan::none() };
-        let mut demotions = Vec::new();
         let (cost, limit) = match self.move_cost_ns {
             // The mover runs beside the program: what it can finish in half an interval bounds a plan
             // (a plan counts a promotion and its demotion).
@@ -178,14 +177,30 @@ impl Policy for Oracle {
             }
             None => (0.0, self.probe_moves),
         };
-        for &(gain, page) in promote.take(limit) {
+        // Promote in falling gain; demote the least-gain fast pages outside the target set.
+        let mut promote: Vec<(f64, PageIdx)> = inside
+            .iter()
+            .filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST)
+            .copied()
+            .collect();
+        first_n_in_order(&mut promote, limit, order);
+        let mut victims: Vec<(f64, PageIdx)> =
+            outside.iter().filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST).copied().collect();
+        first_n_in_order(&mut victims, limit, |a, b| order(b, a));
+        let mut victims = victims.into_iter();
+        let mut room = FreeRoom::new(obs.tiers);
+        let mut free = room.free(TierId::FAST);
+        let mut plan =
+            Plan { options: MoveOptions::default(), reason: "future accesses".into(), ..Plan::none() };
+        let mut demotions = Vec::new();
+        for &(gain, page) in promote.iter().take(limit) {
             if free > 0 {
                 if gain <= cost {
                     break;
                 }
                 free -= 1;
             } else {
-                let Some(&(victim_gain, victim)) = victims.next() else {
+                let Some((victim_gain, victim)) = victims.next() else {
                     break;
                 };
                 if gain - victim_gain <= 2.0 * cost {
@@ -208,6 +223,18 @@ impl Policy for Oracle {
             self.move_cost_ns = Some((a.program_stall_ns as f64 / pages, a.time_ns as f64 / pages));
         }
     }
+}
+
+/// The first `n` of `list` in `order`, sorted, and the rest dropped.
+fn first_n_in_order<F>(list: &mut Vec<(f64, PageIdx)>, n: usize, order: F)
+where
+    F: Fn(&(f64, PageIdx), &(f64, PageIdx)) -> std::cmp::Ordering,
+{
+    if n < list.len() {
+        list.select_nth_unstable_by(n, &order);
+        list.truncate(n);
+    }
+    list.sort_unstable_by(order);
 }
 
 #[cfg(test)]
@@ -282,6 +309,21 @@ mod tests {
         // gains 200 ns, and a swap must repay two moves: 10 reads do not, 1000 do.
         assert!(tick(&mut o, &[TierId::FAST, TierId::SLOW], &[0, 10]).is_empty());
         assert_eq!(tick(&mut o, &[TierId::FAST, TierId::SLOW], &[0, 1000]).moves.len(), 2);
+    }
+
+    /// The order a full sort of every page gives, ties included: promotions by falling gain,
+    /// the lower page first; victims by rising gain, the higher page first.
+    #[test]
+    fn promotes_and_demotes_in_the_full_ranking_order_ties_included() {
+        let mut o = Oracle::default();
+        let mut m = machine(3);
+        m.pages = 8;
+        o.start(&m);
+        let (f, s) = (TierId::FAST, TierId::SLOW);
+        let placement = [f, f, f, s, s, s, s, s];
+        let plan = tick(&mut o, &placement, &[0, 0, 7, 9, 9, 1, 9, 0]);
+        let pages: Vec<(PageIdx, TierId)> = plan.moves.iter().map(|m| (m.page, m.to)).collect();
+        assert_eq!(pages, vec![(1, s), (0, s), (2, s), (3, f), (4, f), (6, f)]);
     }
 
     #[test]
