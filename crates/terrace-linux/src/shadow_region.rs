@@ -72,8 +72,8 @@ pub struct ShadowRegion {
 pub enum Moved {
     /// Pointed back at its shadow: no copy.
     Switched,
-    /// Copied to the target node and switched; `kept_shadow` if the old copy stays as a shadow.
-    Copied { kept_shadow: bool },
+    /// Copied to the target node and switched (the old copy kept as a shadow if asked).
+    Copied,
     /// Already on the target node.
     Stayed,
 }
@@ -211,7 +211,7 @@ impl ShadowRegion {
                             .iter()
                             .map(|r| match r {
                                 Ok(Moved::Switched) => PageResult::Switched,
-                                Ok(Moved::Copied { .. }) => PageResult::Copied,
+                                Ok(Moved::Copied) => PageResult::Copied,
                                 Ok(Moved::Stayed) => PageResult::Stayed,
                                 Err(e) => PageResult::Failed(*e),
                             })
@@ -336,7 +336,7 @@ impl Shared {
         }
         let shadow_node = old_node.filter(|_| keep_shadow).and_then(|n| u8::try_from(n).ok());
         let st = self.copy_and_switch(i, st, shadow_node).map_err(errno)?;
-        Ok((Moved::Copied { kept_shadow: shadow_node.is_some() }, st))
+        Ok((Moved::Copied, st))
     }
 
     /// Copies locked page `i` (state `st`) into its other slot, under this thread's memory

@@ -319,7 +319,7 @@ pub enum Trigger {
 /// Intervals of misses per instruction the MPI trigger compares against (§3.4.3: "the previous 10").
 const MPI_HISTORY: usize = 10;
 
-/// The engine's settings, the seed's defaults in [`Settings::seed`].
+/// The engine's settings (the policy's parameters, docs/policies.md "objects", give the seed's).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub priority: Priority,
@@ -336,21 +336,6 @@ pub struct Settings {
     pub site_share: Option<f64>,
 }
 
-impl Settings {
-    /// The seed's avg-best configuration (§4, Table 5): the allocation trigger with accesses per
-    /// byte; `scale` divides its byte sizes (64 MiB records, 1 GiB allocated).
-    pub fn seed(scale: f64) -> Settings {
-        let scaled = |b: u64| ((b as f64 / scale.max(1.0)).round() as u64).max(4096);
-        Settings {
-            priority: Priority::AccessesPerByte,
-            trigger: Trigger::Allocation { bytes: scaled(1 << 30) },
-            alpha: 0.1,
-            split_bytes: scaled(64 << 20),
-            fast_fill: 0.9,
-            site_share: Some(1.0),
-        }
-    }
-}
 
 /// One record: a whole object, or a part of at most `split_bytes` of one.
 #[derive(Clone, Debug, PartialEq)]
@@ -410,7 +395,6 @@ pub struct Engine {
     settings: Settings,
     records: BTreeMap<u64, Record>,
     pending: HashMap<u64, Pending>,
-    intervals: u64,
     since_enforce: u32,
     allocated_since: u64,
     mpi_history: Vec<f64>,
@@ -424,7 +408,6 @@ impl Engine {
             settings,
             records: BTreeMap::new(),
             pending: HashMap::new(),
-            intervals: 0,
             since_enforce: 0,
             allocated_since: 0,
             mpi_history: Vec::new(),
@@ -501,7 +484,6 @@ impl Engine {
     /// Pending allocations become records (split), and each record's average takes its
     /// interval's samples (Eq. 1).
     pub fn close_interval(&mut self) {
-        self.intervals += 1;
         self.since_enforce += 1;
         self.record_pending();
         let alpha = self.settings.alpha;
@@ -879,15 +861,5 @@ mod tests {
         let d = e.end_interval(10 * MIB, None).unwrap();
         assert_eq!(d.promote, vec![(0, MIB)]);
         assert_eq!(d.advice, vec![(100, F)]);
-    }
-
-    #[test]
-    fn the_seed_settings_scale_their_sizes() {
-        let s = Settings::seed(1024.0);
-        assert_eq!((s.split_bytes, s.trigger), (64 << 10, Trigger::Allocation { bytes: 1 << 20 }));
-        assert_eq!(
-            (s.priority, s.alpha, s.fast_fill, s.site_share),
-            (Priority::AccessesPerByte, 0.1, 0.9, Some(1.0))
-        );
     }
 }
