@@ -23,8 +23,9 @@ pub struct RecordArgs {
     /// The trace to write (aggregated form; written under a temporary name and renamed at the end).
     #[arg(long, short)]
     pub output: PathBuf,
-    /// The tracker: `auto` picks the first the kernel offers, in the order damon, idle-page,
-    /// soft-dirty, sampler (docs/live.md, "Recording a program").
+    /// The tracker: `auto` picks the first the host offers, in the order damon, sampler (the
+    /// CPU's load and store sampling), idle-page, soft-dirty (docs/live.md, "Recording a
+    /// program").
     #[arg(long, value_enum, default_value_t = TrackerName::Auto)]
     pub tracker: TrackerName,
     /// Milliseconds between observations (DAMON's aggregation interval).
@@ -42,10 +43,25 @@ pub struct RecordArgs {
     /// kernel has soft-dirty; needs soft-dirty (CONFIG_MEM_SOFT_DIRTY).
     #[arg(long)]
     pub writes: bool,
+    /// The sampler's events: `memory`, the CPU's load and store sampling (PEBS or IBS), or
+    /// `page-faults`, the software page-fault event, every fault, which every kernel has: it
+    /// sees first touches only, and is there to test the recording on hosts without a PMU.
+    #[arg(long, value_enum, default_value_t = SamplerEvents::Memory, hide = true)]
+    pub sampler_events: SamplerEvents,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SamplerEvents {
+    Memory,
+    PageFaults,
+}
+
+/// One sample in this many loads or stores: HeMem's PEBS `SAMPLE_PERIOD` (src/pebs.h), which
+/// hemem and hpwp sample with on the live machine too.
+pub const SAMPLE_PERIOD: u64 = 19_997;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TrackerName {
@@ -66,7 +82,7 @@ pub use live::record;
 
 #[cfg(all(feature = "live", target_os = "linux"))]
 mod live {
-    use super::{RecordArgs, TrackerName};
+    use super::{RecordArgs, SamplerEvents, TrackerName, SAMPLE_PERIOD};
     use anyhow::{bail, Context, Result};
     use clap::ValueEnum;
     use std::fs::{File, OpenOptions};
@@ -77,7 +93,9 @@ mod live {
     use std::time::{Duration, Instant};
     use terrace_linux::process::ProcessMemory;
     use terrace_linux::trackers::damon::{self, DamonReader};
+    use terrace_linux::trackers::perf_sampler::{self, PerfSampler, SampledEvent};
     use terrace_linux::trackers::{idle_page, soft_dirty};
+    use terrace_model::AccessKind;
     use terrace_workloads::trace::recorded::{
         self, Interval, RecordError, ACCESSES_PER_TOUCH, SEEN_ACCESSED, SEEN_WRITTEN,
     };
@@ -134,48 +152,57 @@ mod live {
         }
     }
 
-    /// The tracker to record with: the one named, or the first the kernel offers.
-    fn choose(name: TrackerName) -> Result<TrackerName> {
-        use terrace_linux::trackers::{idle_page, soft_dirty};
+    /// The sampler's events here, or why there are none.
+    fn sampler_events(which: SamplerEvents) -> Result<Vec<SampledEvent>, String> {
+        match which {
+            SamplerEvents::Memory => perf_sampler::memory_events(),
+            SamplerEvents::PageFaults => Ok(vec![SampledEvent::page_faults(AccessKind::Write)]),
+        }
+    }
+
+    /// The tracker to record with: the one named, or the first the host offers.
+    fn choose(name: TrackerName, events: SamplerEvents) -> Result<TrackerName> {
         let has = |t: TrackerName| match t {
             TrackerName::Damon => damon::available(),
             TrackerName::IdlePage => idle_page::available(),
             TrackerName::SoftDirty => soft_dirty::works_here(),
-            TrackerName::Sampler => terrace_linux::userfaultfd::probe_write_protect().is_ok(),
+            TrackerName::Sampler => sampler_events(events).is_ok(),
             TrackerName::Auto => false,
         };
         let lacks = |t: TrackerName| match t {
-            TrackerName::Damon => "DAMON's sysfs interface (CONFIG_DAMON_VADDR, CONFIG_DAMON_SYSFS)",
-            TrackerName::IdlePage => "the idle-page bitmap (CONFIG_IDLE_PAGE_TRACKING)",
-            TrackerName::SoftDirty => "soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY)",
-            TrackerName::Sampler => "userfaultfd write-protect faults",
-            TrackerName::Auto => "",
+            TrackerName::Damon => {
+                "this kernel lacks DAMON's sysfs interface (CONFIG_DAMON_VADDR, CONFIG_DAMON_SYSFS)".into()
+            }
+            TrackerName::IdlePage => {
+                "this kernel lacks the idle-page bitmap (CONFIG_IDLE_PAGE_TRACKING)".into()
+            }
+            TrackerName::SoftDirty => "this kernel lacks soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY)".into(),
+            TrackerName::Sampler => sampler_events(events).err().unwrap_or_default(),
+            TrackerName::Auto => String::new(),
         };
-        let chosen = match name {
+        match name {
             TrackerName::Auto => {
                 let order =
-                    [TrackerName::Damon, TrackerName::IdlePage, TrackerName::SoftDirty, TrackerName::Sampler];
+                    [TrackerName::Damon, TrackerName::Sampler, TrackerName::IdlePage, TrackerName::SoftDirty];
                 let Some(t) = order.into_iter().find(|&t| has(t)) else {
                     bail!(
-                        "no tracker terrace record can use here: this kernel has none of DAMON, the idle-page \
-                         bitmap, soft-dirty or userfaultfd write-protect; `terrace doctor` lists what it has"
+                        "no tracker terrace record can use here: this host has none of DAMON, load/store \
+                         sampling, the idle-page bitmap or soft-dirty; `terrace doctor` lists what it has"
                     )
                 };
-                t
+                needs_root(t)
             }
             t if !has(t) => bail!(
-                "--tracker {}: this kernel lacks {}; `terrace doctor` lists the trackers it has",
+                "--tracker {}: {}; `terrace doctor` lists the trackers this host has",
                 t.to_possible_value().expect("named").get_name(),
                 lacks(t)
             ),
-            t => t,
-        };
-        if chosen == TrackerName::Sampler {
-            bail!(
-                "--tracker sampler: this kernel has it, but terrace record does not record with the \
-                 sampler yet (`terrace run` uses it); record with damon, idle-page or soft-dirty"
-            );
+            t => needs_root(t),
         }
+    }
+
+    /// `chosen`, if Terrace runs with what it needs.
+    fn needs_root(chosen: TrackerName) -> Result<TrackerName> {
         // SAFETY: geteuid has no preconditions and cannot fail.
         let root = unsafe { libc::geteuid() } == 0;
         match chosen {
@@ -252,7 +279,7 @@ mod live {
                 bail!("--duration {d} is not a positive number of seconds");
             }
         }
-        let tracker = choose(args.tracker)?;
+        let tracker = choose(args.tracker, args.sampler_events)?;
         if args.writes && !soft_dirty::works_here() {
             bail!(
                 "--writes reads soft-dirty bits, which this kernel lacks (CONFIG_MEM_SOFT_DIRTY); record without it"
@@ -288,6 +315,11 @@ mod live {
         };
 
         let interval_us = args.interval * 1000;
+        // Every page fault is one sample; a load or store one in HeMem's period.
+        let period = match args.sampler_events {
+            SamplerEvents::Memory => SAMPLE_PERIOD,
+            SamplerEvents::PageFaults => 1,
+        };
         // DAMON's default 5 ms sample, or 20 samples per interval when the interval is shorter.
         let sample_us = (interval_us / 20).clamp(250, damon::SAMPLE_US);
         // The idle-page bitmap tells accesses, soft-dirty writes: a scan takes both where it can.
@@ -300,6 +332,11 @@ mod live {
         let recorded = match tracker {
             TrackerName::Damon => {
                 watch(pid, child.as_mut(), sample_us, interval_us, args.duration, args.writes)
+            }
+            TrackerName::Sampler => {
+                let events = sampler_events(args.sampler_events).map_err(anyhow::Error::msg)?;
+                watch_samples(pid, child.as_mut(), &events, period, interval_us, args.duration)
+                    .map(|i| (i, false))
             }
             _ => watch_scan(pid, child.as_mut(), scan, interval_us, args.duration).map(|i| (i, false)),
         };
@@ -344,6 +381,24 @@ mod live {
                     }
                 ),
             ),
+            TrackerName::Sampler => match args.sampler_events {
+                SamplerEvents::Memory => (
+                    "the perf sampler",
+                    "4 KiB page of each sampled load's or store's data address (PEBS or IBS)".to_string(),
+                    format!(
+                        "each sample counts {period} accesses of its kind (one load or store in {period} is \
+                         sampled, HeMem's period): loads and stores retired, cache hits included, so a program \
+                         whose accesses mostly hit its caches is recorded as more memory-bound than it is"
+                    ),
+                ),
+                SamplerEvents::PageFaults => (
+                    "the perf sampler on page faults",
+                    "4 KiB page of each page fault's address (the software event)".to_string(),
+                    "each page fault counts one write: first touches only, a test of the recording, not a \
+                     measure of heat"
+                        .to_string(),
+                ),
+            },
             _ => (
                 scan.label(),
                 format!("4 KiB page ({}), scanned every interval", scan.label()),
@@ -458,11 +513,7 @@ mod live {
                 .with_context(|| format!("cannot clear the soft-dirty bits of pid {pid}"))?;
         }
         let frames_every = (1_000_000 / interval_us).max(1) as usize;
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} recording pid {msg} [{elapsed_precise}]")
-                .expect("static template"),
-        );
+        let bar = spinner();
         let started = Instant::now();
         let poll = Duration::from_micros((interval_us / 10).max(1000));
         let mut intervals: Vec<Interval> = Vec::new();
@@ -673,32 +724,14 @@ mod live {
         if !read_bits(&mut memory, &mut bits)? {
             return Ok(Vec::new());
         }
-        let bar = indicatif::ProgressBar::new_spinner();
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} recording pid {msg} [{elapsed_precise}]")
-                .expect("static template"),
-        );
+        let bar = spinner();
         let started = Instant::now();
         let interval = Duration::from_micros(interval_us);
-        let poll = Duration::from_micros((interval_us / 10).max(1000));
         let mut next = started + interval;
         let mut intervals: Vec<Interval> = Vec::new();
-        'recording: loop {
-            // Wait out the interval, watching for a stop, the duration and the program's exit.
-            while Instant::now() < next {
-                let gone = match child.as_deref_mut() {
-                    Some(c) => c.try_wait().ok().flatten().is_some(),
-                    // SAFETY: signal 0 only checks the process exists.
-                    None => (unsafe { libc::kill(pid, 0) }) != 0,
-                };
-                if gone
-                    || STOP.load(Ordering::Relaxed) != 0
-                    || duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d)
-                {
-                    break 'recording;
-                }
-                bar.tick();
-                std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+        loop {
+            if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar) {
+                break;
             }
             if !read_bits(&mut memory, &mut bits)? {
                 break;
@@ -710,6 +743,100 @@ mod live {
             next += interval;
         }
         bar.finish_and_clear();
+        Ok(intervals)
+    }
+
+    /// A spinner for a recording, on stderr where it is a terminal.
+    fn spinner() -> indicatif::ProgressBar {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} recording pid {msg} [{elapsed_precise}]")
+                .expect("static template"),
+        );
+        bar
+    }
+
+    /// Waits until `next`, watching for a stop signal, the recording's duration and the
+    /// program's exit; false if the recording is to end now.
+    fn wait_until(
+        next: Instant,
+        started: Instant,
+        pid: i32,
+        mut child: Option<&mut std::process::Child>,
+        duration: Option<f64>,
+        bar: &indicatif::ProgressBar,
+    ) -> bool {
+        let poll = Duration::from_millis(10);
+        while Instant::now() < next {
+            let gone = match child.as_deref_mut() {
+                Some(c) => c.try_wait().ok().flatten().is_some(),
+                // SAFETY: signal 0 only checks the process exists.
+                None => (unsafe { libc::kill(pid, 0) }) != 0,
+            };
+            if gone
+                || STOP.load(Ordering::Relaxed) != 0
+                || duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+            {
+                return false;
+            }
+            bar.tick();
+            std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+        }
+        true
+    }
+
+    /// Records `pid` with the perf sampler until it exits, a stop signal comes, or `duration`
+    /// passes: each interval's samples, by page and kind, as one interval (each counts `period`
+    /// accesses). The events belong to the program's threads (inherited by the threads it
+    /// creates, kept across exec), and their rings keep what was sampled before the program
+    /// exited, which the last interval gets.
+    fn watch_samples(
+        pid: i32,
+        mut child: Option<&mut std::process::Child>,
+        events: &[SampledEvent],
+        period: u64,
+        interval_us: u64,
+        duration: Option<f64>,
+    ) -> Result<Vec<Interval>> {
+        let mut sampler = match PerfSampler::open(pid, events, period) {
+            Ok(s) => s,
+            // A program that has exited already recorded nothing, which the caller says.
+            Err(e) if child.as_deref_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some()) => {
+                tracing::debug!("sampler on pid {pid}: {e}");
+                return Ok(Vec::new());
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot open the sampler on pid {pid} (perf_event_open; see /proc/sys/kernel/perf_event_paranoid)")
+                })
+            }
+        };
+        let bar = spinner();
+        let started = Instant::now();
+        let interval = Duration::from_micros(interval_us);
+        let mut next = started + interval;
+        let mut intervals: Vec<Interval> = Vec::new();
+        let mut samples: Vec<(u64, bool)> = Vec::new();
+        loop {
+            let more = wait_until(next, started, pid, child.as_deref_mut(), duration, &bar);
+            samples.clear();
+            sampler.drain(|addr, kind| samples.push((addr >> 12, kind == AccessKind::Write)));
+            let mut spans = Interval::new();
+            recorded::by_samples(&mut samples, period, &mut spans);
+            // The last, partial interval only if it saw something.
+            if more || !spans.is_empty() {
+                intervals.push(spans);
+            }
+            if !more {
+                break;
+            }
+            bar.set_message(format!("{pid}: {} intervals", intervals.len()));
+            next += interval;
+        }
+        bar.finish_and_clear();
+        if sampler.unusable > 0 {
+            tracing::info!("{} samples without a data address or lost to full rings", sampler.unusable);
+        }
         Ok(intervals)
     }
 }

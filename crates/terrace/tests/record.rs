@@ -328,3 +328,51 @@ fn writes_beside_damon_count_the_written_pages_or_are_refused_in_one_line() {
     let (_, writes) = reads_and_writes(&info(&trace));
     assert!(writes > 0, "{err}");
 }
+
+/// The sampler records where the CPU samples loads and stores with their data addresses (PEBS,
+/// IBS) and is refused in one line where it does not (every host here). Its recording machinery
+/// (events per thread, rings drained each interval, samples counted by page and kind) is driven
+/// here by the software page-fault event, which every kernel has: a program that first-touches a
+/// 32 MiB buffer is recorded with a write per fault, and its exit code passes through.
+#[test]
+fn the_sampler_records_its_samples_by_page_or_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("s.trc");
+    let out = terrace()
+        .args(["record", "--tracker", "sampler", "-o"])
+        .arg(&trace)
+        .args(["--", "true"])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // No PMU sampling here, or a PMU and a program that exits at once.
+    assert!(err.contains("(PEBS or IBS)") || err.contains("before the first 100 ms interval"), "{err}");
+    assert!(!trace.exists());
+
+    let out = terrace()
+        .args(["record", "--tracker", "sampler", "--sampler-events", "page-faults", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .args(toucher(1.2, 3))
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("perf_event_open") && std::env::var_os("CI").is_none() {
+        eprintln!("skipped: this host refuses perf_event_open: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(3), "the program's exit code: {err}");
+    assert!(err.contains("with the perf sampler on page faults for"), "{err}");
+    let text = info(&trace);
+    assert!(text.contains("recorded        with sampler"), "{text}");
+    let (reads, writes) = reads_and_writes(&text);
+    assert_eq!(reads, 0, "a page fault counts a write: {text}");
+    // Each fault is a sample: the buffer's 8192 pages at least, and python's own heap.
+    assert!(writes >= 8192, "{text}");
+    let touched = pages(&text);
+    assert!((8192..4 * 8192).contains(&touched), "{touched} pages: {text}");
+}

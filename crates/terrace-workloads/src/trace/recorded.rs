@@ -287,6 +287,34 @@ pub fn by_page_bits(runs: impl IntoIterator<Item = (u32, u64, u64)>, bits: &[u8]
     }
 }
 
+/// Spans of the pages an interval's samples hit (the perf sampler): `samples` holds each
+/// sample's virtual page and whether it was a store, and is sorted here. A sample stands for
+/// `per_sample` accesses of its kind (the sampling period: one sample in that many load or store
+/// instructions), so a page's counts are its samples of each kind times the period. Neighbouring
+/// pages with equal counts make one span.
+pub fn by_samples(samples: &mut [(u64, bool)], per_sample: u64, out: &mut Interval) {
+    samples.sort_unstable();
+    let mut i = 0;
+    while i < samples.len() {
+        let page = samples[i].0;
+        let (mut reads, mut writes) = (0u64, 0u64);
+        while i < samples.len() && samples[i].0 == page {
+            if samples[i].1 {
+                writes += per_sample;
+            } else {
+                reads += per_sample;
+            }
+            i += 1;
+        }
+        match out.last_mut() {
+            Some(s) if s.first_page + s.pages == page && s.reads == reads && s.writes == writes => {
+                s.pages += 1
+            }
+            _ => out.push(Span { first_page: page, pages: 1, reads, writes }),
+        }
+    }
+}
+
 /// Tells an interval's writes apart with soft-dirty beside a tracker that cannot (DAMON):
 /// `written` lists the virtual pages seen written in the interval, sorted. Of a written page's
 /// estimated accesses, [`ACCESSES_PER_TOUCH`] become writes (one touch: the bit says it was
@@ -343,6 +371,17 @@ mod tests {
 
     /// A scan's bits become spans: untouched pages none, accessed ones reads, written ones writes,
     /// neighbours with equal counts merged, and runs of the scan kept apart by their addresses.
+    #[test]
+    fn samples_count_their_period_by_page_and_kind() {
+        // Pages 7 and 8: two loads each; page 9: a load and a store; page 12: three stores.
+        let mut samples = vec![(9, true), (7, false), (12, true), (8, false), (12, true), (9, false)];
+        samples.extend([(7, false), (8, false), (12, true)]);
+        let mut out = Interval::new();
+        by_samples(&mut samples, 1000, &mut out);
+        let span = |first_page, pages, reads, writes| Span { first_page, pages, reads, writes };
+        assert_eq!(out, vec![span(7, 2, 2000, 0), span(9, 1, 1000, 1000), span(12, 1, 0, 3000)]);
+    }
+
     #[test]
     fn page_bits_become_read_and_write_spans() {
         // Run 0: pages 100..104 at bits[0..4]; run 1: pages 200..202 at bits[4..6].
