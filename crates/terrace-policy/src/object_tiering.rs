@@ -336,7 +336,6 @@ pub struct Settings {
     pub site_share: Option<f64>,
 }
 
-
 /// One record: a whole object, or a part of at most `split_bytes` of one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
