@@ -273,6 +273,18 @@ impl Policy for ObjectTiering {
             bytes,
             to: TierId::FAST,
         }));
+        // §5.4.1: at each migration event a site whose live objects are all in the slow tier
+        // sends its new objects there; every other site prefers fast memory again, a site with
+        // no live record among them (its objects all freed, or ephemeral), so that advice
+        // given once does not outlive what it was given for.
+        if self.engine.settings.site_share.is_some() {
+            let now: HashMap<u64, TierId> = d.advice.iter().copied().collect();
+            let stale: Vec<u64> = self.advised.keys().filter(|s| !now.contains_key(s)).copied().collect();
+            for site in stale {
+                self.advised.remove(&site);
+                plan.site_advice.push(SiteAdvice { site, tier: None });
+            }
+        }
         for (site, tier) in d.advice {
             if self.advised.insert(site, tier) != Some(tier) {
                 plan.site_advice.push(SiteAdvice { site, tier: Some(tier) });
@@ -315,6 +327,10 @@ pub enum Trigger {
     /// When `bytes` have been allocated since the last enforcement (the seed's 1 GiB, scaled).
     Allocation { bytes: u64 },
 }
+
+/// The least allocation that has a site id (§3.5: a backtrace is taken for allocations over
+/// 4 KB, the page size; the runtime's threshold for an object of its own, a page).
+const SITE_MIN_BYTES: u64 = 4096;
 
 /// Intervals of misses per instruction the MPI trigger compares against (§3.4.3: "the previous 10").
 const MPI_HISTORY: usize = 10;
@@ -638,7 +654,9 @@ impl Engine {
     fn advice(&self, top: i32) -> Vec<(u64, TierId)> {
         let Some(share) = self.settings.site_share else { return Vec::new() };
         let mut by_site: BTreeMap<u64, (u64, u64, bool)> = BTreeMap::new();
-        for r in self.records.values() {
+        // §3.5: only an allocation of more than a page has a site (its backtrace is taken);
+        // smaller ones are slot-allocated into shared blocks and placed with them.
+        for r in self.records.values().filter(|r| r.object != r.start || r.bytes >= SITE_MIN_BYTES) {
             let e = by_site.entry(r.site).or_default();
             e.0 += r.bytes;
             if r.tier == TierId::SLOW {
@@ -839,6 +857,22 @@ mod tests {
         half.sampled(0, 100, 2);
         half.sampled(3 * MIB, 50, 2);
         assert_eq!(half.end_interval(3 * MIB, None).unwrap().advice, vec![(1, F), (2, S), (3, S)]);
+    }
+
+    /// §3.5: an allocation of less than a page has no site id (no backtrace is taken), so its
+    /// records say nothing of its site; a split object's smaller last part still belongs to a
+    /// site.
+    #[test]
+    fn objects_smaller_than_a_page_carry_no_site_advice() {
+        let mut e = every_interval(Priority::AccessesPerByte);
+        e.settings.split_bytes = 8192;
+        e.allocated(0, 64, 7, 0, S, 0);
+        e.allocated(4096, 4096, 8, 0, S, 0);
+        // 8 KiB and 100 B.
+        e.allocated(16384, 8292, 9, 0, S, 0);
+        e.end_interval(0, None);
+        let d = e.end_interval(0, None).unwrap();
+        assert_eq!(d.advice, vec![(8, S), (9, S)]);
     }
 
     #[test]

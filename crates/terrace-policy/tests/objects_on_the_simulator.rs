@@ -14,6 +14,9 @@ struct Watched {
     frees: u64,
     object_moves: u64,
     advice: u64,
+    /// Sites advised a tier, and advice withdrawn.
+    advised: std::collections::BTreeSet<u64>,
+    withdrawn: u64,
 }
 
 impl Policy for Watched {
@@ -37,6 +40,14 @@ impl Policy for Watched {
         let plan = self.inner.tick(obs);
         self.object_moves += plan.objects.len() as u64;
         self.advice += plan.site_advice.len() as u64;
+        for a in &plan.site_advice {
+            match a.tier {
+                Some(_) => {
+                    self.advised.insert(a.site);
+                }
+                None => self.withdrawn += 1,
+            }
+        }
         // Demotions come before promotions (§3.4.4).
         let first_up = plan.objects.iter().position(|o| o.to == terrace_model::TierId::FAST);
         if let Some(i) = first_up {
@@ -53,15 +64,21 @@ impl Policy for Watched {
 }
 
 fn run(spec: &str) -> (RunReport, Watched) {
+    run_on("objects", spec)
+}
+
+fn run_on(workload: &str, spec: &str) -> (RunReport, Watched) {
     let mut p = Watched {
         inner: terrace_policy::build(spec).unwrap(),
         allocs: 0,
         frees: 0,
         object_moves: 0,
         advice: 0,
+        advised: Default::default(),
+        withdrawn: 0,
     };
     // At a sixteenth of its size: its full 2,048 rounds at every size keep the passes over memory.
-    let source = terrace_workloads::build("objects", 1, 1.0 / 16.0).unwrap();
+    let source = terrace_workloads::build(workload, 1, 1.0 / 16.0).unwrap();
     let profile = Profile::load("optane-2019").unwrap();
     let opts = SimOptions { fast_capacity: Capacity::Percent(25.0), ..SimOptions::default() };
     let r = terrace_sim::simulate(source, &mut p, &profile, &opts).unwrap();
@@ -83,4 +100,18 @@ fn without_proactive_placement_no_site_is_advised() {
     let (r, p) = run("objects-reactive");
     assert!(p.object_moves > 0);
     assert_eq!((p.advice, r.objects.bytes_placed_by_advice), (0, 0));
+}
+
+/// Site advice (§3.5, §5.4.1) names only sites of objects of a page or more (`objects`' small
+/// objects, sites 16-23, have no site id), and a site whose live records are gone (all of
+/// `objects-sites`' buffers of a site freed) has its advice withdrawn: it prefers fast memory
+/// again, as a site does whose objects are not all slow.
+#[test]
+fn advice_is_for_sited_objects_and_is_withdrawn_with_its_evidence() {
+    let (_, p) = run("objects");
+    assert!(!p.advised.is_empty());
+    assert!(p.advised.iter().all(|s| !(16..24).contains(s)), "{:?}", p.advised);
+    let (r, p) = run_on("objects-sites", "objects");
+    assert!(p.advised.len() > 50, "{} sites advised", p.advised.len());
+    assert!(p.withdrawn > 0 && r.objects.bytes_placed_by_advice > 0, "{} withdrawn", p.withdrawn);
 }

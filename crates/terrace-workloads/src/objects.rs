@@ -15,6 +15,14 @@
 //!   take over from those of site 1 (§5.3.2: the allocation trigger catches phases in SNAP and
 //!   QMCPACK).
 //!
+//! `objects-sites` is the same program with its buffers from thousands of sites instead of one
+//! (the seed's QMCPACK and IdenProf have 2-4 thousand, where proactive placement gained most,
+//! §5.4.1): 2,048 sites at full size, each allocating a 4 KiB buffer in turn (one every 32
+//! rounds), an eighth of them hot (their buffers live 4 rounds and are read in full every round
+//! they live), the rest cold (their buffers live 40 rounds, written once when allocated and never
+//! read), so that a cold site has one or two buffers alive when it allocates again. A site's
+//! buffers share its temperature and lifetime, as §3.5 assumes.
+//!
 //! Sized as the seed's small inputs divided by 1024 (GB -> MB): a 64 MiB footprint (LULESH, AMG,
 //! WarpX and IdenProf peak at 23-50 GB, Table 3) with a fast tier of 25% of it (§5.3.1 tunes at a
 //! DRAM cap of 25% of peak RSS). 16 threads, as the seed's shared inputs (Table 3).
@@ -49,6 +57,16 @@ const MEDIUM_SITE: u64 = 4;
 const MEDIUM_BYTES: u64 = 16 << 10;
 const MEDIUM_PER_ROUND: f64 = 64.0;
 const MEDIUM_LIFE: u64 = 4;
+/// `objects-sites`: its buffers' sites, at full size (their number scales with the buffers', so a
+/// site allocates every 32 rounds at any size), numbered from here, and one site in this many
+/// hot. Choices: §5.4.1 gives 2-4 thousand sites, not their shares.
+const MANY_SITES: f64 = 2048.0;
+const MANY_FIRST_SITE: u64 = 1000;
+const HOT_SITE_EVERY: u64 = 8;
+/// `objects-sites`: its buffers are a page (the least object with a site, §3.5), hot ones live
+/// 4 rounds (as `objects`' buffers), cold ones 40 (choices).
+const MANY_BYTES: u64 = 4096;
+const MANY_COLD_LIFE: u64 = 40;
 /// Small objects: 8 sites (16-23), each of one size class, 512 a round at full size, freed in the
 /// round. Sizes do not scale; their number does.
 const SMALL_FIRST_SITE: u64 = 16;
@@ -79,13 +97,15 @@ struct Layout {
     small_len: u64,
     small_per_round: u64,
     large_per_round: u64,
+    /// The buffers' sites: 1 (`objects`), or thousands (`objects-sites`).
+    medium_sites: u64,
 }
 
 impl Layout {
-    fn new(name: &str, size_scale: f64) -> Result<Self, WorkloadError> {
+    fn new(name: &str, size_scale: f64, many_sites: bool) -> Result<Self, WorkloadError> {
         let footprint = scaled_bytes(name, FOOTPRINT, size_scale, THREADS)?;
         let sixteenth = footprint / 16 / PAGE * PAGE;
-        let medium_bytes = MEDIUM_BYTES;
+        let medium_bytes = if many_sites { MANY_BYTES } else { MEDIUM_BYTES };
         let medium_per_round = scaled_count(MEDIUM_PER_ROUND, size_scale);
         let small_per_round = scaled_count(SMALL_PER_ROUND, size_scale);
         let medium_len = 3 * sixteenth;
@@ -96,7 +116,10 @@ impl Layout {
         let too_small = || WorkloadError::TooSmall { name: name.to_string(), size_scale };
         if medium_per_round == 0
             || small_per_round == 0
-            || medium_len < (MEDIUM_LIFE + 2) * medium_per_round * medium_bytes
+            || medium_len
+                < (if many_sites { MANY_COLD_LIFE } else { MEDIUM_LIFE } + 2)
+                    * medium_per_round
+                    * medium_bytes
             || small_bytes > small_len
         {
             return Err(too_small());
@@ -111,6 +134,11 @@ impl Layout {
             small_len,
             small_per_round,
             large_per_round: scaled_count(LARGE_ACCESSES_PER_ROUND, size_scale).max(1),
+            medium_sites: if many_sites {
+                scaled_count(MANY_SITES, size_scale).max(HOT_SITE_EVERY)
+            } else {
+                1
+            },
         })
     }
 
@@ -120,9 +148,58 @@ impl Layout {
 
     fn accesses(&self) -> u64 {
         let init = 12 * self.large_bytes / LINE;
+        let lines = self.medium_bytes / LINE;
+        if self.medium_sites > 1 {
+            // Each buffer written once; each hot one read in every round it is alive in (the
+            // last MEDIUM_LIFE rounds' buffers are all alive until the end).
+            let mut total = init;
+            let mut counter = 0u64;
+            // Hot buffers alive, by the round they die in.
+            let mut hot_live: std::collections::VecDeque<u64> = Default::default();
+            let small: u64 = (0..self.small_per_round).map(|j| 2 * small_size(j).div_ceil(LINE)).sum();
+            for r in 1..=ROUNDS {
+                for _ in 0..self.medium_per_round {
+                    let site = self.medium_site(counter);
+                    if self.site_is_hot(site) {
+                        hot_live.push_back(r + self.life(site));
+                    }
+                    counter += 1;
+                }
+                total +=
+                    (self.medium_per_round + hot_live.len() as u64) * lines + small + self.large_per_round;
+                while hot_live.front().is_some_and(|&death| death <= r) {
+                    hot_live.pop_front();
+                }
+            }
+            return total;
+        }
         let medium = self.medium_per_round * 2 * self.medium_bytes / LINE;
         let small: u64 = (0..self.small_per_round).map(|j| 2 * small_size(j).div_ceil(LINE)).sum();
         init + ROUNDS * (self.large_per_round + medium + small)
+    }
+}
+
+impl Layout {
+    /// The site of the `n`th buffer of the run: the one site, or the many in turn.
+    fn medium_site(&self, n: u64) -> u64 {
+        if self.medium_sites > 1 {
+            MANY_FIRST_SITE + n % self.medium_sites
+        } else {
+            MEDIUM_SITE
+        }
+    }
+
+    fn site_is_hot(&self, site: u64) -> bool {
+        (site - MANY_FIRST_SITE).is_multiple_of(HOT_SITE_EVERY)
+    }
+
+    /// Rounds a buffer of `site` lives.
+    fn life(&self, site: u64) -> u64 {
+        if self.medium_sites == 1 || self.site_is_hot(site) {
+            MEDIUM_LIFE
+        } else {
+            MANY_COLD_LIFE
+        }
     }
 }
 
@@ -147,9 +224,13 @@ pub(crate) struct Objects {
     made: u64,
     handed: u64,
     events: std::collections::VecDeque<ObjectEventAt>,
-    /// Medium buffers alive: (address, round allocated), oldest first; the ring's next address.
-    medium_live: std::collections::VecDeque<(u64, u64)>,
+    /// Medium buffers alive: (address, round it dies in, site), oldest first; the ring's next
+    /// address; buffers allocated so far; with many sites, the ring's free slots (the lowest
+    /// address last).
+    medium_live: std::collections::VecDeque<(u64, u64, u64)>,
     medium_next: u64,
+    medium_count: u64,
+    medium_free: Vec<u64>,
     thread: u8,
 }
 
@@ -160,10 +241,29 @@ pub(crate) fn summary() -> String {
         .to_string()
 }
 
-pub(crate) fn build(name: &str, seed: u64, size_scale: f64) -> Result<Objects, WorkloadError> {
-    let layout = Layout::new(name, size_scale)?;
-    let mut info = seed_info(name, summary(), layout.footprint(), THREADS, FAST_BYTES, size_scale);
+pub(crate) fn summary_many_sites() -> String {
+    "objects-sites (object tiering §5.4.1): objects with its 16 KiB buffers from 2,048 sites, an eighth hot \
+     (read every round), the rest written once"
+        .to_string()
+}
+
+/// `objects`, or with `many_sites` `objects-sites`.
+pub(crate) fn build(
+    name: &str,
+    seed: u64,
+    size_scale: f64,
+    many_sites: bool,
+) -> Result<Objects, WorkloadError> {
+    let layout = Layout::new(name, size_scale, many_sites)?;
+    let text = if many_sites { summary_many_sites() } else { summary() };
+    let mut info = seed_info(name, text, layout.footprint(), THREADS, FAST_BYTES, size_scale);
     info.accesses = layout.accesses();
+    let medium_free = if layout.medium_sites > 1 {
+        let slots = layout.medium_len / layout.medium_bytes;
+        (0..slots).rev().map(|k| layout.medium_start + k * layout.medium_bytes).collect()
+    } else {
+        Vec::new()
+    };
     Ok(Objects {
         info,
         layout,
@@ -176,6 +276,8 @@ pub(crate) fn build(name: &str, seed: u64, size_scale: f64) -> Result<Objects, W
         events: Default::default(),
         medium_live: Default::default(),
         medium_next: 0,
+        medium_count: 0,
+        medium_free,
         thread: 0,
     })
 }
@@ -224,13 +326,21 @@ impl Objects {
             let hot = if r <= ROUNDS / 2 { 1 } else { 2 };
             // New medium buffers, written then read once (a producer-consumer pass).
             for _ in 0..self.layout.medium_per_round {
-                if self.medium_next + mbytes > self.layout.medium_len {
-                    self.medium_next = 0;
-                }
-                let addr = self.layout.medium_start + self.medium_next;
-                self.medium_next += mbytes;
-                self.medium_live.push_back((addr, r));
-                self.event(ObjectEvent::alloc(addr, mbytes, MEDIUM_SITE));
+                let site = self.layout.medium_site(self.medium_count);
+                self.medium_count += 1;
+                let addr = if self.layout.medium_sites > 1 {
+                    // Layout::new checked the ring holds every buffer alive at once.
+                    self.medium_free.pop().expect("a free slot")
+                } else {
+                    if self.medium_next + mbytes > self.layout.medium_len {
+                        self.medium_next = 0;
+                    }
+                    let addr = self.layout.medium_start + self.medium_next;
+                    self.medium_next += mbytes;
+                    addr
+                };
+                self.medium_live.push_back((addr, r + self.layout.life(site), site));
+                self.event(ObjectEvent::alloc(addr, mbytes, site));
             }
             // Small objects, packed into the arena.
             let mut small = Vec::with_capacity(self.layout.small_per_round as usize);
@@ -261,7 +371,13 @@ impl Objects {
                     self.access(addr + line * LINE, true);
                 }
             }
-            for &addr in &fresh {
+            // Read: each new buffer once (one site), or every live buffer of a hot site (many).
+            let read: Vec<u64> = if self.layout.medium_sites > 1 {
+                self.medium_live.iter().filter(|b| self.layout.site_is_hot(b.2)).map(|b| b.0).collect()
+            } else {
+                fresh
+            };
+            for &addr in &read {
                 for line in 0..mbytes / LINE {
                     self.access(addr + line * LINE, false);
                 }
@@ -285,12 +401,19 @@ impl Objects {
             for (addr, size, site) in small {
                 self.event(ObjectEvent::free(addr, size, site));
             }
-            while let Some(&(addr, born)) = self.medium_live.front() {
-                if born + MEDIUM_LIFE > r && r < ROUNDS {
-                    break;
+            // The buffers whose life ends this round (all of them in the last), oldest first.
+            let mut k = 0;
+            while k < self.medium_live.len() {
+                let (addr, death, site) = self.medium_live[k];
+                if death > r && r < ROUNDS {
+                    k += 1;
+                    continue;
                 }
-                self.medium_live.pop_front();
-                self.event(ObjectEvent::free(addr, mbytes, MEDIUM_SITE));
+                self.medium_live.remove(k);
+                if self.layout.medium_sites > 1 {
+                    self.medium_free.push(addr);
+                }
+                self.event(ObjectEvent::free(addr, mbytes, site));
             }
         } else {
             return false;
@@ -339,7 +462,12 @@ mod tests {
     use terrace_model::ObjectEventKind;
 
     fn run(size_scale: f64) -> (WorkloadInfo, Vec<Access>, Vec<ObjectEventAt>) {
-        let mut g = build("objects", 7, size_scale).unwrap();
+        run_of(size_scale, false)
+    }
+
+    fn run_of(size_scale: f64, many_sites: bool) -> (WorkloadInfo, Vec<Access>, Vec<ObjectEventAt>) {
+        let name = if many_sites { "objects-sites" } else { "objects" };
+        let mut g = build(name, 7, size_scale, many_sites).unwrap();
         let (mut accesses, mut events) = (Vec::new(), Vec::new());
         while g.fill(&mut accesses, 10_000) > 0 {
             g.take_object_events(&mut events);
@@ -352,7 +480,13 @@ mod tests {
 
     #[test]
     fn the_count_is_exact_and_every_access_is_to_a_live_object() {
-        let (info, accesses, events) = run(1.0 / 64.0);
+        for many_sites in [false, true] {
+            live_objects_only(many_sites);
+        }
+    }
+
+    fn live_objects_only(many_sites: bool) {
+        let (info, accesses, events) = run_of(1.0 / 64.0, many_sites);
         info.validate().unwrap();
         assert_eq!(accesses.len() as u64, info.accesses);
         assert!(events.windows(2).all(|w| w[0].at <= w[1].at), "events in stream order");
@@ -410,5 +544,45 @@ mod tests {
             let share = large.iter().filter(|&&s| s == hot).count() as f64 / large.len() as f64;
             assert!((share - HOT_SHARE).abs() < 0.02, "site {hot}: {share}");
         }
+    }
+
+    /// `objects-sites`: the buffers come from many sites, each allocating in turn; an eighth of
+    /// the sites are hot, and only their buffers are read after they are written.
+    #[test]
+    fn many_sites_share_the_buffers_and_only_hot_sites_are_read() {
+        let (_, accesses, events) = run_of(1.0 / 64.0, true);
+        let buffers: Vec<ObjectEvent> = events
+            .iter()
+            .map(|e| e.event)
+            .filter(|e| e.kind == ObjectEventKind::Alloc && e.site >= MANY_FIRST_SITE)
+            .collect();
+        let sites: std::collections::HashSet<u64> = buffers.iter().map(|e| e.site).collect();
+        assert_eq!(sites.len(), 32, "2048 sites at full size, a sixty-fourth here");
+        // Each read of a buffer, by whether the site of the buffer live at its address is hot.
+        let (mut hot_reads, mut cold_reads) = (0u64, 0u64);
+        let mut live: HashMap<u64, ObjectEvent> = HashMap::new();
+        let mut next = 0;
+        for (i, a) in accesses.iter().enumerate() {
+            while next < events.len() && events[next].at <= i as u64 {
+                let e = events[next].event;
+                if e.site >= MANY_FIRST_SITE {
+                    match e.kind {
+                        ObjectEventKind::Alloc => live.insert(e.addr, e),
+                        ObjectEventKind::Free => live.remove(&e.addr),
+                    };
+                }
+                next += 1;
+            }
+            if a.kind != terrace_model::AccessKind::Read {
+                continue;
+            }
+            if let Some(b) = live.values().find(|b| (b.addr..b.addr + b.bytes).contains(&a.addr)) {
+                match (b.site - MANY_FIRST_SITE).is_multiple_of(HOT_SITE_EVERY) {
+                    true => hot_reads += 1,
+                    false => cold_reads += 1,
+                }
+            }
+        }
+        assert!(hot_reads > 0 && cold_reads == 0, "hot {hot_reads}, cold {cold_reads}");
     }
 }

@@ -44,6 +44,7 @@ enum Recipe {
     },
     /// Allocations and frees between the accesses (object tiering).
     Objects,
+    ObjectsManySites,
 }
 
 #[derive(Clone, Copy)]
@@ -220,6 +221,11 @@ fn entries() -> &'static [Entry] {
             });
         }
         v.push(Entry { name: "objects", summary: leak(objects::summary()), recipe: Recipe::Objects });
+        v.push(Entry {
+            name: "objects-sites",
+            summary: leak(objects::summary_many_sites()),
+            recipe: Recipe::ObjectsManySites,
+        });
         for set_percent in kvstore::SET_PERCENTS {
             v.push(Entry {
                 name: leak(format!("kvstore-set{set_percent}")),
@@ -289,7 +295,8 @@ fn generate(
         Recipe::Bfs(size) => phases(bfs::build(name, size, seed, size_scale)?),
         Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
         // Not made of phases: its stream carries object events.
-        Recipe::Objects => Box::new(objects::build(name, seed, size_scale)?),
+        Recipe::Objects => Box::new(objects::build(name, seed, size_scale, false)?),
+        Recipe::ObjectsManySites => Box::new(objects::build(name, seed, size_scale, true)?),
     })
 }
 

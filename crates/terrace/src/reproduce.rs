@@ -1332,38 +1332,41 @@ fn objects_fig4(runs: &Runs) -> String {
 }
 
 fn objects_fig7_runs() -> Vec<(String, String)> {
-    [FIRST_TOUCH, "objects", "objects-reactive"]
-        .iter()
-        .map(|p| (OBJECTS_WORKLOAD.to_string(), p.to_string()))
-        .collect()
+    grid(&names(&[OBJECTS_WORKLOAD, OBJECTS_MANY_SITES]), &[FIRST_TOUCH, "objects", "objects-reactive"])
 }
 
+/// Fig. 7's many-sites case: the buffers of `objects` from 2,048 sites (docs/workloads.md).
+const OBJECTS_MANY_SITES: &str = "objects-sites";
+
 /// Fig. 7: the conservative proactive scheme (`objects`) against the reactive avg-best
-/// (`objects-reactive`), at each cap.
+/// (`objects-reactive`), at each cap, on the workload of few sites and on the one of many.
 fn objects_fig7(runs: &Runs) -> String {
     let header = [
+        "workload",
         "fast tier",
         "objects-reactive",
         "objects (proactive)",
         "proactive over reactive",
         "bytes placed at allocation",
     ];
-    let mut rows: Vec<Vec<String>> = OBJECTS_CAPS
-        .iter()
-        .map(|m| {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for w in [OBJECTS_WORKLOAD, OBJECTS_MANY_SITES] {
+        for m in OBJECTS_CAPS.iter() {
             let r = runs.on(*m);
-            let placed = r.get(OBJECTS_WORKLOAD, "objects").objects.bytes_placed_by_advice;
-            vec![
+            let placed = r.get(w, "objects").objects.bytes_placed_by_advice;
+            rows.push(vec![
+                w.to_string(),
                 m.fast_capacity.unwrap_or("-").to_string(),
-                times(r.speedup(OBJECTS_WORKLOAD, "objects-reactive")),
-                times(r.speedup(OBJECTS_WORKLOAD, "objects")),
-                times(r.time(OBJECTS_WORKLOAD, "objects-reactive") / r.time(OBJECTS_WORKLOAD, "objects")),
+                times(r.speedup(w, "objects-reactive")),
+                times(r.speedup(w, "objects")),
+                times(r.time(w, "objects-reactive") / r.time(w, "objects")),
                 format!("{:.1} MiB", placed as f64 / (1 << 20) as f64),
-            ]
-        })
-        .collect();
+            ]);
+        }
+    }
     rows.push(vec![
         "seed (Fig. 7)".into(),
+        "-".into(),
         "avg-best".into(),
         "-".into(),
         "1.19x QMCPACK, 1.17x IdenProf (2-4 thousand sites); others about 1x, LULESH 0.98x".into(),
