@@ -47,6 +47,10 @@ pub struct CeilingArgs {
     /// printing each workload and profile as it ends.
     #[arg(long)]
     exhaustive: bool,
+    /// With --exhaustive: only these built-in workloads, comma-separated (to resume a check cut
+    /// short, or to check a workload added since).
+    #[arg(long, value_delimiter = ',', requires = "exhaustive")]
+    workloads: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -135,7 +139,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
         BenchCommand::Ceiling(args) if args.exhaustive => {
-            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0))
+            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0), &args.workloads)
         }
         BenchCommand::Ceiling(args) => {
             crate::ceiling_cmd::cost(&args.profile, args.size_scale.unwrap_or(0.25))

@@ -53,13 +53,19 @@ pub fn cost(profile: &str, size_scale: f64) -> Result<()> {
 const EVERY_SIZE: [f64; 20] =
     [5., 10., 15., 20., 25., 30., 35., 40., 45., 50., 55., 60., 65., 70., 75., 80., 85., 90., 95., 100.];
 
-/// `terrace_ceiling::check::failures` on every built-in workload and profile at every size.
-pub fn exhaustive(size_scale: f64) -> Result<()> {
+/// `terrace_ceiling::check::failures` on every built-in workload (or those of `only`) and
+/// profile at every size.
+pub fn exhaustive(size_scale: f64, only: &[String]) -> Result<()> {
     let profiles: Vec<Profile> = terrace_sim::profile::BUILT_IN
         .iter()
         .map(|(name, _)| Profile::load(name))
         .collect::<Result<_, _>>()?;
-    let workloads = terrace_workloads::list();
+    let known = terrace_workloads::list();
+    if let Some(w) = only.iter().find(|w| !known.iter().any(|k| k.name == w.as_str())) {
+        anyhow::bail!("--workloads: '{w}' is no built-in workload; `terrace list workloads` names them");
+    }
+    let workloads: Vec<_> =
+        known.into_iter().filter(|k| only.is_empty() || only.iter().any(|w| w == k.name)).collect();
     let cells: Vec<(&str, &Profile)> =
         workloads.iter().flat_map(|w| profiles.iter().map(move |p| (w.name, p))).collect();
     let started = Instant::now();

@@ -204,6 +204,8 @@ fn bad_input_gets_one_line_and_a_nonzero_exit() {
     assert!(fails(&["sim", "-w", "gups", "--fast-capacity", "-5%"]).contains("cannot be negative"));
     assert!(fails(&["sim", "-w", "gups", "--seed", "-3"]).contains("is not a seed"));
     assert!(fails(&["sim", "-w", "gups", "--bogus"]).contains("--bogus"));
+    let err = fails(&["bench", "ceiling", "--exhaustive", "--workloads", "gups,nope"]);
+    assert!(err.contains("'nope' is no built-in workload"), "{err}");
     // A file that cannot be written is named, and the OS error is said once.
     let err = fails(&[
         "compare",
