@@ -730,7 +730,7 @@ mod live {
         let mut next = started + interval;
         let mut intervals: Vec<Interval> = Vec::new();
         loop {
-            if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar) {
+            if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut || {}) {
                 break;
             }
             if !read_bits(&mut memory, &mut bits)? {
@@ -757,7 +757,7 @@ mod live {
     }
 
     /// Waits until `next`, watching for a stop signal, the recording's duration and the
-    /// program's exit; false if the recording is to end now.
+    /// program's exit, and calling `each_poll` every 10 ms; false if the recording is to end now.
     fn wait_until(
         next: Instant,
         started: Instant,
@@ -765,9 +765,11 @@ mod live {
         mut child: Option<&mut std::process::Child>,
         duration: Option<f64>,
         bar: &indicatif::ProgressBar,
+        each_poll: &mut dyn FnMut(),
     ) -> bool {
         let poll = Duration::from_millis(10);
         while Instant::now() < next {
+            each_poll();
             let gone = match child.as_deref_mut() {
                 Some(c) => c.try_wait().ok().flatten().is_some(),
                 // SAFETY: signal 0 only checks the process exists.
@@ -817,16 +819,23 @@ mod live {
         let mut next = started + interval;
         let mut intervals: Vec<Interval> = Vec::new();
         let mut samples: Vec<(u64, bool)> = Vec::new();
+        // The rings are drained every poll, not once an interval, so that a burst of samples
+        // does not overflow them (256 KiB each).
+        let mut drain = |samples: &mut Vec<(u64, bool)>| {
+            sampler.drain(|addr, kind| samples.push((addr >> 12, kind == AccessKind::Write)))
+        };
         loop {
-            let more = wait_until(next, started, pid, child.as_deref_mut(), duration, &bar);
-            samples.clear();
-            sampler.drain(|addr, kind| samples.push((addr >> 12, kind == AccessKind::Write)));
+            let more = wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut || {
+                drain(&mut samples)
+            });
+            drain(&mut samples);
             let mut spans = Interval::new();
             recorded::by_samples(&mut samples, period, &mut spans);
             // The last, partial interval only if it saw something.
             if more || !spans.is_empty() {
                 intervals.push(spans);
             }
+            samples.clear();
             if !more {
                 break;
             }
