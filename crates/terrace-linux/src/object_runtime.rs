@@ -68,6 +68,32 @@ pub struct ObjectCounters {
     pub freed_with_process: u64,
 }
 
+/// A live object's policy ranges (model address, bytes): nearly every object is one range (a
+/// mapping of its own is contiguous in the page index), kept inline in 16 bytes, so that keeping
+/// an object costs no allocation of its own; more ranges (or one over 4 GiB) on the heap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Ranges {
+    One { addr: u64, bytes: u32 },
+    Many(Box<Vec<(u64, u64)>>),
+}
+
+impl Ranges {
+    fn of(v: &[(u64, u64)]) -> Ranges {
+        match v {
+            &[(addr, bytes)] if u32::try_from(bytes).is_ok() => Ranges::One { addr, bytes: bytes as u32 },
+            _ => Ranges::Many(Box::new(v.to_vec())),
+        }
+    }
+
+    /// Each range, in order.
+    fn each(&self, mut f: impl FnMut(u64, u64)) {
+        match self {
+            Ranges::One { addr, bytes } => f(*addr, u64::from(*bytes)),
+            Ranges::Many(v) => v.iter().for_each(|&(a, b)| f(a, b)),
+        }
+    }
+}
+
 struct Waiting {
     event: Event,
     /// Full scans completed when it was drained: one more, and its mapping had been indexed.
@@ -81,7 +107,7 @@ pub struct ObjectRuntime {
     library: PathBuf,
     waiting: VecDeque<Waiting>,
     /// Objects handed to the policy and not yet freed: (pid, address) to the policy's ranges.
-    live: HashMap<(u32, u64), Vec<(u64, u64)>>,
+    live: HashMap<(u32, u64), Ranges>,
     /// Frees made for processes that left, delivered first at the next take.
     departed: Vec<ObjectEvent>,
     counters: ObjectCounters,
@@ -187,10 +213,8 @@ impl ObjectRuntime {
                             ranges.iter().map(|&(addr, bytes)| ObjectEvent::alloc(addr, bytes, e.site)),
                         );
                         // A reused address whose free was lost replaces the old object.
-                        if let Some(old) = self.live.insert((e.pid, e.addr), ranges) {
-                            out.extend(
-                                old.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, e.site)),
-                            );
+                        if let Some(old) = self.live.insert((e.pid, e.addr), Ranges::of(&ranges)) {
+                            old.each(|addr, bytes| out.push(ObjectEvent::free(addr, bytes, e.site)));
                         }
                         self.counters.allocs += 1;
                     }
@@ -200,9 +224,7 @@ impl ObjectRuntime {
                 },
                 EventKind::Free => {
                     if let Some(ranges) = self.live.remove(&(e.pid, e.addr)) {
-                        out.extend(
-                            ranges.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, e.site)),
-                        );
+                        ranges.each(|addr, bytes| out.push(ObjectEvent::free(addr, bytes, e.site)));
                         self.counters.frees += 1;
                     }
                 }
@@ -217,7 +239,7 @@ impl ObjectRuntime {
         let gone: Vec<(u32, u64)> = self.live.keys().filter(|(p, _)| *p == pid).copied().collect();
         for key in gone {
             if let Some(ranges) = self.live.remove(&key) {
-                self.departed.extend(ranges.iter().map(|&(addr, bytes)| ObjectEvent::free(addr, bytes, 0)));
+                ranges.each(|addr, bytes| self.departed.push(ObjectEvent::free(addr, bytes, 0)));
                 self.counters.freed_with_process += 1;
             }
         }
@@ -294,6 +316,18 @@ mod tests {
     fn push(rt: &ObjectRuntime, kind: EventKind, pid: u32, addr: u64, bytes: u64, site: u64) {
         let e = Event { kind, tid: pid, pid, node: -1, addr, bytes, site, time_ns: 0 };
         assert!(rt.ring.producer().push(&e));
+    }
+
+    #[test]
+    fn ranges_keep_one_range_inline_and_give_back_what_they_were_given() {
+        assert_eq!(std::mem::size_of::<Ranges>(), 16);
+        for v in [vec![(4096, 8192)], vec![(0, 4096), (40960, 4096)], vec![(0, 8 << 30)]] {
+            let mut back = Vec::new();
+            Ranges::of(&v).each(|a, b| back.push((a, b)));
+            assert_eq!(back, v);
+        }
+        assert!(matches!(Ranges::of(&[(4096, 8192)]), Ranges::One { .. }));
+        assert!(matches!(Ranges::of(&[(0, 8 << 30)]), Ranges::Many(_)));
     }
 
     #[test]

@@ -362,12 +362,13 @@ pub struct Record {
     pub site: u64,
     pub program: u32,
     pub created_ns: u64,
-    /// When a sample last fell in it.
-    pub last_sampled_ns: Option<u64>,
+    /// When a sample last fell in it; its creation until one has (LRU counts a never-sampled
+    /// record from its creation). Kept as a plain time, not an option, for the record's size.
+    pub last_sampled_ns: u64,
     /// Eq. 1's τ.
     pub average: f64,
     /// Samples this interval (Eq. 1's t).
-    hits: u64,
+    hits: u32,
     pub tier: TierId,
 }
 
@@ -474,8 +475,8 @@ impl Engine {
     pub fn sampled(&mut self, addr: u64, n: u64, now_ns: u64) {
         match self.records.range_mut(..=addr).next_back() {
             Some((_, r)) if addr < r.start + r.bytes => {
-                r.hits += n;
-                r.last_sampled_ns = Some(now_ns);
+                r.hits = r.hits.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+                r.last_sampled_ns = now_ns;
                 self.counts.samples_attributed += n;
             }
             _ => self.counts.samples_unattributed += n,
@@ -556,7 +557,7 @@ impl Engine {
                         site: p.site,
                         program: p.program,
                         created_ns: p.at_ns,
-                        last_sampled_ns: None,
+                        last_sampled_ns: p.at_ns,
                         average: 0.0,
                         hits: 0,
                         tier: p.tier,
@@ -597,7 +598,7 @@ impl Engine {
                 order.sort_by(|a, b| b.created_ns.cmp(&a.created_ns).then(a.start.cmp(&b.start)))
             }
             Priority::Lru => order.sort_by(|a, b| {
-                let last = |r: &Record| r.last_sampled_ns.unwrap_or(r.created_ns);
+                let last = |r: &Record| r.last_sampled_ns;
                 last(b).cmp(&last(a)).then(a.start.cmp(&b.start))
             }),
             Priority::AccessesPerByte => order.sort_by(|a, b| {

@@ -1,5 +1,6 @@
 //! Memory per object record of the object policy's engine (issue 15: the seed's runtime keeps 136
-//! bytes per object record, object tiering §5.5; goal: below it). Measured, not computed from
+//! bytes per object record, object tiering §5.5; goal: below it, with what the live machine keeps
+//! per object, crates/terrace-linux/tests/object_runtime_memory.rs). Measured, not computed from
 //! struct sizes: a counting allocator (this test binary's own) adds up what the heap holds after
 //! the engine records many live objects, over the records, tree nodes included.
 
@@ -66,6 +67,11 @@ fn an_object_record_takes_less_memory_than_the_seeds() {
         "object records: {one:.1} B each (recorded in one interval), {many:.1} B (over 100); seed 136 B"
     );
     assert!(one > 0.0 && many > 0.0);
-    // The seed's figure is the goal (issue 15); a record is about 90 B here.
-    assert!(one.max(many) < 136.0, "{one:.1} / {many:.1} B per record, the seed's is 136");
+    // The seed's figure is the goal (issue 15) for all a live object costs: this record (about
+    // 82 B) and the live machine's map entry (below 50 B,
+    // crates/terrace-linux/tests/object_runtime_memory.rs) together below 136 B.
+    assert!(
+        one.max(many) < 86.0,
+        "{one:.1} / {many:.1} B per record: with the live machine's 50 B, over the seed's 136"
+    );
 }
