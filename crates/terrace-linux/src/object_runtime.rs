@@ -73,7 +73,10 @@ pub struct ObjectCounters {
 /// an object costs no allocation of its own; more ranges (or one over 4 GiB) on the heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ranges {
-    One { addr: u64, bytes: u32 },
+    One {
+        addr: u64,
+        bytes: u32,
+    },
     /// A thin pointer to the vector (a boxed slice's would make the enum 24 bytes).
     #[allow(clippy::box_collection)]
     Many(Box<Vec<(u64, u64)>>),
