@@ -280,6 +280,13 @@ mod live {
             }
         }
         let tracker = choose(args.tracker, args.sampler_events)?;
+        if args.writes && tracker != TrackerName::Damon {
+            bail!(
+                "--writes adds soft-dirty beside DAMON, which cannot tell writes; --tracker {} tells them \
+                 itself: record without --writes",
+                tracker.to_possible_value().expect("named").get_name()
+            );
+        }
         if args.writes && !soft_dirty::works_here() {
             bail!(
                 "--writes reads soft-dirty bits, which this kernel lacks (CONFIG_MEM_SOFT_DIRTY); record without it"

@@ -348,6 +348,17 @@ fn the_sampler_records_its_samples_by_page_or_is_refused_in_one_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // --writes is DAMON's: the sampler tells writes itself.
+    let out = terrace()
+        .args(["record", "--tracker", "sampler", "--sampler-events", "page-faults", "--writes", "-o"])
+        .arg(&trace)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let writes_err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{writes_err}");
+    assert_eq!(writes_err.trim_end().lines().count(), 1, "{writes_err}");
+    assert!(writes_err.contains("--tracker sampler tells them itself"), "{writes_err}");
     // No PMU sampling here, or a PMU and a program that exits at once.
     assert!(err.contains("(PEBS or IBS)") || err.contains("before the first 100 ms interval"), "{err}");
     assert!(!trace.exists());
