@@ -32,7 +32,6 @@ pub struct Region {
     pub start: u64,
     pub end: u64,
     pub nr_accesses: u32,
-    pub age: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -263,16 +262,17 @@ impl DamonTracker {
             path: dir.display().to_string(),
             source,
         })?;
+        // Three files a region, read every interval: the directory entry's type (no stat) and
+        // no `age`, which nothing here uses.
         for e in entries.flatten() {
-            let p = e.path();
-            if !p.is_dir() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            let p = e.path();
             out.push(Region {
                 start: read_u64(&p.join("start"))?,
                 end: read_u64(&p.join("end"))?,
                 nr_accesses: read_u64(&p.join("nr_accesses"))? as u32,
-                age: read_u64(&p.join("age"))? as u32,
             });
         }
         out.sort_by_key(|r| r.start);
@@ -559,7 +559,7 @@ mod tests {
             ScanView { pid: memory.pid(), memory: &memory, entries: &entries, present: &[], huge: None };
         let index = scan.policy_page(page).expect("the buffer is managed memory");
         // Its first two pages were accessed in every sample of the aggregation.
-        let hot = Region { start: page, end: page + 2 * 4096, nr_accesses: 20, age: 0 };
+        let hot = Region { start: page, end: page + 2 * 4096, nr_accesses: 20 };
         let mut damon = Damon::new(Box::new(Fixed(1, vec![hot])), true, Some(10));
         assert_eq!(damon.name(), "DAMON (referenced, reads)");
         let mut bits = vec![0u8; entries.len()];
@@ -602,9 +602,9 @@ mod tests {
         // Two runs: pages 100..110 as indexes 0..10, pages 200..205 as 10..15.
         let runs = [(0u32, 100u64, 10u64), (10, 200, 5)];
         let regions = [
-            Region { start: 102 << 12, end: 104 << 12, nr_accesses: 3, age: 0 },
-            Region { start: 104 << 12, end: 203 << 12, nr_accesses: 0, age: 9 },
-            Region { start: 203 << 12, end: 300 << 12, nr_accesses: 1, age: 0 },
+            Region { start: 102 << 12, end: 104 << 12, nr_accesses: 3 },
+            Region { start: 104 << 12, end: 203 << 12, nr_accesses: 0 },
+            Region { start: 203 << 12, end: 300 << 12, nr_accesses: 1 },
         ];
         let mut bits = vec![0u8; 15];
         mark_accessed(&regions, runs.into_iter(), &mut bits, 1);
