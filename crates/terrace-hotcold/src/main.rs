@@ -51,7 +51,8 @@ struct Args {
     #[arg(long, requires = "read_mib", conflicts_with = "thp")]
     shadow_read: bool,
     /// After this many seconds, make the read set writable and write every word of it once (a
-    /// new value each), then go on reading: a shadow of it must never be switched back to.
+    /// new value each), then go on reading: a shadow of it must never be switched back to. With
+    /// `--shadow-read`, the write waits (up to 3 s more) until some page is shadowed.
     #[arg(long, requires = "read_mib")]
     write_read_at: Option<f64>,
     /// At the end, write where each page is to this file, a line per page: set, page within the
@@ -325,7 +326,11 @@ fn main() {
         }
         let t = start.elapsed().as_secs_f64();
         if let (Some(at), Some(r), false) = (args.write_read_at, read.as_mut(), read_written) {
-            if t >= at {
+            // With shadows, the write is meant to meet some: if the policy's pool happens to be
+            // empty at `at` (between two rotations), wait for it to hold a shadow again, for at
+            // most 3 s, so that the run tests what it says.
+            let no_shadow_yet = r.shadow.is_some_and(|s| s.shadowed() == 0) && t < at + 3.0;
+            if t >= at && !no_shadow_yet {
                 // Writable again (if it was made read-only), then every word once.
                 r.protect(false);
                 for (i, w) in r.words().iter_mut().enumerate() {
