@@ -96,3 +96,14 @@ fn a_static_placement_runs_as_fast_with_more_fast_memory_unused() {
         assert!(at20.tiers[0].peak_pages > 0);
     }
 }
+
+/// The object workload, left out of the grid above for its time, frees and reuses its buffers'
+/// pages and moves its hot set half-way: the exhaustive sweep found registry policies beating a
+/// family whose only dynamic member, the oracle, stopped moving pages once a scaled-down tick
+/// was shorter than two moves (docs/model.md §12). Two sizes of one of its cells.
+#[test]
+fn optimal_is_a_ceiling_on_the_object_workload() {
+    let profile = Profile::load("optane-2019").unwrap();
+    let failures = terrace_ceiling::check::failures("objects", SCALE, &profile, &[20.0, 25.0]);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

@@ -68,6 +68,8 @@ pub struct Oracle {
     /// Bandwidth a page's copy takes from the program, ns: read from one tier, written to the
     /// other, at the tiers' firmware bandwidths (a bandwidth-bound program loses that time).
     copy_ns: f64,
+    /// Promotions the mover can still take on, carried from tick to tick (fractions included).
+    allowance: f64,
     ranked: Vec<(f64, PageIdx)>,
 }
 
@@ -89,6 +91,7 @@ impl Oracle {
             move_cost_ns: None,
             fast_capacity: None,
             copy_ns: 0.0,
+            allowance: 0.0,
             ranked: Vec::new(),
         }
     }
@@ -171,9 +174,14 @@ impl Policy for Oracle {
         let (inside, outside) = self.ranked.split_at(target);
         let (cost, limit) = match self.move_cost_ns {
             // The mover runs beside the program: what it can finish in half an interval bounds a plan
-            // (a plan counts a promotion and its demotion).
+            // (a plan counts a promotion and its demotion). An interval shorter than two moves
+            // (a scaled-down run ticks proportionally faster) carries its fraction of a move to
+            // the next tick, so the rate is the same at every scale; what a tick leaves unused
+            // is kept up to one tick's worth (or one move), so quiet ticks do not save up a burst.
             Some((stall, mover)) => {
-                (stall + self.copy_ns, (obs.interval_ns() as f64 / mover.max(1.0) / 2.0) as usize)
+                let per_tick = obs.interval_ns() as f64 / mover.max(1.0) / 2.0;
+                self.allowance = (self.allowance + per_tick).min(per_tick.max(1.0));
+                (stall + self.copy_ns, self.allowance as usize)
             }
             None => (0.0, self.probe_moves),
         };
@@ -210,6 +218,9 @@ impl Policy for Oracle {
                 demotions.push(Move { page: victim, to });
             }
             plan.moves.push(Move { page, to: TierId::FAST });
+        }
+        if self.move_cost_ns.is_some() {
+            self.allowance -= plan.moves.len() as f64;
         }
         // Demotions first, so that the fast tier has room for the promotions.
         demotions.append(&mut plan.moves);
@@ -324,6 +335,27 @@ mod tests {
         let plan = tick(&mut o, &placement, &[0, 0, 7, 9, 9, 1, 9, 0]);
         let pages: Vec<(PageIdx, TierId)> = plan.moves.iter().map(|m| (m.page, m.to)).collect();
         assert_eq!(pages, vec![(1, s), (0, s), (2, s), (3, f), (4, f), (6, f)]);
+    }
+
+    /// A scaled-down run ticks faster than the mover moves a page: the fraction a tick allows is
+    /// carried over, so a move goes every few ticks instead of never (it never moved again once
+    /// it learned the cost, and lost to ambix on `objects` at 1/64 size).
+    #[test]
+    fn an_interval_shorter_than_a_move_moves_every_few_ticks() {
+        let mut o = Oracle::default();
+        o.start(&machine(1));
+        // 20 ms of mover time a page in a 10 ms interval: a quarter of a move a tick.
+        o.applied(&Applied {
+            pages_moved: 1,
+            time_ns: 20_000_000,
+            program_stall_ns: 1_000,
+            ..Default::default()
+        });
+        let moves: Vec<usize> = (0..8)
+            .map(|_| tick(&mut o, &[TierId::FAST, TierId::SLOW], &[0, 1_000_000]).moves.len())
+            .collect();
+        // Each move is a swap (a demotion and a promotion), on the fourth and eighth ticks.
+        assert_eq!(moves, vec![0, 0, 0, 2, 0, 0, 0, 2]);
     }
 
     #[test]
