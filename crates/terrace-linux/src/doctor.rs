@@ -328,6 +328,16 @@ pub fn probe_live() -> Vec<TrackerCheck> {
 /// with CONFIG_DAMON_PADDR alone), which only an attempt or the kernel's config shows; doctor
 /// reads the config (/proc/config.gz or /boot/config-*), when the kernel exposes it.
 pub fn refine_damon_live(checks: &mut [TrackerCheck]) {
+    if let Some(n) = crate::trackers::damon::held() {
+        for c in checks.iter_mut().filter(|c| c.kind == TrackerKind::DamonVaddr && c.available) {
+            c.available = false;
+            c.detail = format!(
+                "DAMON's sysfs is there, but another kdamond runs ({n} exist: the host's own reclaim or \
+                 monitor), and DAMON cannot add one while it runs; trackers fall back to the next"
+            );
+            c.enable = Some("stop the other DAMON user, if it is yours to stop".into());
+        }
+    }
     let Ok(config) = procfs::kernel_config() else { return };
     for c in checks.iter_mut().filter(|c| c.kind == TrackerKind::DamonVaddr && c.available) {
         if !matches!(config.get("CONFIG_DAMON_VADDR"), Some(procfs::ConfigSetting::Yes)) {

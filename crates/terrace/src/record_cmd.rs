@@ -24,8 +24,8 @@ pub struct RecordArgs {
     #[arg(long, short)]
     pub output: PathBuf,
     /// The tracker: `auto` picks the first the host offers, in the order damon, sampler (the
-    /// CPU's load and store sampling), idle-page, soft-dirty (docs/live.md, "Recording a
-    /// program").
+    /// CPU's load and store sampling), idle-page, soft-dirty, passing over DAMON while another
+    /// kdamond runs (docs/live.md, "Recording a program").
     #[arg(long, value_enum, default_value_t = TrackerName::Auto)]
     pub tracker: TrackerName,
     /// Milliseconds between observations (DAMON's aggregation interval).
@@ -182,14 +182,31 @@ mod live {
         };
         match name {
             TrackerName::Auto => {
+                // DAMON that another kdamond holds cannot be had: say so once and take the next.
+                let busy = damon::in_use();
                 let order =
                     [TrackerName::Damon, TrackerName::Sampler, TrackerName::IdlePage, TrackerName::SoftDirty];
-                let Some(t) = order.into_iter().find(|&t| has(t)) else {
+                let usable = |t: TrackerName| has(t) && !(t == TrackerName::Damon && busy.is_some());
+                let Some(t) = order.into_iter().find(|&t| usable(t)) else {
+                    if let Some(n) = busy {
+                        bail!(
+                            "no tracker terrace record can use here: DAMON is in use here by another kdamond \
+                             ({n} exist, one running), and this host has none of load/store sampling, the \
+                             idle-page bitmap or soft-dirty; `terrace doctor` lists what it has"
+                        )
+                    }
                     bail!(
                         "no tracker terrace record can use here: this host has none of DAMON, load/store \
                          sampling, the idle-page bitmap or soft-dirty; `terrace doctor` lists what it has"
                     )
                 };
+                if let Some(n) = busy {
+                    eprintln!(
+                        "terrace record: DAMON is in use here by another kdamond ({n} exist, one running), so \
+                         recording with {}",
+                        t.to_possible_value().expect("named").get_name()
+                    );
+                }
                 needs_root(t)
             }
             t if !has(t) => bail!(

@@ -154,6 +154,34 @@ pub fn available() -> bool {
     Path::new(ADMIN).is_dir()
 }
 
+/// How many kdamonds DAMON has, and whether any of them runs.
+fn kdamonds(admin: &Path) -> Result<(u32, bool), DamonError> {
+    let n = read_u64(&admin.join("nr_kdamonds"))? as u32;
+    let running = (0..n).any(|i| {
+        fs::read_to_string(admin.join(i.to_string()).join("state")).map_or(true, |s| s.trim() != "off")
+    });
+    Ok((n, running))
+}
+
+/// `Some(n)` when DAMON is there but someone else's kdamond runs (the host's proactive reclaim,
+/// damon_stat, another monitor; `n` kdamonds in all): DAMON's sysfs cannot add a kdamond while
+/// one runs, so Terrace cannot start its own. A leftover of a Terrace that was killed is
+/// stopped at the next start and does not count.
+pub fn in_use() -> Option<u32> {
+    if available() {
+        let _ = stop_leftover();
+    }
+    held()
+}
+
+/// [`in_use`] without stopping a dead Terrace's leftover first: it only reads (for `doctor`).
+pub fn held() -> Option<u32> {
+    if !available() {
+        return None;
+    }
+    kdamonds(Path::new(ADMIN)).ok().filter(|&(_, running)| running).map(|(n, _)| n)
+}
+
 /// A running kdamond watching one process. Stopped (and its kdamond removed) when dropped.
 pub struct DamonTracker {
     kdamond: PathBuf,
@@ -182,14 +210,11 @@ impl DamonTracker {
         if let Some(what) = stop_leftover()? {
             tracing::warn!("DAMON: {what}");
         }
-        let n = read_u64(&admin.join("nr_kdamonds"))? as u32;
+        let (n, running) = kdamonds(admin)?;
         if n != 0 {
             // kdamonds that are all off serve no one: a Terrace killed with SIGKILL leaves its own
             // behind (it stops when its process exits). Anything running is someone's: keep off.
-            let all_off = (0..n).all(|i| {
-                fs::read_to_string(admin.join(i.to_string()).join("state")).is_ok_and(|s| s.trim() == "off")
-            });
-            if !all_off {
+            if running {
                 return Err(DamonError::Busy(n));
             }
             tracing::info!(
