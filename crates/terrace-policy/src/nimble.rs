@@ -3,16 +3,16 @@
 //! seed's end-to-end figure (Fig. 12).
 //!
 //! The policy, Linux's active and inactive page lists per node reused as hot and cold (§3.2):
-//! - Lists (Fig. 7b, the intra-node edges; the text leaves the rules to the figure, and these are
-//!   Linux's `vmscan` rules at one reference): a page referenced (accessed or dirtied) in the last
-//!   period is active; an active page not referenced for a period becomes inactive; an inactive
-//!   page referenced again becomes active. A page is first listed active when first seen
-//!   referenced, as Linux puts a new anonymous page on the active list.
+//! - Lists (Fig. 7b, the intra-node edges; the text leaves the rules to the figure): Nimble's
+//!   own code ages them each period ([`Lists`]): the tail half of each node's active list is
+//!   deactivated, referenced or not, and an inactive page referenced at two scans in a row is
+//!   activated (Linux's `vmscan` rules, `PG_referenced` the first reference). A page placed
+//!   for the first time is listed active, as Linux lists a new anonymous page.
 //! - Moves (Fig. 7a, the inter-node edges), every period (5 s, §3.2): the slow tier's active
-//!   pages are promoted while the fast tier has room, and the fast tier's inactive pages are
-//!   demoted to make room for the rest, oldest inactive first. **When the fast tier is full and
-//!   has no inactive page, nothing moves** (§3.2). Pages Linux would reclaim stay inactive as
-//!   demotion candidates; nothing is swapped.
+//!   pages are promoted, tail first, while the fast tier has room, and the fast tier's inactive
+//!   pages, tail first, are demoted to make room for the rest. **When the fast tier is full
+//!   and has no inactive page, nothing moves** (§3.2). Pages Linux would reclaim stay inactive
+//!   as demotion candidates; nothing is swapped.
 //! - Allocation: first touch into the fast tier while it has room, else the slow tier; never an
 //!   eviction on allocation (§3.2).
 //! - Mechanisms (§3.1, §4.3's Fig. 12 configurations): `linux` splits huge pages and moves base
@@ -126,24 +126,117 @@ impl Mechanism {
     }
 }
 
-/// Where a page stands on its node's lists (Fig. 7b).
+/// A page's list on its node (Fig. 7b).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum List {
-    /// Not seen referenced yet.
+    /// Not placed (never touched, or freed).
     #[default]
     Unlisted,
     Active,
-    /// Inactive since the period given (for oldest-first demotion).
-    Inactive(u32),
+    Inactive,
+}
+
+/// One page's state in the lists: Linux's `struct page` flags and LRU position.
+#[derive(Clone, Copy, Debug, Default)]
+struct Entry {
+    list: List,
+    /// On the fast node's lists (else the slow node's).
+    fast: bool,
+    /// Position on its list: larger is nearer the head, where Linux adds pages.
+    stamp: u64,
+    /// `PG_referenced`: found referenced at the inactive list's last scan of it.
+    referenced: bool,
+    /// The page table's accessed bit as a scan would find it: set by what the tracker saw,
+    /// cleared only when a scan looks at the page (a page the scan skips keeps its bit).
+    young: bool,
+}
+
+/// Linux's active and inactive lists of each node, aged as Nimble's own code ages them at
+/// each period: its `mm_manage` call with `MPOL_MF_SHRINK_LISTS`, which the seed's launcher
+/// sets for its end-to-end runs (`shrink_lists` in the artifact's mm/memory_manage.c;
+/// docs/policies.md, "nimble", gives the sources). On each node, inactive list first:
+/// - the tail half of the inactive list is scanned: a page referenced now and at its
+///   previous scan (`PG_referenced`) is activated; one referenced only now is marked
+///   referenced and stays; each goes back to its list's head;
+/// - the tail half of the active list is deactivated whether referenced or not (Linux's
+///   `shrink_active_list` keeps only referenced executable file pages active; these are
+///   anonymous pages), its accessed bits cleared, onto the inactive list's head.
+#[derive(Default)]
+struct Lists {
+    entries: Vec<Entry>,
+    next_stamp: u64,
+}
+
+impl Lists {
+    fn put_at_head(&mut self, page: usize) {
+        self.entries[page].stamp = self.next_stamp;
+        self.next_stamp += 1;
+    }
+
+    /// Takes in the period's placement and accessed bits: a page placed for the first time
+    /// joins its node's active list (Linux lists a new anonymous page active), a page that
+    /// changed node joins the head of its list there (migration keeps its flags), a freed
+    /// page leaves the lists.
+    fn observe(&mut self, placement: &[TierId], bits: &[u8]) {
+        if self.entries.len() < placement.len() {
+            self.entries.resize(placement.len(), Entry::default());
+        }
+        for (i, &tier) in placement.iter().enumerate() {
+            if !tier.is_placed() {
+                self.entries[i] = Entry::default();
+                continue;
+            }
+            let fast = tier == TierId::FAST;
+            let e = &mut self.entries[i];
+            e.young |= bits.get(i).is_some_and(|b| b & (PAGE_REFERENCED | PAGE_DIRTY) != 0);
+            if e.list == List::Unlisted {
+                e.list = List::Active;
+                e.fast = fast;
+                self.put_at_head(i);
+            } else if e.fast != fast {
+                e.fast = fast;
+                self.put_at_head(i);
+            }
+        }
+    }
+
+    /// The pages of one node's list, tail (oldest) first.
+    fn tail_first(&self, fast: bool, list: List) -> Vec<PageIdx> {
+        let mut pages: Vec<(u64, PageIdx)> = (self.entries.iter().enumerate())
+            .filter(|(_, e)| e.list == list && e.fast == fast)
+            .map(|(i, e)| (e.stamp, i as PageIdx))
+            .collect();
+        pages.sort_unstable();
+        pages.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// One period's aging of one node's lists (the artifact's `shrink_lists_node_memcg`).
+    fn age(&mut self, fast: bool) {
+        let inactive = self.tail_first(fast, List::Inactive);
+        for &page in &inactive[..inactive.len() / 2] {
+            let e = &mut self.entries[page as usize];
+            let young = std::mem::take(&mut e.young);
+            let was_referenced = std::mem::replace(&mut e.referenced, young);
+            if young && was_referenced {
+                e.list = List::Active;
+            }
+            self.put_at_head(page as usize);
+        }
+        let active = self.tail_first(fast, List::Active);
+        for &page in &active[..active.len() / 2] {
+            let e = &mut self.entries[page as usize];
+            e.young = false;
+            e.list = List::Inactive;
+            self.put_at_head(page as usize);
+        }
+    }
 }
 
 pub struct Nimble {
     name: String,
     period_ns: u64,
     mechanism: Mechanism,
-    lists: Vec<List>,
-    /// Periods seen, the clock of `List::Inactive`.
-    periods: u32,
+    lists: Lists,
 }
 
 impl Default for Nimble {
@@ -158,24 +251,7 @@ impl Nimble {
             name: p.name().to_string(),
             period_ns: p.duration_ns("period"),
             mechanism: Mechanism::from_word(p.word("mechanism")),
-            lists: Vec::new(),
-            periods: 0,
-        }
-    }
-
-    /// Fig. 7b: moves each page between its lists by whether it was referenced this period.
-    fn update_lists(&mut self, bits: &[u8]) {
-        self.periods += 1;
-        if self.lists.len() < bits.len() {
-            self.lists.resize(bits.len(), List::Unlisted);
-        }
-        for (list, &b) in self.lists.iter_mut().zip(bits) {
-            let referenced = b & (PAGE_REFERENCED | PAGE_DIRTY) != 0;
-            *list = match (*list, referenced) {
-                (_, true) => List::Active,
-                (List::Active, false) => List::Inactive(self.periods),
-                (other, false) => other,
-            };
+            lists: Lists::default(),
         }
     }
 }
@@ -196,41 +272,50 @@ impl Policy for Nimble {
         }
     }
 
+    /// One period: age the lists of the slow node, then the fast one, then move (the
+    /// artifact's `do_mm_manage`): up to the fast tier's size of the slow node's active pages,
+    /// tail first, are taken to promote; if they outnumber the fast tier's free pages, as
+    /// many of the fast node's inactive pages, tail first, are taken to demote. With exchange
+    /// the first promotions are paired with the demotions; the rest go into free room, and
+    /// what finds no room goes back to its list's head. **When the fast tier is full and has
+    /// no inactive page, nothing moves** (§3.2).
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let Some(bits) = obs.page_bits else { return Plan::none() };
-        self.update_lists(bits);
-        let mut active_slow = Vec::new();
-        let mut inactive_fast: Vec<(u32, PageIdx)> = Vec::new();
-        for (i, &tier) in obs.placement.iter().enumerate() {
-            match (self.lists.get(i), tier) {
-                (Some(List::Active), t) if t.is_placed() && t != TierId::FAST => {
-                    active_slow.push(i as PageIdx)
-                }
-                (Some(&List::Inactive(since)), TierId::FAST) => inactive_fast.push((since, i as PageIdx)),
-                (Some(List::Unlisted), TierId::FAST) => inactive_fast.push((0, i as PageIdx)),
-                _ => {}
-            }
+        self.lists.observe(obs.placement, bits);
+        self.lists.age(false);
+        self.lists.age(true);
+        let busy: std::collections::HashSet<PageIdx> = obs.in_flight.iter().map(|m| m.page).collect();
+        let fast = obs.tiers.first();
+        let capacity = fast.and_then(|t| t.capacity_pages).unwrap_or(u64::MAX);
+        let free = fast.map_or(0, |t| t.free_pages());
+        let hot: Vec<PageIdx> = (self.lists.tail_first(false, List::Active).into_iter())
+            .filter(|p| !busy.contains(p))
+            .take(usize::try_from(capacity).unwrap_or(usize::MAX))
+            .collect();
+        let wanted = (hot.len() as u64).saturating_sub(free) as usize;
+        let cold: Vec<PageIdx> = (self.lists.tail_first(true, List::Inactive).into_iter())
+            .filter(|p| !busy.contains(p))
+            .take(wanted)
+            .collect();
+        let paired = cold.len();
+        let into_room = (hot.len() - paired).min(usize::try_from(free).unwrap_or(usize::MAX));
+        for &page in &hot[paired + into_room..] {
+            self.lists.put_at_head(page as usize);
         }
-        // Oldest inactive first, as the inactive list's tail is (never-referenced pages first).
-        inactive_fast.sort_unstable();
-        let free = obs.tiers.first().map_or(0, |t| t.free_pages());
-        let into_room = active_slow.len().min(free as usize);
-        let paired = (active_slow.len() - into_room).min(inactive_fast.len());
         let mut plan = Plan {
             options: self.mechanism.options(),
             reason: "nimble: slow active pages up, fast inactive pages down to make room".into(),
             ..Plan::none()
         };
-        let (room, rest) = active_slow.split_at(into_room);
-        let victims = inactive_fast.iter().map(|&(_, p)| p).take(paired);
         if self.mechanism.exchanges() {
-            plan.exchanges = rest.iter().zip(victims).map(|(&a, b)| Exchange { a, b }).collect();
+            plan.exchanges = hot.iter().zip(&cold).map(|(&a, &b)| Exchange { a, b }).collect();
         } else {
             // Demotions first, so the promotions that follow find their room (§3.2).
-            plan.moves.extend(victims.map(|page| Move { page, to: TierId::SLOW }));
-            plan.moves.extend(rest[..paired].iter().map(|&page| Move { page, to: TierId::FAST }));
+            plan.moves.extend(cold.iter().map(|&page| Move { page, to: TierId::SLOW }));
+            plan.moves.extend(hot[..paired].iter().map(|&page| Move { page, to: TierId::FAST }));
         }
-        plan.moves.extend(room.iter().map(|&page| Move { page, to: TierId::FAST }));
+        plan.moves
+            .extend(hot[paired..paired + into_room].iter().map(|&page| Move { page, to: TierId::FAST }));
         plan
     }
 }
@@ -248,63 +333,87 @@ mod tests {
         Nimble::new(&crate::registry::params_of(&format!("nimble:mechanism={mechanism}")))
     }
 
+    fn lists_of(l: &Lists) -> Vec<List> {
+        l.entries.iter().map(|e| e.list).collect()
+    }
+
+    use List::{Active as A, Inactive as I};
+
     #[test]
-    fn the_lists_follow_the_referenced_bits() {
-        let mut p = Nimble::default();
-        p.update_lists(&[R, 0, PAGE_DIRTY]);
-        assert_eq!(p.lists, [List::Active, List::Unlisted, List::Active]);
-        p.update_lists(&[0, R, R]);
-        assert_eq!(p.lists, [List::Inactive(2), List::Active, List::Active]);
-        p.update_lists(&[0, 0, R]);
-        assert_eq!(p.lists, [List::Inactive(2), List::Inactive(3), List::Active], "inactive stays inactive");
-        p.update_lists(&[R, 0, 0]);
-        assert_eq!(p.lists[0], List::Active, "an inactive page referenced again is active");
+    fn each_period_deactivates_the_active_lists_tail_half_and_activates_at_a_second_reference() {
+        let mut l = Lists::default();
+        l.observe(&[F; 4], &[0; 4]);
+        assert_eq!(lists_of(&l), [A, A, A, A], "new pages are listed active");
+        l.age(true);
+        assert_eq!(lists_of(&l), [I, I, A, A], "the tail half goes inactive");
+        // Period 2: pages 0 and 1 referenced. The inactive list's tail half is page 0: its
+        // first reference marks it and it stays; page 2, referenced or not, is deactivated.
+        l.observe(&[F; 4], &[R, R, R, R]);
+        l.age(true);
+        assert_eq!(lists_of(&l), [I, I, I, A]);
+        assert!(l.entries[0].referenced && !l.entries[1].referenced);
+        // Period 3: page 0 referenced again, but the scan reaches page 1 first (tail half of
+        // 1, 0, 2), which kept its bit from period 2 while no scan looked at it.
+        l.observe(&[F; 4], &[R, 0, 0, 0]);
+        l.age(true);
+        assert_eq!(lists_of(&l), [I, I, I, A]);
+        assert!(l.entries[1].referenced && !l.entries[1].young);
+        // Period 4: the tail half is page 0 (0, 2, 1): referenced at its previous scan and now,
+        // so it is activated; then the active list's tail half (3, 0) deactivates page 3.
+        l.observe(&[F; 4], &[0; 4]);
+        l.age(true);
+        assert_eq!(lists_of(&l), [A, I, I, I]);
+        // Pages keep their lists across a move; a freed page leaves them.
+        l.observe(&[S, F, TierId::UNPLACED, F], &[0; 4]);
+        assert_eq!(lists_of(&l), [A, I, List::Unlisted, I]);
+        assert_eq!(l.tail_first(false, A), [0]);
     }
 
     #[test]
-    fn active_slow_pages_are_promoted_into_free_room() {
+    fn active_slow_pages_are_promoted_tail_first_into_free_room() {
         let mut p = with("thp");
-        let plan = tick(&mut p, &[F, S, S], &[R, R, 0], 3);
-        assert_eq!(plan.moves, [Move { page: 1, to: F }]);
+        // Slow active 1, 2, 3, 4: the aging deactivates 1 and 2; one free page takes 3, and
+        // 4 goes back to its list's head.
+        let plan = tick(&mut p, &[F, S, S, S, S], &[R; 5], 2);
+        assert_eq!(plan.moves, [Move { page: 3, to: F }]);
         assert!(plan.exchanges.is_empty());
+        let newest = p.lists.entries.iter().map(|e| e.stamp).max();
+        assert_eq!(Some(p.lists.entries[4].stamp), newest);
     }
 
     #[test]
     fn a_full_fast_tier_without_inactive_pages_moves_nothing() {
         for m in MECHANISMS {
             let mut p = with(m);
-            let plan = tick(&mut p, &[F, F, S], &[R, R, R], 2);
+            // One page per list: half of it is none, so nothing is deactivated.
+            let plan = tick(&mut p, &[F, S], &[R, R], 1);
             assert!(plan.is_empty(), "{m}: {plan:?}");
         }
     }
 
     #[test]
-    fn inactive_fast_pages_make_room_oldest_first() {
+    fn inactive_fast_pages_make_room_tail_first() {
         let mut p = with("opt");
-        tick(&mut p, &[F, F, F, S, S], &[R, R, R, R, R], 3);
-        tick(&mut p, &[F, F, F, S, S], &[R, 0, R, R, R], 3);
-        // Page 1 has been inactive since period 2, page 0 since period 3.
-        let plan = tick(&mut p, &[F, F, F, S, S], &[0, 0, R, R, R], 3);
-        assert_eq!(
-            plan.moves,
-            [
-                Move { page: 1, to: S },
-                Move { page: 0, to: S },
-                Move { page: 3, to: F },
-                Move { page: 4, to: F }
-            ]
-        );
+        // Slow 4-7 and fast 0-3 all active; aging deactivates 4, 5 and 0, 1; the slow active
+        // 6, 7 need two pages of a full fast tier, which its inactive tail gives.
+        let placement = [F, F, F, F, S, S, S, S];
+        let plan = tick(&mut p, &placement, &[R; 8], 4);
+        let to = |page, to| Move { page, to };
+        assert_eq!(plan.moves, [to(0, S), to(1, S), to(6, F), to(7, F)]);
+        let mut p = with("exchange");
+        let plan = tick(&mut p, &placement, &[R; 8], 4);
+        assert_eq!(plan.exchanges, [Exchange { a: 6, b: 0 }, Exchange { a: 7, b: 1 }]);
+        assert!(plan.moves.is_empty());
     }
 
     #[test]
     fn exchange_pairs_promotions_beyond_the_room_with_demotions() {
         let mut p = with("exchange");
-        tick(&mut p, &[F, F, S, S, S], &[R, R, 0, 0, 0], 3);
-        // One free page: page 2 goes into it; page 3 is exchanged with inactive page 0; page 4
-        // waits, since no other fast page is inactive.
-        let plan = tick(&mut p, &[F, F, S, S, S], &[0, R, R, R, R], 3);
-        assert_eq!(plan.moves, [Move { page: 2, to: F }]);
-        assert_eq!(plan.exchanges, [Exchange { a: 3, b: 0 }]);
+        // Fast 0, 1 with one page free; slow 2-5. Aging deactivates 2, 3 and 0; promotions
+        // 4, 5: one needs a demotion (paired with 0), the other goes into the free page.
+        let plan = tick(&mut p, &[F, F, S, S, S, S], &[R; 6], 3);
+        assert_eq!(plan.exchanges, [Exchange { a: 4, b: 0 }]);
+        assert_eq!(plan.moves, [Move { page: 5, to: F }]);
     }
 
     #[test]
