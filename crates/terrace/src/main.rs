@@ -9,6 +9,7 @@ mod compare;
 mod daemon_cmd;
 mod doctor_cmd;
 mod grid;
+mod headlines;
 mod plots;
 mod profile_cmd;
 mod record_cmd;

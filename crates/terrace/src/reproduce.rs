@@ -12,6 +12,7 @@
 //! seeds' data, not values fitted to anything.
 
 use crate::compare::{run_all, Run};
+use crate::headlines::{self, Cells};
 use crate::run_spec::MachineArgs;
 use crate::table::human_time;
 use anyhow::{bail, Context, Result};
@@ -288,7 +289,7 @@ fn names(list: &[&str]) -> Vec<String> {
 }
 
 /// A markdown table.
-fn md(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn md(header: &[&str], rows: &[Vec<String>]) -> String {
     let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
     let mut s = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     s.push_str(&format!("|{}\n", "---|".repeat(header.len())));
@@ -1572,19 +1573,47 @@ fn machine_args(machine: Machine) -> Result<MachineArgs> {
 }
 
 pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
-    let tables = selected(&args.only)?;
+    // The headline table has no runs: it is made from the other tables' cells.
+    let want_headlines = args.only.is_empty() || args.only.iter().any(|n| n == headlines::NAME);
+    let only: Vec<String> = args.only.iter().filter(|n| *n != headlines::NAME).cloned().collect();
+    let tables = if only.is_empty() && !args.only.is_empty() { Vec::new() } else { selected(&only)? };
     if args.list {
         for t in &tables {
             let machines = 1 + t.sweep.iter().filter(|m| **m != t.machine).count();
             let runs = (t.runs)().len() * machines;
             println!("{:<18} {} ({runs} runs)", t.name, t.what);
         }
+        if want_headlines {
+            println!(
+                "{:<18} docs/policies.md \"Headlines against the seeds\": each seed's summary figures beside Terrace's, \
+                 made from the tables above ({}) (no runs of its own)",
+                headlines::NAME,
+                headlines::sources().join(", ")
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let Some(path) = args.check.as_ref().or(args.write.as_ref()) else {
-        for (t, text) in tables.iter().zip(render(&tables)?) {
+        let rendered = render(&tables)?;
+        for (t, text) in tables.iter().zip(&rendered) {
             println!("{START}{}{START_TAIL}", t.name);
-            println!("{}", block_lines(&text).join("\n"));
+            println!("{}", block_lines(text).join("\n"));
+            println!("{END}\n");
+        }
+        if want_headlines {
+            if tables.is_empty() {
+                bail!(
+                    "the headline table is made from the doc's other tables: give it with --check FILE or \
+                     --write FILE, or run every table"
+                );
+            }
+            let cells: HashMap<String, Cells> = tables
+                .iter()
+                .zip(&rendered)
+                .map(|(t, text)| (t.name.to_string(), Cells::parse(text)))
+                .collect();
+            println!("{START}{}{START_TAIL}", headlines::NAME);
+            println!("{}", block_lines(&headlines::render(&cells)?).join("\n"));
             println!("{END}\n");
         }
         return Ok(ExitCode::SUCCESS);
@@ -1593,7 +1622,7 @@ pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let found = blocks(path, &text)?;
     for b in &found {
-        if !TABLES.iter().any(|t| t.name == b.name) {
+        if !TABLES.iter().any(|t| t.name == b.name) && b.name != headlines::NAME {
             bail!(
                 "{}:{}: no table '{}'; the tables are {}",
                 path.display(),
@@ -1603,8 +1632,10 @@ pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
             );
         }
     }
-    let missing: Vec<&str> =
-        tables.iter().map(|t| t.name).filter(|n| !found.iter().any(|b| b.name == *n)).collect();
+    let missing: Vec<&str> = (tables.iter().map(|t| t.name))
+        .chain(want_headlines.then_some(headlines::NAME))
+        .filter(|n| !found.iter().any(|b| b.name == *n))
+        .collect();
     if !missing.is_empty() {
         bail!(
             "{} has no block for {} (mark where each goes with `{START}NAME{START_TAIL}` and `{END}`)",
@@ -1613,7 +1644,18 @@ pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         );
     }
     let rendered = render(&tables)?;
-    let by_name: HashMap<&str, String> = tables.iter().map(|t| t.name).zip(rendered).collect();
+    let mut by_name: HashMap<&str, String> = tables.iter().map(|t| t.name).zip(rendered).collect();
+    if want_headlines {
+        // From the other tables as the file holds them once theirs are rewritten.
+        let (after, _) = rewrite(&text, &found, &by_name);
+        let lines: Vec<&str> = after.lines().collect();
+        let cells: HashMap<String, Cells> = (blocks(path, &after)?.iter())
+            .filter(|b| b.name != headlines::NAME)
+            .map(|b| (b.name.clone(), Cells::parse(&block_body(&lines, b).join("\n"))))
+            .collect();
+        by_name.insert(headlines::NAME, headlines::render(&cells)?);
+    }
+    let tables_checked = by_name.len();
     let count = |n: usize| if n == 1 { "1 table".to_string() } else { format!("{n} tables") };
     if args.check.is_some() {
         let differ = differences(&text, &found, &by_name);
@@ -1629,14 +1671,14 @@ pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
             eprintln!(
                 "terrace: {}: {} checked, each what the runs give now",
                 path.display(),
-                count(tables.len())
+                count(tables_checked)
             );
             return Ok(ExitCode::SUCCESS);
         }
         eprintln!(
             "terrace: {} of {} in {} differ: {} (`terrace reproduce --write {}` rewrites them)",
             differ.len(),
-            count(tables.len()),
+            count(tables_checked),
             path.display(),
             differ.iter().map(|(b, _)| b.name.as_str()).collect::<Vec<_>>().join(", "),
             path.display()
@@ -1649,7 +1691,7 @@ pub fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         "terrace: {}: {} of {} rewritten{}",
         path.display(),
         changed.len(),
-        count(tables.len()),
+        count(tables_checked),
         if changed.is_empty() { String::new() } else { format!(" ({})", changed.join(", ")) }
     );
     Ok(ExitCode::SUCCESS)
