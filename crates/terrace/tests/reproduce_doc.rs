@@ -1,6 +1,6 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 435
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 444
 //! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
 //! cores: about 11 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
 //! Nimble's sweep are most of it): 289 s in a clean-clone CI run on the 2-core development
@@ -40,7 +40,7 @@ fn every_table_of_docs_policies_md_is_what_terrace_reproduce_prints() {
          re-read the prose beside each:\n{err}",
         out.status.code()
     );
-    assert!(err.contains("21 tables checked, each what the runs give now"), "{err}");
+    assert!(err.contains("22 tables checked, each what the runs give now"), "{err}");
 }
 
 /// Every table the command knows has its block in the doc, and the doc has no block the command
@@ -55,12 +55,34 @@ fn the_doc_marks_every_table_once() {
         .lines()
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect();
-    assert_eq!(names.len(), 21, "{names:?}");
+    assert_eq!(names.len(), 22, "{names:?}");
     for name in &names {
         assert_eq!(doc.matches(&format!("<!-- reproduce: {name} -->\n")).count(), 1, "{name}");
     }
     assert_eq!(doc.matches("<!-- reproduce: ").count(), names.len());
     assert_eq!(doc.matches("<!-- /reproduce -->").count(), names.len());
+}
+
+/// The headline table has no runs of its own: it is what the doc's other tables give, checked
+/// in a plain `cargo test` (the long test checks those tables against their runs).
+#[test]
+fn the_headline_table_is_what_the_docs_other_tables_give() {
+    let out = terrace().args(["reproduce", "--only", "headlines", "--check"]).arg(doc()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 table checked, each what the runs give now"), "{err}");
+    // A cell it is made from, changed in a copy of the doc, shows in the check.
+    let text = std::fs::read_to_string(doc()).unwrap();
+    let changed =
+        text.replacen("| mean over the sweep |  |  | +25% |", "| mean over the sweep |  |  | +45% |", 1);
+    assert_ne!(changed, text, "the Fig. 13 row the test changes");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("policies.md");
+    std::fs::write(&copy, changed).unwrap();
+    let out = terrace().args(["reproduce", "--only", "headlines", "--check"]).arg(&copy).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("| +40% on average | +45% | 1.04 | yes |"), "{err}");
 }
 
 /// Bad requests are refused in one line, before anything runs.
