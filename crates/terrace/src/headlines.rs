@@ -51,6 +51,15 @@ enum Source {
     List(&'static [Cell]),
 }
 
+impl Source {
+    fn cells(&self) -> Vec<&Cell> {
+        match self {
+            Source::One(c) => vec![c],
+            Source::Largest(cs) | Source::List(cs) => cs.iter().collect(),
+        }
+    }
+}
+
 /// What a figure measures, and so how it becomes a speedup over the comparison's baseline.
 #[derive(Clone, Copy)]
 enum Unit {
@@ -132,10 +141,7 @@ fn render_rows(headlines: &[Headline], tables: &HashMap<String, Cells>) -> Resul
     };
     let mut rows = Vec::new();
     for h in headlines {
-        let cells: Vec<&Cell> = match &h.terrace {
-            Source::One(c) => vec![c],
-            Source::Largest(cs) | Source::List(cs) => cs.iter().collect(),
-        };
+        let cells = h.terrace.cells();
         let mut figures = Vec::new();
         for c in cells {
             let text = lookup(c)?;
@@ -218,10 +224,7 @@ fn span(xs: impl Iterator<Item = f64>) -> (f64, f64) {
 pub fn sources() -> Vec<&'static str> {
     let mut names: Vec<&str> = Vec::new();
     for h in HEADLINES {
-        let cells: Vec<&Cell> = match &h.terrace {
-            Source::One(c) => vec![c],
-            Source::Largest(cs) | Source::List(cs) => cs.iter().collect(),
-        };
+        let cells = h.terrace.cells();
         for c in cells {
             if !names.contains(&c.table) {
                 names.push(c.table);

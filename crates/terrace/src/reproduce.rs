@@ -1491,6 +1491,9 @@ fn selected(only: &[String]) -> Result<Vec<&'static Table>> {
 /// machine's runs go to one pool (`compare::run_all`, longest first), so the cores stay busy
 /// until the last run ends rather than idling at the end of each machine's share.
 fn render(tables: &[&Table]) -> Result<Vec<String>> {
+    if tables.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut machines: Vec<Machine> = Vec::new();
     for m in tables.iter().flat_map(|t| std::iter::once(&t.machine).chain(t.sweep)) {
         if !machines.contains(m) {
