@@ -100,9 +100,9 @@ struct AtThesisPool {
 struct Headline {
     section: &'static str,
     comparison: &'static str,
-    /// The seed's figure as the doc states it, and its value(s) in `unit`.
+    /// The seed's figure as the doc states it ("1.5x", "up to +19%", "1.19x, 1.17x"): its
+    /// values are read from it.
     seed: &'static str,
-    seed_values: &'static [f64],
     unit: Unit,
     terrace: Source,
     /// The seed gives a lower bound ("over 22x"), met by any figure above it.
@@ -154,7 +154,7 @@ fn render_rows(headlines: &[Headline], tables: &HashMap<String, Cells>) -> Resul
             let best = figures.iter().copied().fold(figures[0], |a, b| if b.1 > a.1 { b } else { a });
             figures = vec![best];
         }
-        let seeds: Vec<f64> = h.seed_values.iter().map(|&v| h.unit.speedup(v)).collect();
+        let seeds: Vec<f64> = seed_values(h.seed, h.unit)?.into_iter().map(|v| h.unit.speedup(v)).collect();
         let (t_lo, t_hi) = span(figures.iter().map(|f| f.1));
         let (s_lo, s_hi) = span(seeds.iter().copied());
         let (lo, hi) = (t_lo / s_hi, t_hi / s_lo);
@@ -208,6 +208,18 @@ fn render_rows(headlines: &[Headline], tables: &HashMap<String, Cells>) -> Resul
     ))
 }
 
+/// The values of a seed's figure as the doc states it: the figures it lists, without the words
+/// that qualify them ("up to", "about", "over", "on average").
+fn seed_values(text: &str, unit: Unit) -> Result<Vec<f64>> {
+    let bare = text.trim_start_matches("up to ").trim_start_matches("about ").trim_start_matches("over ");
+    let bare = bare.trim_end_matches(" on average");
+    bare.split(", ")
+        .map(|f| {
+            unit.value(f).with_context(|| format!("headlines: the seed's figure '{text}' is not of its kind"))
+        })
+        .collect()
+}
+
 fn key(k: &RowKey) -> String {
     match k {
         RowKey::First(a) => a.to_string(),
@@ -240,7 +252,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "small: memory-mode over first-touch, geometric mean of BT, FT, MG, CG (factor)",
         seed: "0.986x",
-        seed_values: &[0.986],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "memory-mode" }),
         lower_bound: false,
@@ -251,7 +262,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "small: kernel-tiering over first-touch, the same mean (factor)",
         seed: "0.80x",
-        seed_values: &[0.8],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "kernel-tiering" }),
         lower_bound: false,
@@ -262,7 +272,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "small: ambix over first-touch, the same mean (factor)",
         seed: "0.986x",
-        seed_values: &[0.986],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "ambix" }),
         lower_bound: false,
@@ -273,7 +282,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "medium: memory-mode over first-touch, the same mean (factor; the seed gives no mean of medium and large for MemM)",
         seed: "1.5x",
-        seed_values: &[1.5],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium"), column: "memory-mode" }),
         lower_bound: false,
@@ -284,7 +292,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "large: memory-mode over first-touch, the same mean (factor)",
         seed: "2.8x",
-        seed_values: &[2.8],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("large"), column: "memory-mode" }),
         lower_bound: false,
@@ -295,7 +302,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "medium and large (mean of the two): kernel-tiering over first-touch (factor)",
         seed: "1.6x",
-        seed_values: &[1.6],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "kernel-tiering" }),
         lower_bound: false,
@@ -306,7 +312,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.3",
         comparison: "medium and large (mean of the two): ambix over first-touch (factor)",
         seed: "3.6x",
-        seed_values: &[3.6],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
@@ -317,7 +322,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.2",
         comparison: "ambix over first-touch, mean change in throughput over the three sizes (1 + x)",
         seed: "-17.6%",
-        seed_values: &[-0.176],
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "ambix" }),
         lower_bound: false,
@@ -328,7 +332,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.2",
         comparison: "ambix without Switch over first-touch, the same mean (1 + x)",
         seed: "-2%",
-        seed_values: &[-0.02],
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "ambix-noswitch" }),
         lower_bound: false,
@@ -339,7 +342,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.2",
         comparison: "kernel-tiering over first-touch, the same mean (1 + x)",
         seed: "-16%",
-        seed_values: &[-0.16],
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "kernel-tiering" }),
         lower_bound: false,
@@ -350,7 +352,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.2",
         comparison: "memory-mode over first-touch, the same mean (1 + x)",
         seed: "-17.8%",
-        seed_values: &[-0.178],
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "memory-mode" }),
         lower_bound: false,
@@ -361,7 +362,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.1",
         comparison: "ambix over first-touch, σ 12.5%, 64-240 GB, mean improvement of AAL (1/(1 - x))",
         seed: "+16%",
-        seed_values: &[0.16],
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(0), column: "model" }),
         lower_bound: false,
@@ -372,7 +372,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.1",
         comparison: "kernel-tiering over first-touch, σ 12.5%, the same points (1/(1 - x))",
         seed: "+18%",
-        seed_values: &[0.18],
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(1), column: "model" }),
         lower_bound: false,
@@ -383,7 +382,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.1",
         comparison: "ambix over first-touch, σ 25%, 64-240 GB (1/(1 - x))",
         seed: "+6%",
-        seed_values: &[0.06],
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(2), column: "model" }),
         lower_bound: false,
@@ -394,7 +392,6 @@ const HEADLINES: &[Headline] = &[
         section: "Ambix §5.5.1",
         comparison: "kernel-tiering over first-touch, σ 25%, the same points (1/(1 - x))",
         seed: "+5%",
-        seed_values: &[0.05],
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(3), column: "model" }),
         lower_bound: false,
@@ -405,7 +402,6 @@ const HEADLINES: &[Headline] = &[
         section: "HPWP §6.2",
         comparison: "hpwp over hemem on GUPS, largest over the four hot sets (16 MiB here) (1 + x)",
         seed: "up to +13%",
-        seed_values: &[0.13],
         unit: Unit::Change,
         terrace: Source::Largest(&[Cell { table: "hpwp-gups-summary", row: RowKey::First("gups"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot16"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot32"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot64"), column: "hpwp vs hemem" }]),
         lower_bound: false,
@@ -416,7 +412,6 @@ const HEADLINES: &[Headline] = &[
         section: "HPWP §6.3",
         comparison: "hpwp over hemem on the key-value store, largest over the five SET shares (90% here) (1 + x)",
         seed: "up to +19%",
-        seed_values: &[0.19],
         unit: Unit::Change,
         terrace: Source::Largest(&[Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "10%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "30%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "50%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "70%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "90%" }]),
         lower_bound: false,
@@ -427,7 +422,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 12",
         comparison: "nimble-linux over All Remote (all-slow), geometric mean of five workloads (factor)",
         seed: "1.09x",
-        seed_values: &[1.09],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12", row: RowKey::First("geometric mean"), column: "nimble-linux" }),
         lower_bound: false,
@@ -438,7 +432,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 12",
         comparison: "nimble-exchange-4k over All Remote, the same mean (factor)",
         seed: "1.16x",
-        seed_values: &[1.16],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12", row: RowKey::First("geometric mean"), column: "nimble-exchange-4k" }),
         lower_bound: false,
@@ -449,7 +442,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 12",
         comparison: "nimble-thp over All Remote, the same mean (factor)",
         seed: "1.31x",
-        seed_values: &[1.31],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12", row: RowKey::First("geometric mean"), column: "nimble-thp" }),
         lower_bound: false,
@@ -460,7 +452,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 12",
         comparison: "nimble (exchange) over All Remote, the same mean (factor)",
         seed: "1.48x",
-        seed_values: &[1.48],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12", row: RowKey::First("geometric mean"), column: "nimble" }),
         lower_bound: false,
@@ -471,7 +462,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 12",
         comparison: "All Local (all-fast) over All Remote, the same mean (factor)",
         seed: "about 2x",
-        seed_values: &[2.0],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12", row: RowKey::First("geometric mean"), column: "all-fast" }),
         lower_bound: false,
@@ -482,7 +472,6 @@ const HEADLINES: &[Headline] = &[
         section: "Nimble §4.4, Fig. 13",
         comparison: "nimble over nimble-linux, mean over the sweep of local memory (1 + x)",
         seed: "+40% on average",
-        seed_values: &[0.4],
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "nimble-fig13", row: RowKey::First("mean over the sweep"), column: "nimble over nimble-linux" }),
         lower_bound: false,
@@ -493,7 +482,6 @@ const HEADLINES: &[Headline] = &[
         section: "mtier §5.2.1, Table 5.1",
         comparison: "shootdowns of mtier-heavy over mtier's (factor)",
         seed: "8132x",
-        seed_values: &[8132.0],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::First("mtier-heavy"), column: "shootdowns over mtier's" }),
         lower_bound: false,
@@ -504,7 +492,6 @@ const HEADLINES: &[Headline] = &[
         section: "mtier §5.2.1, Table 5.1",
         comparison: "shootdowns of mtier-mbind over mtier's (factor)",
         seed: "2384x",
-        seed_values: &[2384.0],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::First("mtier-mbind"), column: "shootdowns over mtier's" }),
         lower_bound: false,
@@ -515,7 +502,6 @@ const HEADLINES: &[Headline] = &[
         section: "mtier §5.2.2, Fig. 5.5",
         comparison: "kernel migration's time per page over a mapping switch (mtier's eviction) (factor; model, no runs)",
         seed: "over 22x",
-        seed_values: &[22.0],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-move-cost", row: RowKey::First("mapping switch (mtier's eviction)"), column: "kernel migration over it" }),
         lower_bound: true,
@@ -526,7 +512,6 @@ const HEADLINES: &[Headline] = &[
         section: "mtier §5.2.2, Fig. 5.5",
         comparison: "kernel migration's time per page over copy + switch (mtier's promotion) (factor; model, no runs)",
         seed: "2.6x",
-        seed_values: &[2.6],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-move-cost", row: RowKey::First("copy + switch (mtier's promotion)"), column: "kernel migration over it" }),
         lower_bound: false,
@@ -537,7 +522,6 @@ const HEADLINES: &[Headline] = &[
         section: "object tiering §5.3.2, Fig. 4",
         comparison: "accesses per byte with the allocation trigger (avg-best) over first-touch, fast tier 12.5% (factor)",
         seed: "1.4x",
-        seed_values: &[1.4],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "12.5%" }),
         lower_bound: false,
@@ -548,7 +532,6 @@ const HEADLINES: &[Headline] = &[
         section: "object tiering §5.3.2, Fig. 4",
         comparison: "the same, fast tier 25% (factor)",
         seed: "1.6x",
-        seed_values: &[1.6],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "25%" }),
         lower_bound: false,
@@ -559,7 +542,6 @@ const HEADLINES: &[Headline] = &[
         section: "object tiering §5.3.2, Fig. 4",
         comparison: "the same, fast tier 50% (factor)",
         seed: "1.35x",
-        seed_values: &[1.35],
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "50%" }),
         lower_bound: false,
@@ -570,7 +552,6 @@ const HEADLINES: &[Headline] = &[
         section: "object tiering §5.4.1, Fig. 7",
         comparison: "proactive over reactive, applications with thousands of sites (seed: QMCPACK, IdenProf; Terrace: objects-sites at 12.5%, 25%, 50%) (factor)",
         seed: "1.19x, 1.17x",
-        seed_values: &[1.19, 1.17],
         unit: Unit::Factor,
         terrace: Source::List(&[Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "12.5%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "25%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "50%"), column: "proactive over reactive" }]),
         lower_bound: false,
@@ -581,7 +562,6 @@ const HEADLINES: &[Headline] = &[
         section: "object tiering §5.4.1, Fig. 7",
         comparison: "proactive over reactive, the other applications (seed: a few hundred sites; Terrace: objects, 12 sites, at 12.5%, 25%, 50%) (factor)",
         seed: "about 1x",
-        seed_values: &[1.0],
         unit: Unit::Factor,
         terrace: Source::List(&[Cell { table: "objects-fig7", row: RowKey::Two("objects", "12.5%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects", "25%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects", "50%"), column: "proactive over reactive" }]),
         lower_bound: false,
@@ -616,12 +596,11 @@ mod tests {
         assert!(e.contains("table 'npb' has no cell at row 'small', column 'memory-mode'"), "{e}");
     }
 
-    fn headline(unit: Unit, seed: &'static [f64], terrace: Source, lower_bound: bool) -> Headline {
+    fn headline(unit: Unit, seed: &'static str, terrace: Source, lower_bound: bool) -> Headline {
         Headline {
             section: "s",
             comparison: "c",
-            seed: "seed",
-            seed_values: seed,
+            seed,
             unit,
             terrace,
             lower_bound,
@@ -643,19 +622,30 @@ mod tests {
     #[test]
     fn the_ratio_of_speedups_decides_within_and_only_a_row_outside_shows_its_cause() {
         // Seed -16% (0.84), Terrace -35% (0.65): 0.77, within.
-        let h = || headline(Unit::Change, &[-0.16], Source::One(A), false);
-        assert_eq!(row(h(), "-35%", ""), "| s | c | seed | -35% | 0.77 | yes |  |");
+        let h = || headline(Unit::Change, "-16%", Source::One(A), false);
+        assert_eq!(row(h(), "-35%", ""), "| s | c | -16% | -35% | 0.77 | yes |  |");
         // -50% (0.5): 0.60, outside, with its cause.
-        assert_eq!(row(h(), "-50%", ""), "| s | c | seed | -50% | 0.60 | no | why |");
+        assert_eq!(row(h(), "-50%", ""), "| s | c | -16% | -50% | 0.60 | no | why |");
         // Against "up to", the largest; a list gives the span of its ratios.
-        let up_to = headline(Unit::Factor, &[2.0], Source::Largest(&[A, B]), false);
-        assert_eq!(row(up_to, "1.2x", "1.8x"), "| s | c | seed | 1.8x | 0.90 | yes |  |");
-        let list = headline(Unit::Factor, &[2.0], Source::List(&[A, B]), false);
-        assert_eq!(row(list, "1.2x", "1.8x"), "| s | c | seed | 1.2x, 1.8x | 0.60-0.90 | no | why |");
+        let up_to = headline(Unit::Factor, "up to 2x", Source::Largest(&[A, B]), false);
+        assert_eq!(row(up_to, "1.2x", "1.8x"), "| s | c | up to 2x | 1.8x | 0.90 | yes |  |");
+        let list = headline(Unit::Factor, "2.0x, 2x", Source::List(&[A, B]), false);
+        assert_eq!(row(list, "1.2x", "1.8x"), "| s | c | 2.0x, 2x | 1.2x, 1.8x | 0.60-0.90 | no | why |");
         // A lower bound is met by any figure above it, however far.
-        let bound = || headline(Unit::Factor, &[22.0], Source::One(A), true);
+        let bound = || headline(Unit::Factor, "over 22x", Source::One(A), true);
         assert!(row(bound(), "40x", "").contains("| 1.82 | yes: the seed gives a lower bound"));
         assert!(row(bound(), "20x", "").contains("| 0.91 | no | why |"));
+    }
+
+    #[test]
+    fn a_seeds_figure_is_read_without_its_qualifying_words() {
+        assert_eq!(seed_values("up to +13%", Unit::Change).unwrap(), [0.13]);
+        assert_eq!(seed_values("+40% on average", Unit::Change).unwrap(), [0.4]);
+        assert_eq!(seed_values("over 22x", Unit::Factor).unwrap(), [22.0]);
+        assert_eq!(seed_values("1.19x, 1.17x", Unit::Factor).unwrap(), [1.19, 1.17]);
+        assert_eq!(seed_values("about 2x", Unit::Factor).unwrap(), [2.0]);
+        let e = seed_values("similar AAL", Unit::Aal).unwrap_err().to_string();
+        assert!(e.contains("the seed's figure 'similar AAL' is not of its kind"), "{e}");
     }
 
     #[test]

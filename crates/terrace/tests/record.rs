@@ -5,7 +5,7 @@
 
 use assert_cmd::Command;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// DAMON serves one recording at a time: the tests that record take turns.
@@ -38,14 +38,20 @@ fn can_record() -> bool {
     false
 }
 
-/// Whether a kdamond runs here already (someone else's: the tests take turns with their own).
+/// Whether a kdamond runs here already: someone else's, when asked during this test's turn.
 fn damon_held() -> bool {
-    let admin = Path::new("/sys/kernel/mm/damon/admin/kdamonds");
-    let n: u32 =
-        std::fs::read_to_string(admin.join("nr_kdamonds")).map_or(0, |s| s.trim().parse().unwrap_or(0));
-    (0..n).any(|i| {
-        std::fs::read_to_string(admin.join(i.to_string()).join("state")).map_or(true, |s| s.trim() != "off")
-    })
+    terrace_linux::trackers::damon::held().is_some()
+}
+
+/// This test's turn at recording, where the host can record (`can_record`, and some tracker:
+/// `nothing_records_here`). The turn is taken before those checks, so that another test's own
+/// kdamond is never taken for someone else's.
+fn recording_turn() -> Option<MutexGuard<'static, ()>> {
+    if !can_record() {
+        return None;
+    }
+    let turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    (!nothing_records_here()).then_some(turn)
 }
 
 /// Whether nothing can record here because another kdamond holds DAMON and the host has no
@@ -89,10 +95,7 @@ fn pages(info: &str) -> u64 {
 
 #[test]
 fn a_recorded_program_replays_and_its_exit_code_passes_through() {
-    if !can_record() || nothing_records_here() {
-        return;
-    }
-    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_turn) = recording_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("prog.trc");
     let out = terrace().args(["record", "-o"]).arg(&trace).arg("--").args(toucher(1.2, 3)).output().unwrap();
@@ -119,10 +122,7 @@ fn a_recorded_program_replays_and_its_exit_code_passes_through() {
 
 #[test]
 fn ctrl_c_stops_the_recording_with_a_valid_trace() {
-    if !can_record() || nothing_records_here() {
-        return;
-    }
-    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_turn) = recording_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("cut.trc");
     // Its own process group, as a shell gives a foreground job: Ctrl-C is SIGINT to the group.
@@ -140,10 +140,7 @@ fn ctrl_c_stops_the_recording_with_a_valid_trace() {
 
 #[test]
 fn a_running_process_is_recorded_for_a_duration() {
-    if !can_record() || nothing_records_here() {
-        return;
-    }
-    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_turn) = recording_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("pid.trc");
     let args = toucher(30.0, 0);
@@ -165,10 +162,7 @@ fn a_running_process_is_recorded_for_a_duration() {
 
 #[test]
 fn failures_are_one_line_and_leave_no_output() {
-    if !can_record() || nothing_records_here() {
-        return;
-    }
-    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_turn) = recording_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("x.trc");
     // A process that is gone: a child already waited for.
@@ -344,10 +338,7 @@ fn idle_page_records_where_the_kernel_has_the_bitmap_and_is_refused_where_not() 
 /// records with it (tests/vm/cases/40-advise-against-live.sh).
 #[test]
 fn writes_beside_damon_count_the_written_pages_or_are_refused_in_one_line() {
-    if !can_record() || nothing_records_here() {
-        return;
-    }
-    let _turn = DAMON.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_turn) = recording_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("w.trc");
     let out = terrace()
