@@ -143,6 +143,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("cxl", include_str!("../../../profiles/cxl.toml")),
     ("remote-socket", include_str!("../../../profiles/remote-socket.toml")),
     ("three-tier", include_str!("../../../profiles/three-tier.toml")),
+    ("nimble-xeon", include_str!("../../../profiles/nimble-xeon.toml")),
 ];
 
 /// The most tiers a profile may have: the replay keeps per-tier counters in arrays of this size.

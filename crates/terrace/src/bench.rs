@@ -51,6 +51,10 @@ pub struct CeilingArgs {
     /// short, or to check a workload added since).
     #[arg(long, value_delimiter = ',', requires = "exhaustive")]
     workloads: Vec<String>,
+    /// With --exhaustive: only these built-in profiles, comma-separated (to check a profile
+    /// added since).
+    #[arg(long, value_delimiter = ',', requires = "exhaustive")]
+    profiles: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -139,7 +143,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
         BenchCommand::Ceiling(args) if args.exhaustive => {
-            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0), &args.workloads)
+            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0), &args.workloads, &args.profiles)
         }
         BenchCommand::Ceiling(args) => {
             crate::ceiling_cmd::cost(&args.profile, args.size_scale.unwrap_or(0.25))

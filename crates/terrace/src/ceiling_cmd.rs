@@ -54,10 +54,15 @@ const EVERY_SIZE: [f64; 20] =
     [5., 10., 15., 20., 25., 30., 35., 40., 45., 50., 55., 60., 65., 70., 75., 80., 85., 90., 95., 100.];
 
 /// `terrace_ceiling::check::failures` on every built-in workload (or those of `only`) and
-/// profile at every size.
-pub fn exhaustive(size_scale: f64, only: &[String]) -> Result<()> {
-    let profiles: Vec<Profile> = terrace_sim::profile::BUILT_IN
+/// profile (or those of `only_profiles`) at every size.
+pub fn exhaustive(size_scale: f64, only: &[String], only_profiles: &[String]) -> Result<()> {
+    let built_in = terrace_sim::profile::BUILT_IN;
+    if let Some(p) = only_profiles.iter().find(|p| !built_in.iter().any(|(n, _)| n == p)) {
+        anyhow::bail!("--profiles: '{p}' is no built-in profile; `terrace list profiles` names them");
+    }
+    let profiles: Vec<Profile> = built_in
         .iter()
+        .filter(|(name, _)| only_profiles.is_empty() || only_profiles.iter().any(|p| p == name))
         .map(|(name, _)| Profile::load(name))
         .collect::<Result<_, _>>()?;
     let known = terrace_workloads::list();

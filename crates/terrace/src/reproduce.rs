@@ -68,8 +68,11 @@ struct Machine {
 /// The machine of every reproduction of a seed that ran on Optane: the default profile, each
 /// workload's seed-sized DRAM.
 const SEED_DRAM: Machine = Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, shrink: 1 };
-/// Nimble's machine (§4.3): a remote socket as the slow tier, local memory half the footprint.
+/// Nimble's end-to-end setting (§4.3) on the remote-socket profile: a remote socket as the slow
+/// tier, local memory half the footprint.
 const NIMBLE_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("50%"), shrink: 1 };
+/// The same setting on Nimble's own machine (§4.1, Table 1: the nimble-xeon profile).
+const NIMBLE_XEON: Machine = Machine { profile: "nimble-xeon", fast_capacity: Some("50%"), shrink: 1 };
 
 /// Every table, in the doc's order.
 const TABLES: &[Table] = &[
@@ -186,6 +189,22 @@ const TABLES: &[Table] = &[
         render: nimble_fig13,
         machine: NIMBLE_MACHINE,
         sweep: &NIMBLE_SWEEP,
+    },
+    Table {
+        name: "nimble-fig12-xeon",
+        what: "Nimble §4.4, Fig. 12 on the seed's own machine (nimble-xeon, Table 1)",
+        runs: nimble_runs,
+        render: nimble_fig12,
+        machine: NIMBLE_XEON,
+        sweep: &[],
+    },
+    Table {
+        name: "nimble-fig13-xeon",
+        what: "Nimble §4.4, Fig. 13 on the seed's own machine (nimble-xeon, Table 1)",
+        runs: nimble_sweep_runs,
+        render: nimble_fig13_xeon,
+        machine: NIMBLE_XEON,
+        sweep: &NIMBLE_SWEEP_XEON,
     },
     Table {
         name: "mtier-shootdowns",
@@ -1030,12 +1049,16 @@ fn nimble_fig12(runs: &Runs) -> String {
 /// 16 and 28 GB. Four of the seed's seven points: the 50% point is Fig. 12's machine, so its runs
 /// are shared, and each further point costs as much as Fig. 12 (the test suite re-runs every
 /// table, within its time budget).
-const NIMBLE_SWEEP: [Machine; 4] = {
-    const fn local(share: &'static str) -> Machine {
-        Machine { profile: "remote-socket", fast_capacity: Some(share), shrink: 1 }
+const NIMBLE_SWEEP: [Machine; 4] = nimble_sweep("remote-socket");
+/// [`NIMBLE_SWEEP`] on Nimble's own machine.
+const NIMBLE_SWEEP_XEON: [Machine; 4] = nimble_sweep("nimble-xeon");
+
+const fn nimble_sweep(profile: &'static str) -> [Machine; 4] {
+    const fn local(profile: &'static str, share: &'static str) -> Machine {
+        Machine { profile, fast_capacity: Some(share), shrink: 1 }
     }
-    [local("12.5%"), local("25%"), local("50%"), local("87.5%")]
-};
+    [local(profile, "12.5%"), local(profile, "25%"), local(profile, "50%"), local(profile, "87.5%")]
+}
 /// The two configurations whose gap is Fig. 13's headline: Linux's base-page migration and the
 /// optimised exchange of huge pages (the other two are in Fig. 12's table).
 const NIMBLE_SWEEP_CONFIGS: [&str; 2] = ["nimble-linux", "nimble"];
@@ -1050,6 +1073,15 @@ fn nimble_sweep_runs() -> Vec<(String, String)> {
 }
 
 fn nimble_fig13(runs: &Runs) -> String {
+    nimble_fig13_over(runs, &NIMBLE_SWEEP)
+}
+
+fn nimble_fig13_xeon(runs: &Runs) -> String {
+    nimble_fig13_over(runs, &NIMBLE_SWEEP_XEON)
+}
+
+/// Fig. 13's table from the runs on each machine of `sweep`.
+fn nimble_fig13_over(runs: &Runs, sweep: &[Machine]) -> String {
     let mean_over_remote = |r: &Runs, p: &str| {
         geomean(
             &NIMBLE_SWEEP_WORKLOADS.iter().map(|w| r.time(w, ALL_REMOTE) / r.time(w, p)).collect::<Vec<_>>(),
@@ -1059,7 +1091,7 @@ fn nimble_fig13(runs: &Runs) -> String {
     header.extend(NIMBLE_SWEEP_CONFIGS);
     header.push("nimble over nimble-linux");
     let mut gains = Vec::new();
-    let mut rows: Vec<Vec<String>> = NIMBLE_SWEEP
+    let mut rows: Vec<Vec<String>> = sweep
         .iter()
         .map(|m| {
             let r = runs.on(*m);
