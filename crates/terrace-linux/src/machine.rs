@@ -276,6 +276,8 @@ impl LiveMachine {
             scale: 1.0,
             // Write-protected copies come with the program's userfaultfd (set_fault_source).
             mechanisms: migrate::host_mechanisms(false, false, false),
+            // The live machine manages one program (its process tree).
+            programs: Vec::new(),
         };
         let n = tiers.len();
         let mut machine = LiveMachine {
@@ -1397,6 +1399,7 @@ pub fn live_requirements(
             attach == Attach::Start,
             attach == Attach::Start,
         ),
+        programs: Vec::new(),
     };
     let req = policy.requirements(&provisional);
     // As `drive` does, but before the program starts: a two-tier policy on a host of more tiers.

@@ -44,7 +44,9 @@ impl Access {
 
 /// Allocation or free of an object, with the allocation site it came from (object tiering §3.2,
 /// §3.5): what bkmalloc sends its daemon. A free names the same range and site as its
-/// allocation. Addresses are in the managed region, as [`Access::addr`].
+/// allocation. Addresses are in the managed region, as [`Access::addr`]. Where several programs
+/// share the machine (object tiering §5.5), `program` says whose, and a program's start (with
+/// its priority and its address range) and end come through the same channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ObjectEvent {
     pub kind: ObjectEventKind,
@@ -52,14 +54,35 @@ pub struct ObjectEvent {
     pub bytes: u64,
     /// Hash of the allocation's call stack (up to 16 return addresses, §3.5).
     pub site: u64,
+    /// The program the event is of: 0 for the one program of most runs.
+    #[serde(default)]
+    pub program: u32,
 }
 
 impl ObjectEvent {
     pub const fn alloc(addr: u64, bytes: u64, site: u64) -> Self {
-        ObjectEvent { kind: ObjectEventKind::Alloc, addr, bytes, site }
+        ObjectEvent { kind: ObjectEventKind::Alloc, addr, bytes, site, program: 0 }
     }
     pub const fn free(addr: u64, bytes: u64, site: u64) -> Self {
-        ObjectEvent { kind: ObjectEventKind::Free, addr, bytes, site }
+        ObjectEvent { kind: ObjectEventKind::Free, addr, bytes, site, program: 0 }
+    }
+    /// Program `program` starts, at `priority` (higher first; object tiering §5.5: an
+    /// application sets its priority when it connects to the daemon), its memory the `bytes`
+    /// from `addr`.
+    pub const fn program_start(program: u32, priority: i32, addr: u64, bytes: u64) -> Self {
+        ObjectEvent { kind: ObjectEventKind::ProgramStart { priority }, addr, bytes, site: 0, program }
+    }
+    /// Program `program` has ended.
+    pub const fn program_end(program: u32, addr: u64, bytes: u64) -> Self {
+        ObjectEvent { kind: ObjectEventKind::ProgramEnd, addr, bytes, site: 0, program }
+    }
+    /// The same event, of program `program`.
+    pub const fn of_program(self, program: u32) -> Self {
+        ObjectEvent { program, ..self }
+    }
+    /// Whether it is an allocation or a free (not a program's start or end).
+    pub const fn is_object(&self) -> bool {
+        matches!(self.kind, ObjectEventKind::Alloc | ObjectEventKind::Free)
     }
     /// The pages of `page_bytes` the object overlaps, first to last; empty for 0 bytes.
     pub fn pages(&self, page_bytes: u64) -> std::ops::Range<u64> {
@@ -75,4 +98,10 @@ impl ObjectEvent {
 pub enum ObjectEventKind {
     Alloc,
     Free,
+    /// A program starts sharing the machine (object tiering §5.5).
+    ProgramStart {
+        priority: i32,
+    },
+    /// A program has ended: its memory is released and its priority holds the others back no more.
+    ProgramEnd,
 }

@@ -118,6 +118,7 @@ mod tests {
                 threads: 1,
                 scale,
                 mechanisms: crate::Mechanisms::default(),
+                programs: Vec::new(),
             };
             Clock {
                 info,

@@ -23,7 +23,7 @@ pub mod tier;
 
 pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 pub use drive::{drive, drive_within, DriveError};
-pub use machine::{Machine, MachineError, MachineInfo, Progress};
+pub use machine::{Machine, MachineError, MachineInfo, ProgramInfo, Progress};
 pub use mechanism::{Mechanism, Mechanisms};
 pub use mover::Mover;
 pub use observe::{

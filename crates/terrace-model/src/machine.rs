@@ -19,6 +19,22 @@ pub struct MachineInfo {
     pub scale: f64,
     /// How this machine can carry plans out.
     pub mechanisms: Mechanisms,
+    /// The programs sharing the machine when there are several (object tiering §5.5), each
+    /// its range of the managed space; empty for the one program of most runs.
+    #[serde(default)]
+    pub programs: Vec<ProgramInfo>,
+}
+
+/// One of several programs sharing a machine: its name, priority and memory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramInfo {
+    pub name: String,
+    /// Higher runs first (object tiering §5.5).
+    pub priority: i32,
+    /// Its memory: the bytes from `first_byte` of the managed space.
+    pub first_byte: u64,
+    pub bytes: u64,
+    pub threads: u32,
 }
 
 impl MachineInfo {
@@ -45,6 +61,7 @@ impl MachineInfo {
             threads: 1,
             scale: 1.0,
             mechanisms: Mechanisms::default(),
+            programs: Vec::new(),
         }
     }
 }

@@ -76,6 +76,7 @@ impl Reference {
                 1,
                 8,
             ),
+            programs: Vec::new(),
         };
         let mut placement = vec![TierId::FAST; fast];
         placement.extend(vec![TierId::SLOW; slow]);

@@ -368,6 +368,7 @@ mod tests {
             threads: 1,
             scale,
             mechanisms: Default::default(),
+            programs: Vec::new(),
         }
     }
 

@@ -116,6 +116,14 @@ pub const PARAMS: &[Param] = &[
         source: "object tiering §3.5 and §5.4.1, the conservative scheme",
     },
     Param {
+        name: "priorities",
+        default: "true",
+        kind: Kind::Flag,
+        meaning: "while programs of different priorities share the machine, the lower ones' objects all go \
+                  to the slow tier and only the highest priority's compete for the fast tier",
+        source: "object tiering §5.5 (MD Priority; false is MD Default, Fig. 8)",
+    },
+    Param {
         name: "sample_period",
         default: "4096",
         kind: Kind::Count { min: 1, max: u32::MAX as u64, unit: "accesses" },
@@ -140,6 +148,9 @@ pub struct ObjectTiering {
     /// Advice the machine was last given, by site, so only changes are sent.
     advised: HashMap<u64, TierId>,
     now_ns: u64,
+    /// Programs' priorities count (§5.5, MD Priority); without, every program's objects compete
+    /// alike (MD Default).
+    priorities: bool,
 }
 
 impl Default for ObjectTiering {
@@ -180,6 +191,7 @@ impl ObjectTiering {
             footprint_pages: 0,
             advised: HashMap::new(),
             now_ns: 0,
+            priorities: p.flag("priorities"),
         }
     }
 
@@ -228,9 +240,15 @@ impl Policy for ObjectTiering {
         match e.kind {
             // Where it lands is read from the placement when its interval ends.
             ObjectEventKind::Alloc => {
-                self.engine.allocated(e.addr, e.bytes, e.site, 0, TierId::UNPLACED, self.now_ns)
+                self.engine.allocated(e.addr, e.bytes, e.site, e.program, TierId::UNPLACED, self.now_ns)
             }
             ObjectEventKind::Free => self.engine.freed(e.addr),
+            // §5.5: an application sets its priority when it connects to the daemon.
+            ObjectEventKind::ProgramStart { priority } if self.priorities => {
+                self.engine.set_priority(e.program, priority)
+            }
+            ObjectEventKind::ProgramStart { .. } => {}
+            ObjectEventKind::ProgramEnd => self.engine.program_ended(e.program),
         }
     }
 
@@ -415,6 +433,10 @@ pub struct Engine {
     allocated_since: u64,
     mpi_history: Vec<f64>,
     priorities: HashMap<u32, i32>,
+    /// The programs' priorities changed since the last enforcement: the next interval enforces
+    /// whatever the trigger says (§5.5: the daemon "will begin migrating" the lower priority's
+    /// data when a priority difference appears, and it returns when the difference goes).
+    priorities_changed: bool,
     pub counts: Counts,
 }
 
@@ -428,6 +450,7 @@ impl Engine {
             allocated_since: 0,
             mpi_history: Vec::new(),
             priorities: HashMap::new(),
+            priorities_changed: false,
             counts: Counts::default(),
         }
     }
@@ -438,12 +461,12 @@ impl Engine {
 
     /// Sets a program's priority (higher runs first); a program never set has priority 0.
     pub fn set_priority(&mut self, program: u32, priority: i32) {
-        self.priorities.insert(program, priority);
+        self.priorities_changed |= self.priorities.insert(program, priority).unwrap_or(0) != priority;
     }
 
     /// A program has ended: its priority no longer holds the others back.
     pub fn program_ended(&mut self, program: u32) {
-        self.priorities.remove(&program);
+        self.priorities_changed |= self.priorities.remove(&program).is_some_and(|p| p != 0);
         self.records.retain(|_, r| r.program != program);
         self.pending.retain(|_, p| p.program != program);
     }
@@ -572,6 +595,9 @@ impl Engine {
     }
 
     fn triggered(&mut self, mpi: Option<f64>) -> bool {
+        if std::mem::take(&mut self.priorities_changed) {
+            return true;
+        }
         match self.settings.trigger {
             Trigger::Time { intervals } => self.since_enforce >= intervals.max(1),
             Trigger::Allocation { bytes } => self.allocated_since >= bytes,
@@ -876,22 +902,40 @@ mod tests {
         assert_eq!(d.advice, vec![(8, S), (9, S)]);
     }
 
+    /// §5.5: the daemon starts moving the lower priority's data as soon as a priority
+    /// difference appears, and gives it the fast tier back when the difference goes, whatever
+    /// its trigger says.
+    #[test]
+    fn a_change_of_priorities_enforces_at_the_next_interval() {
+        let mut e = Engine::new(settings(Priority::AccessesPerByte, Trigger::Allocation { bytes: u64::MAX }));
+        e.allocated(0, MIB, 100, 0, F, 0);
+        assert!(e.end_interval(10 * MIB, None).is_none());
+        e.set_priority(1, 10);
+        assert!(e.end_interval(10 * MIB, None).is_some());
+        assert!(e.end_interval(10 * MIB, None).is_none());
+        // The same priority again changes nothing; a program of priority 0 ending neither.
+        e.set_priority(1, 10);
+        e.program_ended(7);
+        assert!(e.end_interval(10 * MIB, None).is_none());
+        e.program_ended(1);
+        assert!(e.end_interval(10 * MIB, None).is_some());
+    }
+
     #[test]
     fn a_higher_priority_program_holds_the_fast_tier_until_it_ends() {
         let mut e = second_interval(Priority::AccessesPerByte);
-        e.set_priority(1, 10);
         e.allocated(0, MIB, 100, 0, F, 0);
         e.allocated(MIB, MIB, 200, 1, S, 0);
-        e.end_interval(0, None);
+        assert!(e.end_interval(0, None).is_none());
+        e.set_priority(1, 10);
         // The low-priority object is the hotter one, and still goes slow.
         e.sampled(0, 1000, 1);
         e.sampled(MIB, 1, 1);
         let d = e.end_interval(10 * MIB, None).unwrap();
         assert_eq!((d.demote, d.promote), (vec![(0, MIB)], vec![(MIB, MIB)]));
         assert_eq!(d.advice, vec![(100, S), (200, F)]);
-        // The high-priority program ends: the other competes again.
+        // The high-priority program ends: the other competes again, at the next interval.
         e.program_ended(1);
-        e.end_interval(10 * MIB, None);
         let d = e.end_interval(10 * MIB, None).unwrap();
         assert_eq!(d.promote, vec![(0, MIB)]);
         assert_eq!(d.advice, vec![(100, F)]);

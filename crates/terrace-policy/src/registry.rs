@@ -12,7 +12,7 @@
 //! named `ambix-noswitch`). The name is itself a spec that builds the same policy, so result rows
 //! tell parametrisations apart and can be re-run as they read.
 
-use crate::baselines::{all_fast, all_slow, first_touch, interleave, memory_mode, oracle};
+use crate::baselines::{all_fast, all_slow, bind_priority, first_touch, interleave, memory_mode, oracle};
 use crate::params::{Param, Params, Value};
 use crate::{age, ambix, hemem, hpwp, kernel_tiering, mtier, nimble, object_tiering, ping_pong};
 use terrace_model::Policy;
@@ -142,6 +142,7 @@ const POLICIES: &[PolicySpec] = &[
         Purpose::Reference,
     ),
     fixed(all_slow::NAME, all_slow::SUMMARY, |_| Box::new(all_slow::AllSlow)),
+    fixed(bind_priority::NAME, bind_priority::SUMMARY, |_| Box::new(bind_priority::BindPriority)),
     for_purpose(
         fixed(memory_mode::NAME, memory_mode::SUMMARY, |_| Box::new(memory_mode::MemoryModeCache)),
         Purpose::Reference,

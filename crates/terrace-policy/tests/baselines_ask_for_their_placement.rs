@@ -13,6 +13,7 @@ fn requirements(spec: &str) -> Requirements {
         threads: 1,
         scale: 1.0,
         mechanisms: Default::default(),
+        programs: Vec::new(),
     };
     terrace_policy::build(spec).unwrap().requirements(&m)
 }

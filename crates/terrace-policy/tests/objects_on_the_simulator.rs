@@ -33,6 +33,7 @@ impl Policy for Watched {
         match e.kind {
             ObjectEventKind::Alloc => self.allocs += 1,
             ObjectEventKind::Free => self.frees += 1,
+            ObjectEventKind::ProgramStart { .. } | ObjectEventKind::ProgramEnd => {}
         }
         self.inner.object_event(e);
     }

@@ -32,6 +32,7 @@ fn machine(capacity: u64) -> MachineInfo {
         threads: 1,
         scale: 1.0,
         mechanisms: Default::default(),
+        programs: Vec::new(),
     }
 }
 

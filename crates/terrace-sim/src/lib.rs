@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench_grid;
+pub mod corun;
 pub mod energy;
 pub mod machine;
 pub mod memory_mode;

@@ -7,6 +7,7 @@
 //! ([`crate::movers`]) and change tier when their copies complete, which is looked at before
 //! each slice.
 
+use crate::corun::CoRun;
 use crate::memory_mode::{CacheOutcome, DirectMappedCache};
 use crate::migration::{self, MoveWork};
 use crate::movers::{CopyKind, MoverQueue};
@@ -132,6 +133,8 @@ pub struct SimMachine {
     reported_progress: u64,
     /// Placement over time, when asked for ([`SimMachine::record_timeline`]).
     timeline: Option<TimelineRecorder>,
+    /// The programs' clocks, when several share the machine (docs/model.md §13).
+    corun: Option<CoRun>,
 }
 
 impl SimMachine {
@@ -146,6 +149,7 @@ impl SimMachine {
     ) -> Result<Self, SimError> {
         let w = source.info().clone();
         w.validate().map_err(|why| SimError::InvalidWorkload { name: w.name.clone(), why })?;
+        let programs = source.programs().to_vec();
         if fast_bytes == 0 {
             return Err(SimError::ZeroCapacity);
         }
@@ -197,8 +201,11 @@ impl SimMachine {
             scale: w.scale,
             // A model can charge for every mechanism (docs/model.md §4).
             mechanisms: Mechanisms::all(),
+            programs: programs.clone(),
         };
+        let corun = (!programs.is_empty()).then(|| CoRun::new(&profile, &programs));
         Ok(SimMachine {
+            corun,
             timing,
             capacity_bytes,
             slow_is_default,
@@ -310,6 +317,7 @@ impl SimMachine {
                 bytes_placed_by_advice: self.placement.advised_pages * self.info.page_size.bytes(),
                 ..self.objects
             },
+            programs: self.corun.as_ref().map_or_else(Vec::new, CoRun::runs),
         }
     }
 
@@ -351,6 +359,9 @@ impl SimMachine {
                 self.pos = 0;
             }
             let want = BATCH_ACCESSES.max(n - (self.buf.len() - self.pos));
+            if let Some(c) = &self.corun {
+                self.source.set_program_clocks(&c.clocks, &c.made);
+            }
             if self.source.fill(&mut self.buf, want) == 0 {
                 self.source_done = true;
             }
@@ -389,6 +400,25 @@ impl SimMachine {
         }
         let pages = ev.pages(self.info.page_size.bytes());
         match ev.kind {
+            ObjectEventKind::ProgramStart { .. } => {
+                if let Some(c) = self.corun.as_mut() {
+                    c.start(ev.program as usize, self.now_ns);
+                }
+            }
+            // A program that ends releases its memory (its pages leave their tiers), and the
+            // machine's time moves on to the programs still running.
+            ObjectEventKind::ProgramEnd => {
+                for p in pages {
+                    self.live_objects[p as usize] = 0;
+                    if self.placement.tiers[p as usize].is_placed() {
+                        self.release_page(p as PageIdx);
+                    }
+                }
+                if let Some(c) = self.corun.as_mut() {
+                    c.end(ev.program as usize);
+                    self.now_ns = self.now_ns.max(c.now());
+                }
+            }
             ObjectEventKind::Alloc => {
                 self.objects.allocated += 1;
                 let advice = self.site_advice.get(&ev.site).copied();
@@ -604,6 +634,14 @@ impl SimMachine {
             // A slice ends at the next object event, which comes between two accesses.
             end = end.min(self.pos + (e.at - self.accesses) as usize);
         }
+        // Of several programs, a slice is one program's (docs/model.md §13).
+        let program = self.corun.as_ref().map(|c| {
+            let p = c.program_of(self.buf[self.pos].thread);
+            if let Some(k) = self.buf[self.pos..end].iter().position(|a| c.program_of(a.thread) != p) {
+                end = self.pos + k;
+            }
+            p
+        });
         let mut loads = [TierLoad::default(); MAX_TIERS];
         // The copies under way load the tiers they read and write, each at its pages' bytes over
         // its duration, for the slice.
@@ -656,15 +694,30 @@ impl SimMachine {
             }
         }
         self.accesses_since_observe += n;
-        let mut dt = timing::slice_ns(&self.timing, loads, instructions);
+        let mut dt = match (program, self.corun.as_ref()) {
+            (Some(p), Some(c)) => {
+                c.add_background(p, loads);
+                timing::slice_ns(c.timing(p), loads, instructions)
+            }
+            _ => timing::slice_ns(&self.timing, loads, instructions),
+        };
         self.charge_write_hits();
         let owed = self.stall_owed_ns + self.move_wait_owed_ns;
-        dt += owed;
         self.stall_ns += owed;
         self.move_wait_ns += self.move_wait_owed_ns;
         self.stall_owed_ns = 0.0;
         self.move_wait_owed_ns = 0.0;
-        self.now_ns += dt;
+        match (program, self.corun.as_mut()) {
+            (Some(p), Some(c)) => {
+                // Of several programs, this stall halts them all; a move's is theirs (apply).
+                c.stall_running(owed);
+                self.now_ns = self.now_ns.max(c.advance(p, n, dt, loads));
+            }
+            _ => {
+                dt += owed;
+                self.now_ns += dt;
+            }
+        }
         for (t, l) in loads.iter().enumerate() {
             let tot = &mut self.totals[t];
             tot.reads += l.random_reads + l.sequential_reads;
@@ -1246,7 +1299,33 @@ impl Machine for SimMachine {
         // unmaps a page, and flushes, before it copies it, so they are paid as the plan starts.
         let stall = applied.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3 + move_wait;
         applied.program_stall_ns = stall as u64;
-        self.move_wait_owed_ns += stall;
+        match self.corun.as_mut() {
+            // Of several programs, the stall is theirs whose pages the plan moves
+            // (docs/model.md §13), in proportion to them.
+            Some(c) => {
+                let page = self.info.page_size.bytes();
+                let mut weights = vec![0.0; self.info.programs.len()];
+                let mut count = |addr: u64, pages: f64| {
+                    if let Some(p) = c.program_at(addr) {
+                        weights[p] += pages;
+                    }
+                };
+                for mv in &plan.moves {
+                    count(u64::from(mv.page) * page, 1.0);
+                }
+                for ex in &plan.exchanges {
+                    count(u64::from(ex.a) * page, 1.0);
+                    count(u64::from(ex.b) * page, 1.0);
+                }
+                for o in &plan.objects {
+                    count(o.addr, o.bytes.div_ceil(page) as f64);
+                }
+                c.stall_shared(stall, &weights);
+                self.stall_ns += stall;
+                self.move_wait_ns += stall;
+            }
+            None => self.move_wait_owed_ns += stall,
+        }
         applied
     }
 }

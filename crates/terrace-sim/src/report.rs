@@ -85,6 +85,10 @@ pub struct RunReport {
     pub energy_j: f64,
     #[serde(default)]
     pub objects: ObjectTotals,
+    /// Where several programs shared the machine, each one's start and end (docs/model.md §13);
+    /// empty for one program.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<crate::corun::ProgramRun>,
 }
 
 impl RunReport {

@@ -33,7 +33,6 @@ use crate::registry::{scaled_bytes, seed_info};
 use crate::rng::Rng;
 use crate::WorkloadError;
 use std::sync::Arc;
-use terrace_model::ObjectEventKind::{Alloc, Free};
 use terrace_model::{Access, ObjectEvent};
 
 /// Ambix §5.4: `OMP_NUM_THREADS=32`.
@@ -117,8 +116,10 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     let parent_lines = (n * u64::from(ID)).div_ceil(LINE);
     for _ in 0..ITERATIONS {
         // DOBFS allocates parent (InitParent) and the queue; the trial's result drops them.
-        phases
-            .push(events(Alloc, &[(l.parent, l.id_bytes, site::PARENT), (l.queue, l.id_bytes, site::QUEUE)]));
+        phases.push(events(
+            ObjectEvent::alloc,
+            &[(l.parent, l.id_bytes, site::PARENT), (l.queue, l.id_bytes, site::QUEUE)],
+        ));
         // GAP's InitParent: parent[v] = -degree(v), from the offsets, in a parallel loop: a
         // parent line (16 vertices) for every two lines of 8-byte offsets.
         let reset = vec![
@@ -132,8 +133,10 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
         // The closing loop reads every parent (its writes, to unreached vertices, are left out).
         let close = vec![Step::read(l.parent, INSTRUCTIONS)];
         phases.push(Phase::Sweep(Sweep::new(parent_lines, THREADS, close, 1, true)));
-        phases
-            .push(events(Free, &[(l.parent, l.id_bytes, site::PARENT), (l.queue, l.id_bytes, site::QUEUE)]));
+        phases.push(events(
+            ObjectEvent::free,
+            &[(l.parent, l.id_bytes, site::PARENT), (l.queue, l.id_bytes, site::QUEUE)],
+        ));
     }
     let info = seed_info(
         name,
@@ -149,17 +152,9 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     Ok(Generator::new(info, phases))
 }
 
-/// The allocations or frees of `arrays` (address, bytes, site), between two accesses.
-fn events(kind: terrace_model::ObjectEventKind, arrays: &[(u64, u64, u64)]) -> Phase {
-    Phase::Events(
-        arrays
-            .iter()
-            .map(|&(addr, bytes, site)| match kind {
-                Alloc => ObjectEvent::alloc(addr, bytes, site),
-                Free => ObjectEvent::free(addr, bytes, site),
-            })
-            .collect(),
-    )
+/// The allocations or frees (`make`) of `arrays` (address, bytes, site), between two accesses.
+fn events(make: fn(u64, u64, u64) -> ObjectEvent, arrays: &[(u64, u64, u64)]) -> Phase {
+    Phase::Events(arrays.iter().map(|&(addr, bytes, site)| make(addr, bytes, site)).collect())
 }
 
 /// GAP v1.3's `MakeGraph` for a generated graph, in its order of allocation, first touch and free,
@@ -189,49 +184,49 @@ fn builder(l: Layout) -> Vec<Phase> {
     let (edges, neighbours) = (l.edge_bytes, l.neighbour_bytes);
     vec![
         // 1. The edge list and its id permutation.
-        events(Alloc, &[(l.edges, edges, site::EDGES)]),
+        events(ObjectEvent::alloc, &[(l.edges, edges, site::EDGES)]),
         touch(l.edges, edges),
-        events(Alloc, &[(l.old_index, l.id_bytes, site::PERMUTATION)]),
+        events(ObjectEvent::alloc, &[(l.old_index, l.id_bytes, site::PERMUTATION)]),
         touch(l.old_index, l.id_bytes),
         read_write(l.edges, l.edges, edges),
-        events(Free, &[(l.old_index, l.id_bytes, site::PERMUTATION)]),
+        events(ObjectEvent::free, &[(l.old_index, l.id_bytes, site::PERMUTATION)]),
         // 2. The CSR.
         read(l.edges, edges),
-        events(Alloc, &[(l.scratch, l.id_bytes, site::DEGREES)]),
+        events(ObjectEvent::alloc, &[(l.scratch, l.id_bytes, site::DEGREES)]),
         touch(l.scratch, l.id_bytes),
         read(l.edges, edges),
-        events(Alloc, &[(l.scratch_offsets, l.offset_bytes, site::OFFSETS)]),
+        events(ObjectEvent::alloc, &[(l.scratch_offsets, l.offset_bytes, site::OFFSETS)]),
         touch(l.scratch_offsets, l.offset_bytes),
         events(
-            Alloc,
+            ObjectEvent::alloc,
             &[(l.old_neighbours, neighbours, site::NEIGHBOURS), (l.old_index, l.offset_bytes, site::INDEX)],
         ),
         touch(l.old_index, l.offset_bytes),
         read_write(l.edges, l.old_neighbours, edges.min(neighbours)),
         events(
-            Free,
+            ObjectEvent::free,
             &[(l.scratch, l.id_bytes, site::DEGREES), (l.scratch_offsets, l.offset_bytes, site::OFFSETS)],
         ),
         // 3. The edge list's scope ends.
-        events(Free, &[(l.edges, edges, site::EDGES)]),
+        events(ObjectEvent::free, &[(l.edges, edges, site::EDGES)]),
         // 4. The squished copy.
         read_write(l.old_neighbours, l.old_neighbours, neighbours),
-        events(Alloc, &[(l.scratch, l.id_bytes, site::DIFFS)]),
+        events(ObjectEvent::alloc, &[(l.scratch, l.id_bytes, site::DIFFS)]),
         touch(l.scratch, l.id_bytes),
-        events(Alloc, &[(l.scratch_offsets, l.offset_bytes, site::SQ_OFFSETS)]),
+        events(ObjectEvent::alloc, &[(l.scratch_offsets, l.offset_bytes, site::SQ_OFFSETS)]),
         touch(l.scratch_offsets, l.offset_bytes),
         events(
-            Alloc,
+            ObjectEvent::alloc,
             &[(l.neighbours, neighbours, site::SQ_NEIGHBOURS), (l.offsets, l.offset_bytes, site::SQ_INDEX)],
         ),
         touch(l.offsets, l.offset_bytes),
         read_write(l.old_neighbours, l.neighbours, neighbours),
         events(
-            Free,
+            ObjectEvent::free,
             &[(l.scratch, l.id_bytes, site::DIFFS), (l.scratch_offsets, l.offset_bytes, site::SQ_OFFSETS)],
         ),
         events(
-            Free,
+            ObjectEvent::free,
             &[(l.old_index, l.offset_bytes, site::INDEX), (l.old_neighbours, neighbours, site::NEIGHBOURS)],
         ),
     ]
@@ -751,6 +746,7 @@ mod tests {
     use super::*;
     use crate::{AccessSource, ObjectEventAt};
     use terrace_model::AccessKind;
+    use terrace_model::ObjectEventKind::{Alloc, Free};
 
     /// The whole stream of `g`, and its object events by position.
     fn stream(g: &mut Generator) -> (Vec<Access>, Vec<ObjectEventAt>) {

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod bfs;
+pub mod corun;
 mod gups;
 mod kvstore;
 mod npb;
@@ -254,6 +255,15 @@ pub trait AccessSource: Send {
     fn take_error(&mut self) -> Option<trace::TraceError> {
         None
     }
+    /// The programs sharing the machine, when the stream is several ([`corun::CoRun`]); empty
+    /// for one program.
+    fn programs(&self) -> &[terrace_model::ProgramInfo] {
+        &[]
+    }
+    /// Each program's clock, ns, as the machine has run it so far, and how many of its accesses
+    /// that is: a stream of several programs hands its next turn to the one furthest behind.
+    /// Called before each `fill`.
+    fn set_program_clocks(&mut self, _clocks_ns: &[f64], _consumed: &[u64]) {}
 }
 
 /// A stream already in memory: hand-made streams in tests, and the simulator's benchmark with no

@@ -503,6 +503,7 @@ mod tests {
                     ObjectEventKind::Free => {
                         assert_eq!(live.remove(&e.addr), Some(ObjectEvent::alloc(e.addr, e.bytes, e.site)))
                     }
+                    other => panic!("a program's own stream has no {other:?}"),
                 }
                 next += 1;
             }
@@ -569,6 +570,7 @@ mod tests {
                     match e.kind {
                         ObjectEventKind::Alloc => live.insert(e.addr, e),
                         ObjectEventKind::Free => live.remove(&e.addr),
+                        other => panic!("a program's own stream has no {other:?}"),
                     };
                 }
                 next += 1;

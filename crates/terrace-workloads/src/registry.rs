@@ -2,7 +2,9 @@
 
 use crate::phases::Generator;
 use crate::stream::Kernel;
-use crate::{bfs, gups, kvstore, npb, objects, pmbench, stream, AccessSource, WorkloadError, WorkloadInfo};
+use crate::{
+    bfs, corun, gups, kvstore, npb, objects, pmbench, stream, AccessSource, WorkloadError, WorkloadInfo,
+};
 use std::sync::OnceLock;
 
 /// The seeds' sizes are in GB; Terrace's default runs are in MB.
@@ -45,6 +47,8 @@ enum Recipe {
     /// Allocations and frees between the accesses (object tiering).
     Objects,
     ObjectsManySites,
+    /// Two programs sharing the machine by priority (object tiering §5.5).
+    ObjectsPair,
 }
 
 #[derive(Clone, Copy)]
@@ -226,6 +230,11 @@ fn entries() -> &'static [Entry] {
             summary: leak(objects::summary_many_sites()),
             recipe: Recipe::ObjectsManySites,
         });
+        v.push(Entry {
+            name: "objects-pair",
+            summary: leak(objects_pair_summary()),
+            recipe: Recipe::ObjectsPair,
+        });
         for set_percent in kvstore::SET_PERCENTS {
             v.push(Entry {
                 name: leak(format!("kvstore-set{set_percent}")),
@@ -297,7 +306,38 @@ fn generate(
         // Not made of phases: its stream carries object events.
         Recipe::Objects => Box::new(objects::build(name, seed, size_scale, false)?),
         Recipe::ObjectsManySites => Box::new(objects::build(name, seed, size_scale, true)?),
+        Recipe::ObjectsPair => Box::new(objects_pair(name, seed, size_scale)?),
     })
+}
+
+/// Object tiering §5.5 (Fig. 8): a low-priority program with a footprint beyond the fast tier
+/// and thousands of allocation sites (the seed's QMCPACK, full input, 16 threads: `objects-sites`)
+/// runs from the start; a high-priority one (one benchmark's shared input: `objects` at half the
+/// size) starts once the first has made an eighth of its accesses (the seed lets QMCPACK
+/// initialise, about 20 minutes, first). The fast tier holds the high-priority program at the
+/// policy's 90% fill (the seed's priority scheme "assumes the high priority application(s) will
+/// use most or all of the fast memory"): 10/9 of its footprint. Choices: the seed gives neither
+/// the programs' sizes against its DRAM nor how long each ran.
+fn objects_pair(name: &str, seed: u64, size_scale: f64) -> Result<corun::CoRun, WorkloadError> {
+    let low = objects::build("objects-sites", seed, size_scale, true)?;
+    let high = objects::build("objects", seed.wrapping_add(1), size_scale / 2.0, false)?;
+    let mut info = low.info().clone();
+    info.name = name.to_string();
+    info.description = objects_pair_summary();
+    info.suggested_fast_bytes = (high.info().footprint_bytes * 10 / 9).next_multiple_of(PAGE);
+    let start = low.info().accesses / 8;
+    let members = vec![
+        corun::Member { source: Box::new(low), priority: 0, start_after: None },
+        corun::Member { source: Box::new(high), priority: 1, start_after: Some((0, start)) },
+    ];
+    corun::CoRun::new(info, members)
+        .map_err(|why| WorkloadError::TooSmall { name: format!("{name} ({why})"), size_scale })
+}
+
+fn objects_pair_summary() -> String {
+    "two programs by priority (object tiering §5.5, Fig. 8): objects-sites at low priority from the start, \
+     objects at half its size and high priority from an eighth of the way; fast tier 10/9 of the second"
+        .to_string()
 }
 
 /// `bytes * size_scale`, rounded down to whole pages; at least one page per thread, so every

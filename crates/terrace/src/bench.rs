@@ -142,9 +142,11 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
-        BenchCommand::Ceiling(args) if args.exhaustive => {
-            crate::ceiling_cmd::exhaustive(args.size_scale.unwrap_or(1.0 / 64.0), &args.workloads, &args.profiles)
-        }
+        BenchCommand::Ceiling(args) if args.exhaustive => crate::ceiling_cmd::exhaustive(
+            args.size_scale.unwrap_or(1.0 / 64.0),
+            &args.workloads,
+            &args.profiles,
+        ),
         BenchCommand::Ceiling(args) => {
             crate::ceiling_cmd::cost(&args.profile, args.size_scale.unwrap_or(0.25))
         }

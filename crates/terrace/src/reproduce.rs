@@ -262,6 +262,14 @@ const TABLES: &[Table] = &[
         machine: OBJECTS_CAPS[1],
         sweep: &OBJECTS_CAPS,
     },
+    Table {
+        name: "objects-fig8",
+        what: "object tiering §5.5, Fig. 8: two programs by priority against each bound to a tier",
+        runs: objects_fig8_runs,
+        render: objects_fig8,
+        machine: OBJECTS_PAIR_MACHINE,
+        sweep: &[],
+    },
 ];
 
 const FIRST_TOUCH: &str = "first-touch";
@@ -1408,6 +1416,71 @@ fn objects_fig7(runs: &Runs) -> String {
     md(&header, &rows)
 }
 
+/// Fig. 8's programs (docs/workloads.md, "objects-pair") on the default profile, at the sixteenth
+/// of their size the other object tables run, with the workload's own fast tier (10/9 of the
+/// high-priority program).
+const OBJECTS_PAIR_MACHINE: Machine =
+    Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, shrink: 16 };
+const OBJECTS_PAIR: &str = "objects-pair";
+/// Fig. 8's configurations (§5.5): the baseline binds each program to a tier; LTP is the kernel's
+/// tiering; MD Default is avg-best without priorities, MD Priority with them.
+const OBJECTS_FIG8_BASELINE: &str = "bind-priority";
+const OBJECTS_FIG8_CONFIGS: [(&str, &str); 3] = [
+    ("kernel-tiering", "LTP (kernel-tiering)"),
+    ("objects:priorities=false", "MD Default (objects:priorities=false)"),
+    ("objects", "MD Priority (objects)"),
+];
+
+fn objects_fig8_runs() -> Vec<(String, String)> {
+    let mut policies = vec![OBJECTS_FIG8_BASELINE];
+    policies.extend(OBJECTS_FIG8_CONFIGS.iter().map(|(p, _)| *p));
+    grid(&names(&[OBJECTS_PAIR]), &policies)
+}
+
+/// Fig. 8: each program's speedup over its run in the baseline (each bound to a tier), under
+/// each configuration, the high-priority program first.
+fn objects_fig8(runs: &Runs) -> String {
+    let programs = |p: &str| {
+        let mut v = runs.get(OBJECTS_PAIR, p).programs.clone();
+        // Highest priority first.
+        v.sort_by_key(|r| std::cmp::Reverse(r.priority));
+        v
+    };
+    let base = programs(OBJECTS_FIG8_BASELINE);
+    let header = [
+        "configuration",
+        "high priority: speedup over bound to DRAM",
+        "low priority: speedup over bound to the slow tier",
+        "high priority runs",
+        "low priority runs",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![vec![
+        format!("baseline ({OBJECTS_FIG8_BASELINE})"),
+        "1.00x".into(),
+        "1.00x".into(),
+        human_time(base[0].runtime_ns()),
+        human_time(base[1].runtime_ns()),
+    ]];
+    for (policy, label) in OBJECTS_FIG8_CONFIGS {
+        let got = programs(policy);
+        rows.push(vec![
+            label.to_string(),
+            times(base[0].runtime_ns() / got[0].runtime_ns()),
+            times(base[1].runtime_ns() / got[1].runtime_ns()),
+            human_time(got[0].runtime_ns()),
+            human_time(got[1].runtime_ns()),
+        ]);
+    }
+    rows.push(vec![
+        "seed (Fig. 8)".into(),
+        "MD Priority: very close to all-DRAM; LTP and MD Default slow it".into(),
+        "MD Priority: 1.26x (26% faster on average); LTP and MD Default: little or none".into(),
+        "-".into(),
+        "-".into(),
+    ]);
+    md(&header, &rows)
+}
+
 // ---- Markers, check and write ----
 
 const START: &str = "<!-- reproduce: ";
@@ -1908,6 +1981,15 @@ mod tests {
                     stall_ns: 1.0,
                     energy_j: 1.0,
                     objects: Default::default(),
+                    // Two programs, for the tables of a co-run (Fig. 8); others read none.
+                    programs: (0..2)
+                        .map(|k| terrace_sim::corun::ProgramRun {
+                            name: format!("p{k}"),
+                            priority: k,
+                            start_ns: 0.0,
+                            end_ns: 1e6 + (i + k as usize) as f64,
+                        })
+                        .collect(),
                 };
                 reports.insert((m, w, p), r);
             }

@@ -46,6 +46,17 @@ pub fn print_report(r: &RunReport) {
     println!("fast tier           {} of the footprint", fast_tier(r));
     println!("accesses            {}", r.accesses);
     println!("run time            {}", human_time(r.runtime_ns));
+    // Several programs shared the machine: each one's own run.
+    for p in &r.programs {
+        println!(
+            "  program {:<12} priority {}, {} (from {} to {})",
+            p.name,
+            p.priority,
+            human_time(p.runtime_ns()),
+            human_time(p.start_ns),
+            human_time(p.end_ns)
+        );
+    }
     println!(
         "fast-tier hits      reads {}  writes {}",
         percent(r.fast_read_hit_rate()),

@@ -65,12 +65,26 @@ impl AccessSource for Counted<'_> {
         self.counter.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
+    // The stream's object events and its error are the inner stream's: a wrapper that kept
+    // them back would write a trace without its allocations.
+    fn take_object_events(&mut self, out: &mut Vec<terrace_workloads::ObjectEventAt>) {
+        self.inner.take_object_events(out);
+    }
+    fn take_error(&mut self) -> Option<trace::TraceError> {
+        self.inner.take_error()
+    }
+    fn programs(&self) -> &[terrace_model::ProgramInfo] {
+        self.inner.programs()
+    }
 }
 
 pub fn run(cmd: TraceCommand) -> Result<()> {
     match cmd {
         TraceCommand::Generate { workload, output, seed, size_scale, aggregate_epoch } => {
             let source = terrace_workloads::build(&workload, seed, size_scale)?;
+            if !source.programs().is_empty() {
+                return Err(trace::TraceError::SeveralPrograms.into());
+            }
             let total = source.info().accesses;
             let file =
                 File::create(&output).with_context(|| format!("cannot create {}", output.display()))?;

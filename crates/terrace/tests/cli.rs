@@ -158,6 +158,37 @@ fn traces_round_trip_through_generate_info_and_sim() {
     assert_eq!(tiers(&from_counts), tiers(&from_events));
 }
 
+/// A trace keeps the object events of the stream it records (a wrapper once kept them back), so
+/// an object policy replays it as it runs the generator; a stream of several programs is no one
+/// program's trace, and is refused before a file is made.
+#[test]
+fn traces_keep_object_events_and_refuse_several_programs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("o.trc");
+    let small = "0.03125";
+    stdout(&["trace", "generate", "-w", "objects", "--size-scale", small, "-o", path.to_str().unwrap()]);
+    let info = stdout(&["trace", "info", path.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert!(v["object_events"].as_u64().unwrap() > 1000, "{info}");
+    let from_trace = stdout(&["sim", "-w", path.to_str().unwrap(), "-p", "objects"]);
+    let from_generator = stdout(&["sim", "-w", "objects", "-p", "objects", "--size-scale", small]);
+    let migrated = |out: &str| out.lines().find(|l| l.starts_with("migrated")).unwrap().to_string();
+    assert_eq!(migrated(&from_trace), migrated(&from_generator));
+    let pair = dir.path().join("pair.trc");
+    let err = fails(&[
+        "trace",
+        "generate",
+        "-w",
+        "objects-pair",
+        "--size-scale",
+        small,
+        "-o",
+        pair.to_str().unwrap(),
+    ]);
+    assert!(err.contains("a trace holds one program"), "{err}");
+    assert!(!pair.exists());
+}
+
 fn write(path: &Path, bytes: &[u8]) -> String {
     std::fs::write(path, bytes).unwrap();
     path.to_str().unwrap().to_string()

@@ -3,6 +3,7 @@
 
 pub mod all_fast;
 pub mod all_slow;
+pub mod bind_priority;
 pub mod first_touch;
 pub mod interleave;
 pub mod memory_mode;

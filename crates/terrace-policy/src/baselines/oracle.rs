@@ -271,6 +271,7 @@ mod tests {
             threads: 1,
             scale: 1.0,
             mechanisms: Default::default(),
+            programs: Vec::new(),
         }
     }
 

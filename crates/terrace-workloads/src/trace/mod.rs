@@ -95,6 +95,11 @@ impl TraceForm {
 /// Why a trace could not be read or written. Messages name the file and say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    #[error(
+        "a trace holds one program, and this stream is several sharing the machine; trace each \
+         program's workload on its own"
+    )]
+    SeveralPrograms,
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -265,6 +270,9 @@ where
     S: AccessSource + ?Sized,
     W: std::io::Write,
 {
+    if !source.programs().is_empty() {
+        return Err(TraceError::SeveralPrograms);
+    }
     let mut writer = TraceWriter::new(out, source.info().clone(), TraceForm::Exact)?;
     let mut buf = Vec::with_capacity(BLOCK_EVENTS);
     let mut events = Vec::new();
@@ -296,6 +304,9 @@ where
     S: AccessSource + ?Sized,
     W: std::io::Write,
 {
+    if !source.programs().is_empty() {
+        return Err(TraceError::SeveralPrograms);
+    }
     let form = TraceForm::Aggregated { epoch_accesses };
     let mut writer = TraceWriter::new(out, source.info().clone(), form)?;
     drain(source, |batch| writer.write_batch(batch))?;

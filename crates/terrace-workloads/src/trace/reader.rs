@@ -567,7 +567,7 @@ fn decode_exact(
                 ));
             }
             let kind = if t & tag::OBJECT_FREE != 0 { ObjectEventKind::Free } else { ObjectEventKind::Alloc };
-            let event = ObjectEvent { kind, addr, bytes, site };
+            let event = ObjectEvent { kind, addr, bytes, site, program: 0 };
             events.push_back(ObjectEventAt { at: base + (k - start) as u64, event });
             continue;
         }

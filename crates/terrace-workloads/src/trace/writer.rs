@@ -167,6 +167,9 @@ impl<W: Write> TraceWriter<W> {
                 footprint: self.footprint,
             });
         }
+        if !e.is_object() {
+            return Err(TraceError::SeveralPrograms);
+        }
         if self.form != TraceForm::Exact {
             return Ok(());
         }

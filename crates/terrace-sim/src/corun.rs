@@ -1,0 +1,258 @@
+//! Several programs on one simulated machine (object tiering §5.5; docs/model.md §13): each
+//! program has its own clock and its own threads, and the machine's time is the clock of the
+//! program furthest behind, so that a policy's ticks, the movers and the copies see one time.
+//!
+//! A slice of accesses is one program's (its stream hands out turns of one program,
+//! `terrace_workloads::corun`), and takes the time §3 gives it at that program's thread count,
+//! with the other running programs' traffic of their last slices as background load on each tier
+//! (it takes bandwidth and raises loaded latency as a copy's traffic does). A move's stall (its
+//! TLB shootdowns, a faulting thread's copy) is owed by the programs whose pages the plan moves,
+//! in proportion to them (a shootdown interrupts the threads of the process whose mapping
+//! changed); any other stall (a tracker's scan and flush, its share of a core, a write waiting
+//! for a copy) by every running program. Each program pays what it owes with its next slice.
+
+use crate::profile::Profile;
+use crate::timing::{TierLoad, Timing};
+use terrace_model::ProgramInfo;
+
+/// One program's part of a co-run, as the report gives it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProgramRun {
+    pub name: String,
+    pub priority: i32,
+    /// Machine time at its start and its end, ns.
+    pub start_ns: f64,
+    pub end_ns: f64,
+}
+
+impl ProgramRun {
+    /// How long it ran, ns.
+    pub fn runtime_ns(&self) -> f64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+pub(crate) struct CoRun {
+    programs: Vec<ProgramInfo>,
+    timings: Vec<Timing>,
+    /// Each program's clock, ns, and the accesses it has made.
+    pub(crate) clocks: Vec<f64>,
+    pub(crate) made: Vec<u64>,
+    running: Vec<bool>,
+    start_ns: Vec<Option<f64>>,
+    end_ns: Vec<Option<f64>>,
+    thread_program: [u8; 256],
+    /// Each program's traffic in its last slice, per tier: (read, write) bytes per ns.
+    rates: Vec<Vec<(f64, f64)>>,
+    /// Stall each program owes, ns, paid by its next slice.
+    owed: Vec<f64>,
+}
+
+impl CoRun {
+    pub(crate) fn new(profile: &Profile, programs: &[ProgramInfo]) -> Self {
+        let mut thread_program = [0u8; 256];
+        let mut first = 0usize;
+        for (p, prog) in programs.iter().enumerate() {
+            let end = (first + prog.threads as usize).min(256);
+            thread_program[first.min(256)..end].fill(p as u8);
+            first += prog.threads as usize;
+        }
+        let n = programs.len();
+        CoRun {
+            programs: programs.to_vec(),
+            timings: programs.iter().map(|p| Timing::new(profile, p.threads)).collect(),
+            clocks: vec![0.0; n],
+            made: vec![0; n],
+            running: vec![false; n],
+            start_ns: vec![None; n],
+            end_ns: vec![None; n],
+            thread_program,
+            rates: vec![vec![(0.0, 0.0); profile.tiers.len()]; n],
+            owed: vec![0.0; n],
+        }
+    }
+
+    /// The program whose memory holds byte `addr` of the managed space.
+    pub(crate) fn program_at(&self, addr: u64) -> Option<usize> {
+        self.programs.iter().position(|p| (p.first_byte..p.first_byte + p.bytes).contains(&addr))
+    }
+
+    /// Every running program owes `ns` (a stall that halts them all).
+    pub(crate) fn stall_running(&mut self, ns: f64) {
+        for (o, _) in self.owed.iter_mut().zip(&self.running).filter(|(_, &r)| r) {
+            *o += ns;
+        }
+    }
+
+    /// `ns` of stall owed by the programs in proportion to `weights` (the pages of a plan each
+    /// one owns); nothing if no program has weight.
+    pub(crate) fn stall_shared(&mut self, ns: f64, weights: &[f64]) {
+        let all: f64 = weights.iter().sum();
+        if all > 0.0 {
+            for (o, w) in self.owed.iter_mut().zip(weights) {
+                *o += ns * w / all;
+            }
+        }
+    }
+
+    /// The program whose thread made an access.
+    pub(crate) fn program_of(&self, thread: u8) -> usize {
+        self.thread_program[thread as usize] as usize
+    }
+
+    /// Program `p` starts at machine time `now_ns`.
+    pub(crate) fn start(&mut self, p: usize, now_ns: f64) {
+        if let Some(slot) = self.start_ns.get_mut(p).filter(|s| s.is_none()) {
+            *slot = Some(now_ns);
+            self.clocks[p] = now_ns;
+            self.running[p] = true;
+        }
+    }
+
+    /// Program `p` has ended: its clock stops, and its traffic no longer loads the others.
+    pub(crate) fn end(&mut self, p: usize) {
+        if self.running.get(p).copied().unwrap_or(false) {
+            self.running[p] = false;
+            self.owed[p] = 0.0;
+            self.end_ns[p] = Some(self.clocks[p]);
+            self.rates[p].iter_mut().for_each(|r| *r = (0.0, 0.0));
+        }
+    }
+
+    /// The timing of program `p`'s slices (its thread count).
+    pub(crate) fn timing(&self, p: usize) -> &Timing {
+        &self.timings[p]
+    }
+
+    /// Adds the other running programs' traffic to the slice's load of each tier.
+    pub(crate) fn add_background(&self, p: usize, loads: &mut [TierLoad]) {
+        for (q, rates) in self.rates.iter().enumerate() {
+            if q == p || !self.running[q] {
+                continue;
+            }
+            for (l, &(r, w)) in loads.iter_mut().zip(rates) {
+                l.copy_read_bytes_per_ns += r;
+                l.copy_write_bytes_per_ns += w;
+            }
+        }
+    }
+
+    /// Program `p`'s slice of `accesses` took `dt` ns and moved these bytes: its clock advances
+    /// by that and by the stall it owes; returns the machine's time, the least clock of the
+    /// programs still running (or the latest end once none runs).
+    pub(crate) fn advance(&mut self, p: usize, accesses: u64, dt: f64, loads: &[TierLoad]) -> f64 {
+        self.made[p] += accesses;
+        let dt = dt + std::mem::take(&mut self.owed[p]);
+        self.clocks[p] += dt;
+        if dt > 0.0 {
+            for (r, l) in self.rates[p].iter_mut().zip(loads) {
+                *r = (l.read_bytes as f64 / dt, l.write_bytes as f64 / dt);
+            }
+        }
+        self.now()
+    }
+
+    /// The least clock of the running programs; once none runs, the latest clock.
+    pub(crate) fn now(&self) -> f64 {
+        let running = self.clocks.iter().zip(&self.running).filter(|(_, &r)| r).map(|(&c, _)| c);
+        running.reduce(f64::min).unwrap_or_else(|| self.clocks.iter().copied().fold(0.0, f64::max))
+    }
+
+    /// Each program's start and end (a program still running ends at its clock).
+    pub(crate) fn runs(&self) -> Vec<ProgramRun> {
+        self.programs
+            .iter()
+            .enumerate()
+            .map(|(p, prog)| ProgramRun {
+                name: prog.name.clone(),
+                priority: prog.priority,
+                start_ns: self.start_ns[p].unwrap_or(0.0),
+                end_ns: self.end_ns[p].unwrap_or(self.clocks[p]),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two(profile: &Profile) -> CoRun {
+        let prog = |name: &str, threads| ProgramInfo {
+            name: name.into(),
+            priority: 0,
+            first_byte: 0,
+            bytes: 4096,
+            threads,
+        };
+        CoRun::new(profile, &[prog("a", 2), prog("b", 3)])
+    }
+
+    #[test]
+    fn threads_map_to_their_programs_and_time_is_the_laggards_clock() {
+        let profile = Profile::load("optane-2019").unwrap();
+        let mut c = two(&profile);
+        assert_eq!((c.program_of(0), c.program_of(1), c.program_of(2), c.program_of(4)), (0, 0, 1, 1));
+        assert_eq!(c.timing(1).threads, 3.0);
+        c.start(0, 0.0);
+        let none = vec![TierLoad::default(); 2];
+        assert_eq!(c.advance(0, 1, 100.0, &none), 100.0);
+        // b starts at 100 ns; a runs on to 250, b to 130: the machine is at b's 130.
+        c.start(1, 100.0);
+        assert_eq!(c.advance(0, 1, 150.0, &none), 100.0);
+        assert_eq!(c.advance(1, 1, 30.0, &none), 130.0);
+        // a ends at 250: the machine's time is b's alone.
+        c.end(0);
+        assert_eq!(c.now(), 130.0);
+        assert_eq!(c.advance(1, 1, 200.0, &none), 330.0);
+        c.end(1);
+        assert_eq!(c.now(), 330.0);
+        let runs = c.runs();
+        assert_eq!((runs[0].runtime_ns(), runs[1].runtime_ns()), (250.0, 230.0));
+    }
+
+    #[test]
+    fn a_stall_is_paid_by_whom_it_halts_with_their_next_slice() {
+        let profile = Profile::load("optane-2019").unwrap();
+        let mut c = two(&profile);
+        c.start(0, 0.0);
+        c.start(1, 0.0);
+        let none = vec![TierLoad::default(); 2];
+        // A plan moving 3 pages of a's and 1 of b's stalls them 30 and 10 ns; a scan 5 each.
+        c.stall_shared(40.0, &[3.0, 1.0]);
+        c.stall_running(5.0);
+        assert_eq!(c.advance(0, 1, 100.0, &none), 0.0);
+        assert_eq!(c.clocks, [135.0, 0.0]);
+        assert_eq!(c.advance(1, 1, 100.0, &none), 115.0);
+        assert_eq!(c.clocks, [135.0, 115.0]);
+        // Paid once.
+        assert_eq!(c.advance(1, 1, 10.0, &none), 125.0);
+        // An ended program owes nothing more, and a scan no longer stalls it.
+        c.end(0);
+        c.stall_running(7.0);
+        assert_eq!(c.owed, [0.0, 7.0]);
+    }
+
+    #[test]
+    fn a_running_programs_traffic_loads_the_others_slices() {
+        let profile = Profile::load("optane-2019").unwrap();
+        let mut c = two(&profile);
+        c.start(0, 0.0);
+        c.start(1, 0.0);
+        let mut loads = vec![TierLoad::default(); 2];
+        loads[1].read_bytes = 6400;
+        loads[1].write_bytes = 1600;
+        c.advance(0, 1, 100.0, &loads);
+        let mut seen = vec![TierLoad::default(); 2];
+        c.add_background(1, &mut seen);
+        assert_eq!((seen[1].copy_read_bytes_per_ns, seen[1].copy_write_bytes_per_ns), (64.0, 16.0));
+        // Not its own traffic, nor an ended program's.
+        let mut own = vec![TierLoad::default(); 2];
+        c.add_background(0, &mut own);
+        assert_eq!(own[1].copy_read_bytes_per_ns, 0.0);
+        c.end(0);
+        let mut after = vec![TierLoad::default(); 2];
+        c.add_background(1, &mut after);
+        assert_eq!(after[1].copy_read_bytes_per_ns, 0.0);
+    }
+}

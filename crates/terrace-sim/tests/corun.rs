@@ -1,0 +1,189 @@
+//! Several programs on one simulated machine (docs/model.md §13; object tiering §5.5): each runs
+//! at its own speed on its own clock, a program that ends gives its memory back, the policy sees
+//! each program's start (with its priority) and end, and a look-ahead reads turns by estimated
+//! clocks.
+
+use terrace_model::{
+    drive, Access, MachineInfo, ObjectEvent, ObjectEventKind, Observations, Plan, Policy, Requirements,
+    TierId, TrackerRequest,
+};
+use terrace_sim::{Capacity, Profile, SimMachine, SimOptions};
+use terrace_workloads::corun::{CoRun, Member, TURN_ACCESSES};
+use terrace_workloads::{AccessSource, MemorySource, WorkloadInfo};
+
+const PAGE: u64 = 4096;
+
+fn info(name: &str, pages: u64, threads: u32, accesses: u64) -> WorkloadInfo {
+    WorkloadInfo {
+        name: name.into(),
+        description: String::new(),
+        footprint_bytes: pages * PAGE,
+        threads,
+        scale: 1.0,
+        suggested_fast_bytes: pages * PAGE,
+        accesses,
+        recording: None,
+    }
+}
+
+/// `n` reads and writes by `threads` threads over `pages` pages, a line at a time.
+fn program(name: &str, pages: u64, threads: u32, n: u64) -> MemorySource {
+    let accesses: Vec<Access> = (0..n)
+        .map(|i| {
+            let (addr, t) = ((i * 4160) % (pages * PAGE), (i % u64::from(threads)) as u8);
+            if i % 3 == 0 {
+                Access::write(addr, 64, t, 5)
+            } else {
+                Access::read(addr, 64, t, 5)
+            }
+        })
+        .collect();
+    MemorySource::new(info(name, pages, threads, n), accesses)
+}
+
+fn pair(start_after: u64) -> CoRun {
+    let members = vec![
+        Member {
+            source: Box::new(program("low", 64, 4, 40 * TURN_ACCESSES as u64)),
+            priority: 0,
+            start_after: None,
+        },
+        Member {
+            source: Box::new(program("high", 32, 2, 10 * TURN_ACCESSES as u64)),
+            priority: 1,
+            start_after: Some((0, start_after)),
+        },
+    ];
+    CoRun::new(info("pair", 0, 0, 0), members).unwrap()
+}
+
+fn profile() -> Profile {
+    Profile::load("optane-2019").unwrap()
+}
+
+fn alone(source: MemorySource, policy: &str) -> f64 {
+    let mut p = terrace_policy::build(policy).unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(64 * PAGE), ..SimOptions::default() };
+    terrace_sim::simulate(Box::new(source), p.as_mut(), &profile(), &opts).unwrap().runtime_ns
+}
+
+/// Bound apart, the high-priority program in the fast tier and the other in the slow one, each
+/// touches one tier only, so the other's traffic (which loads only the other tier) cannot change
+/// its time: each runs as long as it does alone (to a part in 10^5: its slices end where its
+/// turns do, not where they would alone, and a slice's loaded latency depends on its length),
+/// from its own start, and the run lasts until the later end.
+#[test]
+fn programs_bound_apart_run_as_long_as_alone() {
+    let start = 8 * TURN_ACCESSES as u64;
+    let mut bind = terrace_policy::build("bind-priority").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(64 * PAGE), ..SimOptions::default() };
+    let r = terrace_sim::simulate(Box::new(pair(start)), bind.as_mut(), &profile(), &opts).unwrap();
+    let (low, high) = (&r.programs[0], &r.programs[1]);
+    assert_eq!((low.name.as_str(), high.name.as_str(), high.priority), ("low", "high", 1));
+    let low_alone = alone(program("low", 64, 4, 40 * TURN_ACCESSES as u64), "all-slow");
+    let high_alone = alone(program("high", 32, 2, 10 * TURN_ACCESSES as u64), "all-fast");
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b;
+    assert!(close(low.runtime_ns(), low_alone), "{} against {low_alone}", low.runtime_ns());
+    assert!(close(high.runtime_ns(), high_alone), "{} against {high_alone}", high.runtime_ns());
+    assert_eq!(low.start_ns, 0.0);
+    // It started once the low program had made `start` accesses: at the time they took.
+    let low_per_turn = low_alone / 40.0;
+    assert!(close(high.start_ns, 8.0 * low_per_turn), "{} against {}", high.start_ns, 8.0 * low_per_turn);
+    assert!(close(r.runtime_ns, low.end_ns.max(high.end_ns)));
+    assert_eq!(r.tiers[0].reads + r.tiers[1].reads + r.tiers[0].writes + r.tiers[1].writes, r.accesses);
+    // The high program's accesses all hit the fast tier, the low one's none.
+    assert_eq!(r.tiers[0].reads + r.tiers[0].writes, 10 * TURN_ACCESSES as u64);
+}
+
+/// Sharing a tier, a program's traffic loads the other's: under first touch both programs'
+/// pages share the fast tier's bandwidth and loaded latency, and neither runs faster than alone.
+#[test]
+fn programs_sharing_a_tier_slow_each_other() {
+    let mut ft = terrace_policy::build("all-fast").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(PAGE), ..SimOptions::default() };
+    let r = terrace_sim::simulate(Box::new(pair(0)), ft.as_mut(), &profile(), &opts).unwrap();
+    let low_alone = alone(program("low", 64, 4, 40 * TURN_ACCESSES as u64), "all-fast");
+    let high_alone = alone(program("high", 32, 2, 10 * TURN_ACCESSES as u64), "all-fast");
+    assert!(r.programs[0].runtime_ns() >= low_alone && r.programs[1].runtime_ns() >= high_alone);
+    assert!(r.programs[0].runtime_ns() + r.programs[1].runtime_ns() > low_alone + high_alone);
+}
+
+/// Hands every event it is given to a list; moves nothing.
+struct Listener {
+    seen: Vec<ObjectEvent>,
+    info: Option<MachineInfo>,
+}
+
+impl Policy for Listener {
+    fn name(&self) -> &str {
+        "listener"
+    }
+    fn requirements(&self, m: &MachineInfo) -> Requirements {
+        assert!(!m.programs.is_empty(), "the programs are known before the run starts");
+        Requirements {
+            trackers: vec![TrackerRequest::object_events()],
+            tick_ns: Some(1000),
+            ..Requirements::default()
+        }
+    }
+    fn start(&mut self, m: &MachineInfo) {
+        self.info = Some(m.clone());
+    }
+    fn object_event(&mut self, e: &ObjectEvent) {
+        self.seen.push(*e);
+    }
+    fn tick(&mut self, _: &Observations<'_>) -> Plan {
+        Plan::none()
+    }
+}
+
+/// The policy learns the programs before they start (their ranges and priorities) and sees each
+/// one's start, with its priority, and end; a program that has ended holds no page any more.
+#[test]
+fn the_policy_sees_each_program_start_and_end_and_an_ended_program_holds_no_memory() {
+    let mut machine =
+        SimMachine::new(profile(), Box::new(pair(4 * TURN_ACCESSES as u64)), 64 * PAGE, None).unwrap();
+    let mut policy = Listener { seen: Vec::new(), info: None };
+    drive(&mut machine, &mut policy).unwrap();
+    let programs = &policy.info.as_ref().unwrap().programs;
+    assert_eq!(programs.len(), 2);
+    assert_eq!((programs[1].first_byte, programs[1].bytes, programs[1].priority), (2 << 20, 32 * PAGE, 1));
+    let kinds: Vec<(u32, ObjectEventKind)> = policy.seen.iter().map(|e| (e.program, e.kind)).collect();
+    assert_eq!(
+        kinds[..2],
+        [
+            (0, ObjectEventKind::ProgramStart { priority: 0 }),
+            (1, ObjectEventKind::ProgramStart { priority: 1 })
+        ]
+    );
+    // The ends come in the order the programs' clocks reach them.
+    let runs = machine.report().programs;
+    let first = u32::from(runs[1].end_ns < runs[0].end_ns);
+    assert_eq!(kinds[2..], [(first, ObjectEventKind::ProgramEnd), (1 - first, ObjectEventKind::ProgramEnd)]);
+    assert!(machine.placement().tiers.iter().all(|&t| t == TierId::UNPLACED));
+}
+
+/// A look-ahead (the oracle's) reads turns the machine has not run: the stream orders them by
+/// clocks estimated from each program's time per access so far, and the run replays them all,
+/// each program to its end.
+#[test]
+fn a_look_ahead_over_several_programs_reads_ahead_by_estimated_clocks() {
+    let mut oracle = terrace_policy::build("oracle").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(16 * PAGE), ..SimOptions::default() };
+    let r =
+        terrace_sim::simulate(Box::new(pair(4 * TURN_ACCESSES as u64)), oracle.as_mut(), &profile(), &opts)
+            .unwrap();
+    assert_eq!(r.accesses, 50 * TURN_ACCESSES as u64);
+    assert_eq!(r.programs.len(), 2);
+    assert!(r.programs.iter().all(|p| p.end_ns > p.start_ns && p.end_ns <= r.runtime_ns));
+    assert_eq!(r.runtime_ns, r.programs[0].end_ns.max(r.programs[1].end_ns));
+}
+
+/// The one program of an ordinary run is no co-run: its report names no programs.
+#[test]
+fn one_program_reports_no_programs() {
+    let src: Box<dyn AccessSource> = Box::new(program("one", 8, 1, 1000));
+    let mut ft = terrace_policy::build("first-touch").unwrap();
+    let r = terrace_sim::simulate(src, ft.as_mut(), &profile(), &SimOptions::default()).unwrap();
+    assert!(r.programs.is_empty());
+}
