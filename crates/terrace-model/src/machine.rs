@@ -37,6 +37,13 @@ pub struct ProgramInfo {
     pub threads: u32,
 }
 
+impl ProgramInfo {
+    /// Its memory, as byte addresses of the managed space.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.first_byte..self.first_byte + self.bytes
+    }
+}
+
 impl MachineInfo {
     /// A machine known only by its number of tiers: unnamed DRAM tiers (`tier0`, `tier1`, ...)
     /// without capacity or firmware attributes, 4 KiB pages, one thread, scale 1, stock

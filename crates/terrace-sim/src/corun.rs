@@ -32,8 +32,9 @@ impl ProgramRun {
     }
 }
 
+/// The clocks and what they need; the programs themselves are the machine's
+/// (`MachineInfo::programs`).
 pub(crate) struct CoRun {
-    programs: Vec<ProgramInfo>,
     timings: Vec<Timing>,
     /// Each program's clock, ns, and the accesses it has made.
     pub(crate) clocks: Vec<f64>,
@@ -59,7 +60,6 @@ impl CoRun {
         }
         let n = programs.len();
         CoRun {
-            programs: programs.to_vec(),
             timings: programs.iter().map(|p| Timing::new(profile, p.threads)).collect(),
             clocks: vec![0.0; n],
             made: vec![0; n],
@@ -70,11 +70,6 @@ impl CoRun {
             rates: vec![vec![(0.0, 0.0); profile.tiers.len()]; n],
             owed: vec![0.0; n],
         }
-    }
-
-    /// The program whose memory holds byte `addr` of the managed space.
-    pub(crate) fn program_at(&self, addr: u64) -> Option<usize> {
-        self.programs.iter().position(|p| (p.first_byte..p.first_byte + p.bytes).contains(&addr))
     }
 
     /// Every running program owes `ns` (a stall that halts them all).
@@ -158,9 +153,9 @@ impl CoRun {
         running.reduce(f64::min).unwrap_or_else(|| self.clocks.iter().copied().fold(0.0, f64::max))
     }
 
-    /// Each program's start and end (a program still running ends at its clock).
-    pub(crate) fn runs(&self) -> Vec<ProgramRun> {
-        self.programs
+    /// Each of `programs`' start and end (a program still running ends at its clock).
+    pub(crate) fn runs(&self, programs: &[ProgramInfo]) -> Vec<ProgramRun> {
+        programs
             .iter()
             .enumerate()
             .map(|(p, prog)| ProgramRun {
@@ -178,6 +173,10 @@ mod tests {
     use super::*;
 
     fn two(profile: &Profile) -> CoRun {
+        CoRun::new(profile, &programs())
+    }
+
+    fn programs() -> Vec<ProgramInfo> {
         let prog = |name: &str, threads| ProgramInfo {
             name: name.into(),
             priority: 0,
@@ -185,7 +184,7 @@ mod tests {
             bytes: 4096,
             threads,
         };
-        CoRun::new(profile, &[prog("a", 2), prog("b", 3)])
+        vec![prog("a", 2), prog("b", 3)]
     }
 
     #[test]
@@ -207,7 +206,7 @@ mod tests {
         assert_eq!(c.advance(1, 1, 200.0, &none), 330.0);
         c.end(1);
         assert_eq!(c.now(), 330.0);
-        let runs = c.runs();
+        let runs = c.runs(&programs());
         assert_eq!((runs[0].runtime_ns(), runs[1].runtime_ns()), (250.0, 230.0));
     }
 

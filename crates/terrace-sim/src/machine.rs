@@ -317,7 +317,7 @@ impl SimMachine {
                 bytes_placed_by_advice: self.placement.advised_pages * self.info.page_size.bytes(),
                 ..self.objects
             },
-            programs: self.corun.as_ref().map_or_else(Vec::new, CoRun::runs),
+            programs: self.corun.as_ref().map_or_else(Vec::new, |c| c.runs(&self.info.programs)),
         }
     }
 
@@ -1304,9 +1304,10 @@ impl Machine for SimMachine {
             // (docs/model.md §13), in proportion to them.
             Some(c) => {
                 let page = self.info.page_size.bytes();
-                let mut weights = vec![0.0; self.info.programs.len()];
+                let programs = &self.info.programs;
+                let mut weights = vec![0.0; programs.len()];
                 let mut count = |addr: u64, pages: f64| {
-                    if let Some(p) = c.program_at(addr) {
+                    if let Some(p) = programs.iter().position(|p| p.range().contains(&addr)) {
                         weights[p] += pages;
                     }
                 };

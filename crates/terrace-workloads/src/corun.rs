@@ -31,9 +31,9 @@ pub struct Member {
     pub start_after: Option<(usize, u64)>,
 }
 
+/// A member as the stream runs it; its program (name, range, threads) is `CoRun::programs[i]`.
 struct State {
     source: Box<dyn AccessSource>,
-    info: ProgramInfo,
     start_after: Option<(usize, u64)>,
     started: bool,
     done: bool,
@@ -70,6 +70,7 @@ impl CoRun {
         let mut threads = 0u32;
         let mut accesses = 0u64;
         let mut states = Vec::with_capacity(members.len());
+        let mut programs = Vec::with_capacity(members.len());
         for (i, m) in members.into_iter().enumerate() {
             let w = m.source.info();
             if let Some((other, _)) = m.start_after {
@@ -77,19 +78,18 @@ impl CoRun {
                     return Err(format!("member {i} starts after member {other}, which is not before it"));
                 }
             }
-            let program = ProgramInfo {
+            programs.push(ProgramInfo {
                 name: w.name.clone(),
                 priority: m.priority,
                 first_byte,
                 bytes: w.footprint_bytes,
                 threads: w.threads,
-            };
+            });
             first_byte = (first_byte + w.footprint_bytes).next_multiple_of(ALIGN);
             threads += w.threads;
             accesses += w.accesses;
             states.push(State {
                 source: m.source,
-                info: program,
                 start_after: m.start_after,
                 started: false,
                 done: false,
@@ -100,11 +100,10 @@ impl CoRun {
         if threads > 256 {
             return Err(format!("the programs have {threads} threads in all; at most 256"));
         }
-        let last = states.last().ok_or("a co-run needs at least one program")?;
-        info.footprint_bytes = last.info.first_byte + last.info.bytes;
+        let last = programs.last().ok_or("a co-run needs at least one program")?;
+        info.footprint_bytes = last.range().end;
         info.threads = threads;
         info.accesses = accesses;
-        let programs = states.iter().map(|s| s.info.clone()).collect();
         Ok(CoRun {
             info,
             clocks: vec![0.0; states.len()],
@@ -157,7 +156,7 @@ impl CoRun {
     /// shared stream, at `at` plus their offset into the turn that starts at its access `from`.
     fn place_events(&mut self, i: usize, from: u64, upto: u64, at: u64, all: bool) {
         let program = i as u32;
-        let first_byte = self.members[i].info.first_byte;
+        let first_byte = self.programs[i].first_byte;
         let m = &mut self.members[i];
         m.source.take_object_events(&mut self.scratch);
         m.pending.extend(self.scratch.drain(..));

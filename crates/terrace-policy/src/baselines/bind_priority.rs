@@ -4,7 +4,9 @@
 //! each spilling to the next tier when its own is full; with one program (or one priority) it is
 //! first touch. It never migrates.
 
-use terrace_model::{InitialPlacement, MachineInfo, Observations, Plan, Policy, Requirements, TierId};
+use terrace_model::{
+    InitialPlacement, MachineInfo, Observations, PageSize, Plan, Policy, Requirements, TierId,
+};
 
 pub const NAME: &str = "bind-priority";
 pub const SUMMARY: &str =
@@ -20,13 +22,14 @@ impl Policy for BindPriority {
     fn requirements(&self, m: &MachineInfo) -> Requirements {
         let top = m.programs.iter().map(|p| p.priority).max();
         let slowest = TierId(m.tiers.len().saturating_sub(1) as u8);
-        let pages = m.programs.iter().map(|p| (p.first_byte + p.bytes).div_ceil(4096)).max().unwrap_or(0);
+        // A placement by 4 KiB page, the size it asks for (the default).
+        let page = PageSize::Base4K.bytes();
+        let pages = m.programs.iter().map(|p| p.range().end.div_ceil(page)).max().unwrap_or(0);
         let mut tiers = vec![TierId::UNPLACED; pages as usize];
         let split = m.programs.iter().any(|p| Some(p.priority) != top);
         for p in m.programs.iter().filter(|_| split) {
             let tier = if Some(p.priority) == top { TierId::FAST } else { slowest };
-            tiers[(p.first_byte / 4096) as usize..(p.first_byte + p.bytes).div_ceil(4096) as usize]
-                .fill(tier);
+            tiers[(p.first_byte / page) as usize..p.range().end.div_ceil(page) as usize].fill(tier);
         }
         Requirements { initial: InitialPlacement::Pages { tiers }, ..Requirements::default() }
     }
