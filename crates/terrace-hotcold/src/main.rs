@@ -52,7 +52,8 @@ struct Args {
     shadow_read: bool,
     /// After this many seconds, make the read set writable and write every word of it once (a
     /// new value each), then go on reading: a shadow of it must never be switched back to. With
-    /// `--shadow-read`, the write waits (up to 3 s more) until some page is shadowed.
+    /// `--shadow-read`, the write waits (up to 3 s more) until some page is shadowed, and is
+    /// repeated (with the same values, within those 3 s) until it has dropped a shadow.
     #[arg(long, requires = "read_mib")]
     write_read_at: Option<f64>,
     /// At the end, write where each page is to this file, a line per page: set, page within the
@@ -115,6 +116,11 @@ impl Region {
             Err(e) => println!("hotcold shadow agent could not connect: {e}"),
         }
         Region { ptr: region.as_ptr() as *mut u64, words: region.pages() * PAGE / 8, shadow: Some(region) }
+    }
+    /// Shadows the program's writes have dropped (a region without shadows: `u64::MAX`, as if
+    /// its writes had met every shadow they could).
+    fn dropped(&self) -> u64 {
+        self.shadow.map_or(u64::MAX, |s| s.shadows_dropped())
     }
     fn words(&mut self) -> &mut [u64] {
         // SAFETY: the mapping is `words` u64s long, readable and writable, and owned by self.
@@ -260,6 +266,7 @@ fn main() {
     // What the read set's words hold: their initial values, then (`--write-read-at`) these.
     let rewritten = |i: usize| initial(i) ^ 0x5a5a_5a5a_5a5a_5a5a;
     let mut read_written = false;
+    let mut write_until = f64::INFINITY;
     let (h, c) = (hot.range(), cold.range());
     println!("hotcold pid={} hot={:#x}-{:#x} cold={:#x}-{:#x}", std::process::id(), h.0, h.1, c.0, c.1);
     let report = |hot: &Region, cold: &Region, read: &Option<Region>| {
@@ -325,11 +332,17 @@ fn main() {
             updates += 1;
         }
         let t = start.elapsed().as_secs_f64();
-        if let (Some(at), Some(r), false) = (args.write_read_at, read.as_mut(), read_written) {
+        // Write again while no write met a shadow (see below): the values are the same.
+        let write_again = read_written && t < write_until && read.as_ref().is_some_and(|r| r.dropped() == 0);
+        if let (Some(at), Some(r), true) = (args.write_read_at, read.as_mut(), !read_written || write_again) {
             // With shadows, the write is meant to meet some: if the policy's pool happens to be
             // empty at `at` (between two rotations), wait for it to hold a shadow again, for at
-            // most 3 s, so that the run tests what it says.
-            let no_shadow_yet = r.shadow.is_some_and(|s| s.shadowed() == 0) && t < at + 3.0;
+            // most 3 s, so that the run tests what it says. The pool can also empty while the
+            // write runs (a bookkeeping epoch switches every page back to its shadow): if no
+            // shadow was dropped by it, the program writes again once some page is shadowed,
+            // within the same 3 s.
+            write_until = at + 3.0;
+            let no_shadow_yet = r.shadow.is_some_and(|s| s.shadowed() == 0) && t < write_until;
             if t >= at && !no_shadow_yet {
                 // Writable again (if it was made read-only), then every word once.
                 r.protect(false);
