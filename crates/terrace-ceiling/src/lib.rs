@@ -20,7 +20,9 @@
 //! (tests/ceiling_beats_every_policy.rs). It is not the true optimum with migration costs.
 
 pub mod check;
+pub mod phases;
 
+use phases::{phase_splits, PhaseCounts, PhaseOrder, PhaseSplit, ProgramWindows, WindowSplit};
 use terrace_model::{
     InitialPlacement, Machine, MachineInfo, Observations, Plan, Policy, Requirements, TierId,
 };
@@ -92,6 +94,8 @@ pub struct TraceCounts {
     pub read_accesses: u64,
     /// Instructions the threads retired between their accesses, all together.
     pub instructions: u64,
+    /// Object events (allocations, frees, programs' starts and ends) between the accesses.
+    pub object_events: u64,
 }
 
 impl TraceCounts {
@@ -99,32 +103,42 @@ impl TraceCounts {
     pub fn of(mut source: Box<dyn AccessSource>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
-        let mut buf = Vec::with_capacity(1 << 16);
+        let (mut buf, mut events) = (Vec::with_capacity(1 << 16), Vec::new());
         loop {
             buf.clear();
-            if source.fill(&mut buf, 1 << 16) == 0 {
+            let n = source.fill(&mut buf, 1 << 16);
+            source.take_object_events(&mut events);
+            c.object_events += events.len() as u64;
+            events.clear();
+            if n == 0 {
                 break;
             }
             for a in &buf {
-                let page = (a.addr >> 12) as usize;
-                let bytes = (a.size as u64).max(1);
-                if a.kind.is_write() {
-                    if let Some(w) = c.writes.get_mut(page) {
-                        *w += 1;
-                    }
-                    c.write_bytes += bytes;
-                } else {
-                    if let Some(r) = c.reads.get_mut(page) {
-                        *r += 1;
-                    }
-                    c.read_bytes += bytes;
-                    c.read_accesses += 1;
-                }
-                c.instructions += a.instructions as u64;
+                c.count(a);
             }
-            c.accesses += buf.len() as u64;
         }
         c
+    }
+
+    /// Counts one access.
+    #[inline]
+    pub fn count(&mut self, a: &terrace_model::Access) {
+        let page = (a.addr >> 12) as usize;
+        let bytes = (a.size as u64).max(1);
+        if a.kind.is_write() {
+            if let Some(w) = self.writes.get_mut(page) {
+                *w += 1;
+            }
+            self.write_bytes += bytes;
+        } else {
+            if let Some(r) = self.reads.get_mut(page) {
+                *r += 1;
+            }
+            self.read_bytes += bytes;
+            self.read_accesses += 1;
+        }
+        self.instructions += a.instructions as u64;
+        self.accesses += 1;
     }
 }
 
@@ -188,7 +202,7 @@ pub fn balanced_weights(timing: &Timing, counts: &TraceCounts) -> Vec<u32> {
 /// slowest tier (reads: the latency difference shared by the threads plus the bandwidth
 /// difference; writes: the bandwidth difference; per 64 B line, from the machine's own timing
 /// constants), the lower page first on a tie.
-fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
+pub(crate) fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
     let (fast, slow) = (&timing.tiers[0], &timing.tiers[timing.tiers.len() - 1]);
     let line = LINE_BYTES as f64;
     let read_gain = (slow.latency_random_ns - fast.latency_random_ns).max(0.0) / timing.threads
@@ -204,14 +218,19 @@ fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
 /// Each page's tier in the static split by total future accesses: pages in falling order of
 /// their gain ([`by_gain`]), each tier filled to its capacity in that order, fastest first. Pages never touched go to the slowest tier.
 pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
-    let order = by_gain(timing, counts);
+    split_in_order(info, counts, by_gain(timing, counts))
+}
+
+/// Each page's tier when the tiers are filled to capacity with the pages in `order`, fastest
+/// first, leaving out the pages `counts` has no access of, which go to the slowest tier.
+pub(crate) fn split_in_order(info: &MachineInfo, counts: &TraceCounts, order: Vec<usize>) -> Vec<TierId> {
     let last = TierId((info.tiers.len() - 1) as u8);
     let mut tiers = vec![last; order.len()];
     let mut tier = 0;
     let mut left = info.tiers[0].capacity_pages.unwrap_or(u64::MAX);
     for p in order {
         if counts.reads[p] + counts.writes[p] == 0 {
-            break;
+            continue;
         }
         while left == 0 && tier + 1 < info.tiers.len() {
             tier += 1;
@@ -261,6 +280,10 @@ pub fn balanced_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts)
 /// kernel's bandwidth weights and the balanced ones: weighted interleave at its best ratio.
 pub const RATIOS: [u32; 6] = [1, 2, 3, 4, 6, 8];
 
+/// How many windows of its object events each program's run is cut into by the family's
+/// `window-split` members (docs/model.md §12): a geometric series, four times as many each.
+pub const WINDOWS_PER_RUN: [u64; 3] = [32, 128, 512];
+
 /// The short horizon of the family's second oracle, ticks (its default is 100).
 pub const SHORT_HORIZON_TICKS: u32 = 10;
 
@@ -268,9 +291,65 @@ pub const SHORT_HORIZON_TICKS: u32 = 10;
 /// good run found early stops the rest sooner): the static splits by future accesses, the
 /// interleaves (each set of weights once), first-touch, the oracle at two horizons, Memory Mode,
 /// all-slow.
-fn family(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<Box<dyn Policy>> {
+/// The phase members (docs/model.md §12): each phase's split, by priority (what wins where a
+/// high-priority program holds the others back) and by gain, for each way of cutting phases in
+/// `phases`; their names start with `prefix`.
+fn phase_members(
+    info: &MachineInfo,
+    timing: &Timing,
+    phases: &[(Option<u64>, PhaseCounts)],
+    prefix: &str,
+) -> Vec<Box<dyn Policy>> {
+    let mut v: Vec<Box<dyn Policy>> = Vec::new();
+    for (window, phases) in phases {
+        for (name, order) in
+            [("priority-phase-split", PhaseOrder::Priority), ("phase-split", PhaseOrder::Gain)]
+        {
+            let (splits, initial) = phase_splits(info, timing, phases, order);
+            let name = match window {
+                None => format!("{prefix}{name}"),
+                Some(w) => format!("{prefix}{name}:{w}"),
+            };
+            v.push(Box::new(PhaseSplit::new(&name, splits, initial, *window)));
+        }
+    }
+    v
+}
+
+/// Accesses each phase member's phases are cut at: the programs' starts and ends alone, and also
+/// every 1/32 and 1/128 of the run's object events (`PhaseCounts::of`); each counted with
+/// `pace` (`PhaseCounts::of`).
+fn phase_counts(
+    source: SourceFactory<'_>,
+    counts: &TraceCounts,
+    pace: Option<&[f64]>,
+) -> Vec<(Option<u64>, PhaseCounts)> {
+    let windows = [None, Some(counts.object_events / 32), Some(counts.object_events / 128)];
+    windows
+        .iter()
+        .filter(|w| w.is_none_or(|w| w > 0))
+        .map(|&w| (w, PhaseCounts::of(source(), w, pace)))
+        .collect()
+}
+
+/// Each program's time per access in `run`, ns (its run time over its accesses, as the phases'
+/// counting pass found them); `None` if the run is not of several programs.
+fn pace_of(run: &RunReport, phases: &[(Option<u64>, PhaseCounts)]) -> Option<Vec<f64>> {
+    let accesses = &phases.first()?.1.program_accesses;
+    (run.programs.len() > 1 && run.programs.len() == accesses.len())
+        .then(|| run.programs.iter().zip(accesses).map(|(p, &n)| p.runtime_ns() / n.max(1) as f64).collect())
+}
+
+fn family(
+    info: &MachineInfo,
+    timing: &Timing,
+    counts: &TraceCounts,
+    phases: &[(Option<u64>, PhaseCounts)],
+) -> Vec<Box<dyn Policy>> {
     let registered = |spec: &str| terrace_policy::build(spec).expect("the family's registry policies build");
-    let mut v: Vec<Box<dyn Policy>> = vec![
+    // Several programs: each phase's split first.
+    let mut v = phase_members(info, timing, phases, "");
+    v.extend::<[Box<dyn Policy>; 2]>([
         Box::new(Static {
             name: "future-split".into(),
             initial: InitialPlacement::Pages { tiers: future_split(info, timing, counts) },
@@ -279,7 +358,7 @@ fn family(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<Box<
             name: "balanced-split".into(),
             initial: InitialPlacement::Pages { tiers: balanced_split(info, timing, counts) },
         }),
-    ];
+    ]);
     let spec = |w: &[u32]| {
         let w: Vec<String> = w.iter().map(|w| w.to_string()).collect();
         format!("interleave:weights={}", w.join(":"))
@@ -357,27 +436,37 @@ fn optimal_below(
     let info = machine_info(source(), profile, opts)?;
     let counts = TraceCounts::of(source());
     let timing = Timing::new(profile, info.threads);
+    // Phases exist only where programs start and end during the run.
+    let several = info.programs.len() > 1;
+    let phases = if several { phase_counts(source, &counts, None) } else { Vec::new() };
     let quiet = SimOptions { progress: None, ..opts.clone() };
-    let mut candidates = Vec::new();
-    let mut best: Option<(String, RunReport)> = None;
-    let mut accesses_processed = counts.accesses;
-    for mut p in family(&info, &timing, &counts) {
-        let limit = best.as_ref().map(|(_, b)| b.runtime_ns).or(limit_ns);
-        let run = match run_within(source(), p.as_mut(), profile, &quiet, limit) {
-            Ok(run) => run,
-            // A candidate the machine refuses (a two-tier policy on three tiers) is no candidate.
-            Err(SimError::Unsupported(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        let name = p.name().to_string();
-        candidates.push(Candidate { name: name.clone(), runtime_ns: run.as_ref().map(|r| r.runtime_ns) });
-        if let Some(report) = run {
-            accesses_processed += report.accesses;
-            if best.as_ref().is_none_or(|(_, b)| report.runtime_ns < b.runtime_ns) {
-                best = Some((name, report));
-            }
+    let mut search = Search {
+        candidates: Vec::new(),
+        best: None,
+        accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
+    };
+    // Several programs: first each program's windows, the members that win most there.
+    if several {
+        for k in WINDOWS_PER_RUN {
+            let windows = ProgramWindows::of(source(), (counts.object_events / k).max(1));
+            let mut p = WindowSplit::new(&format!("window-split:{k}"), windows, &info, &timing);
+            search.accesses_processed += counts.accesses;
+            search.try_candidate(source(), &mut p, profile, &quiet, limit_ns)?;
         }
     }
+    for mut p in family(&info, &timing, &counts, &phases) {
+        search.try_candidate(source(), p.as_mut(), profile, &quiet, limit_ns)?;
+    }
+    // Several programs: the phases again, counted with each program's pace in the best run so
+    // far, so that where each program is at each start and end is as in that run.
+    if let Some(pace) = search.best.as_ref().and_then(|(_, b)| pace_of(b, &phases)) {
+        let paced = phase_counts(source, &counts, Some(&pace));
+        search.accesses_processed += paced.iter().map(|(_, p)| p.accesses()).sum::<u64>();
+        for mut p in phase_members(&info, &timing, &paced, "paced-") {
+            search.try_candidate(source(), p.as_mut(), profile, &quiet, limit_ns)?;
+        }
+    }
+    let Search { candidates, best, accesses_processed } = search;
     let Some((chosen, mut report)) = best else { return Ok(None) };
     if let Some(p) = &opts.progress {
         p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
@@ -392,6 +481,43 @@ fn optimal_below(
         lower_bound_ns,
         accesses_processed,
     }))
+}
+
+/// The candidates run so far and the best complete run among them.
+struct Search {
+    candidates: Vec<Candidate>,
+    best: Option<(String, RunReport)>,
+    accesses_processed: u64,
+}
+
+impl Search {
+    /// Runs one candidate, stopped once its clock passes the best run so far (or `limit_ns`).
+    fn try_candidate(
+        &mut self,
+        source: Box<dyn AccessSource>,
+        p: &mut dyn Policy,
+        profile: &Profile,
+        opts: &SimOptions,
+        limit_ns: Option<f64>,
+    ) -> Result<(), SimError> {
+        let limit = self.best.as_ref().map(|(_, b)| b.runtime_ns).or(limit_ns);
+        let run = match run_within(source, p, profile, opts, limit) {
+            Ok(run) => run,
+            // A candidate the machine refuses (a two-tier policy on three tiers) is no candidate.
+            Err(SimError::Unsupported(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let name = p.name().to_string();
+        self.candidates
+            .push(Candidate { name: name.clone(), runtime_ns: run.as_ref().map(|r| r.runtime_ns) });
+        if let Some(report) = run {
+            self.accesses_processed += report.accesses;
+            if self.best.as_ref().is_none_or(|(_, b)| report.runtime_ns < b.runtime_ns) {
+                self.best = Some((name, report));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `optimal` at each of `capacities`, in increasing order of fast-tier bytes, made
@@ -435,6 +561,7 @@ mod tests {
             accesses: reads.iter().chain(writes).sum(),
             read_accesses: reads.iter().sum(),
             instructions: 0,
+            object_events: 0,
         }
     }
 

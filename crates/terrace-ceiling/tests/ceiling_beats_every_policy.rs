@@ -107,3 +107,14 @@ fn optimal_is_a_ceiling_on_the_object_workload() {
     let failures = terrace_ceiling::check::failures("objects", SCALE, &profile, &[20.0, 25.0]);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Several programs (`objects-pair`): where the object policies beat the reference before it
+/// had a member that follows the programs' starts and ends (optane-2019 at 20-30%, docs/model.md
+/// §12), it is now no slower than any registry policy or static placement. The whole workload's
+/// sweep is `terrace bench ceiling --exhaustive --workloads objects-pair`.
+#[test]
+fn with_several_programs_optimal_follows_their_starts_and_ends() {
+    let profile = Profile::load("optane-2019").unwrap();
+    let failures = terrace_ceiling::check::failures("objects-pair", SCALE, &profile, &[20.0, 30.0]);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
