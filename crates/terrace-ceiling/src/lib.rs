@@ -100,23 +100,14 @@ pub struct TraceCounts {
 
 impl TraceCounts {
     /// One pass over `source`.
-    pub fn of(mut source: Box<dyn AccessSource>) -> Self {
+    pub fn of(source: Box<dyn AccessSource>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
-        let (mut buf, mut events) = (Vec::with_capacity(1 << 16), Vec::new());
-        loop {
-            buf.clear();
-            let n = source.fill(&mut buf, 1 << 16);
-            source.take_object_events(&mut events);
-            c.object_events += events.len() as u64;
-            events.clear();
-            if n == 0 {
-                break;
-            }
-            for a in &buf {
-                c.count(a);
-            }
-        }
+        walk(source, |step| match step {
+            Step::Access(a) => c.count(a),
+            Step::Event(_) => c.object_events += 1,
+            Step::Fill(_) => {}
+        });
         c
     }
 
@@ -139,6 +130,41 @@ impl TraceCounts {
         }
         self.instructions += a.instructions as u64;
         self.accesses += 1;
+    }
+}
+
+/// What a counting pass meets, in stream order ([`walk`]).
+pub(crate) enum Step<'a> {
+    /// Before each fill: the stream, to be told the programs' clocks.
+    Fill(&'a mut dyn AccessSource),
+    Event(&'a terrace_model::ObjectEvent),
+    Access(&'a terrace_model::Access),
+}
+
+/// One pass over `source`: each object event before the access at its position, those after
+/// the last access at the end.
+pub(crate) fn walk(mut source: Box<dyn AccessSource>, mut visit: impl FnMut(Step<'_>)) {
+    let (mut buf, mut events, mut next_event, mut position) =
+        (Vec::with_capacity(1 << 16), Vec::new(), 0, 0u64);
+    loop {
+        visit(Step::Fill(source.as_mut()));
+        buf.clear();
+        let filled = source.fill(&mut buf, 1 << 16);
+        source.take_object_events(&mut events);
+        if filled == 0 {
+            break;
+        }
+        for a in &buf {
+            while let Some(e) = events.get(next_event).filter(|e| e.at <= position) {
+                visit(Step::Event(&e.event));
+                next_event += 1;
+            }
+            visit(Step::Access(a));
+            position += 1;
+        }
+    }
+    for e in &events[next_event..] {
+        visit(Step::Event(&e.event));
     }
 }
 

@@ -7,7 +7,7 @@
 //! phase's accesses in advance and, at each start or end the machine reports, move every page to
 //! the new phase's split, with the same moves and costs as any policy.
 
-use crate::{by_gain, future_split, split_in_order, TraceCounts};
+use crate::{by_gain, future_split, split_in_order, walk, Step, TraceCounts};
 use terrace_model::{
     FreeRoom, InitialPlacement, MachineInfo, Move, MoveOptions, Mover, ObjectEvent, ObjectEventKind,
     Observations, PageIdx, Plan, Policy, Requirements, TierId, TrackerRequest,
@@ -48,11 +48,7 @@ impl PhaseCounts {
     /// is least (docs/model.md §13). Without `pace` no clock moves, and the programs take turns
     /// access for access; with it (ns per access of each program, from a run), each program's
     /// clock advances by its pace per access, so the phases fall where they fell in that run.
-    pub fn of(
-        mut source: Box<dyn AccessSource>,
-        events_per_window: Option<u64>,
-        pace: Option<&[f64]>,
-    ) -> Self {
+    pub fn of(source: Box<dyn AccessSource>, events_per_window: Option<u64>, pace: Option<&[f64]>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let programs: Vec<std::ops::Range<u64>> = source.programs().iter().map(|p| p.range()).collect();
         let n = programs.len().max(1);
@@ -63,40 +59,33 @@ impl PhaseCounts {
             program_accesses: vec![0; n],
         };
         let (mut clocks, mut running) = (vec![0.0f64; n], vec![false; n]);
-        let (mut buf, mut events, mut next_event) = (Vec::with_capacity(1 << 16), Vec::new(), 0);
-        let (mut position, mut in_window) = (0u64, 0u64);
-        loop {
-            if pace.is_some() {
-                source.set_program_clocks(&clocks, &c.program_accesses);
-            }
-            buf.clear();
-            let filled = source.fill(&mut buf, 1 << 16);
-            source.take_object_events(&mut events);
-            if filled == 0 {
-                break;
-            }
-            for a in &buf {
-                // The events before this access (those at its position come before it).
-                while let Some(e) = events.get(next_event).filter(|e| e.at <= position) {
-                    let p = (e.event.program as usize).min(n - 1);
-                    match e.event.kind {
-                        ObjectEventKind::ProgramStart { .. } => {
-                            // It starts at the machine's time: the least clock of those running.
-                            let now =
-                                (0..n).filter(|&j| running[j] && j != p).map(|j| clocks[j]).reduce(f64::min);
-                            clocks[p] = now.unwrap_or(clocks[p]);
-                            running[p] = true;
-                        }
-                        ObjectEventKind::ProgramEnd => running[p] = false,
-                        _ => {}
-                    }
-                    in_window += 1;
-                    if is_phase_change(&e.event) || events_per_window.is_some_and(|w| in_window >= w) {
-                        c.phases.push(empty());
-                        in_window = 0;
-                    }
-                    next_event += 1;
+        let mut in_window = 0u64;
+        walk(source, |step| match step {
+            Step::Fill(source) => {
+                if pace.is_some() {
+                    source.set_program_clocks(&clocks, &c.program_accesses);
                 }
+            }
+            Step::Event(e) => {
+                let p = (e.program as usize).min(n - 1);
+                match e.kind {
+                    ObjectEventKind::ProgramStart { .. } => {
+                        // It starts at the machine's time: the least clock of those running.
+                        let now =
+                            (0..n).filter(|&j| running[j] && j != p).map(|j| clocks[j]).reduce(f64::min);
+                        clocks[p] = now.unwrap_or(clocks[p]);
+                        running[p] = true;
+                    }
+                    ObjectEventKind::ProgramEnd => running[p] = false,
+                    _ => {}
+                }
+                in_window += 1;
+                if is_phase_change(e) || events_per_window.is_some_and(|w| in_window >= w) {
+                    c.phases.push(empty());
+                    in_window = 0;
+                }
+            }
+            Step::Access(a) => {
                 let program = programs.iter().position(|r| r.contains(&a.addr)).unwrap_or(0);
                 c.program_accesses[program] += 1;
                 if let Some(pace) = pace {
@@ -107,9 +96,8 @@ impl PhaseCounts {
                 if let Some(first) = c.first_phase.get_mut((a.addr >> 12) as usize) {
                     *first = (*first).min(phase as u32);
                 }
-                position += 1;
             }
-        }
+        });
         c
     }
 
@@ -194,14 +182,7 @@ impl Policy for PhaseSplit {
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            trackers: vec![TrackerRequest::object_events()],
-            tick_ns: Some(TICK_NS),
-            initial: InitialPlacement::Pages { tiers: self.initial.clone() },
-            // Stock move_pages from its own thread, which waits for it, as the oracle's.
-            mover: Mover::PolicyThread,
-            ..Requirements::default()
-        }
+        follower(InitialPlacement::Pages { tiers: self.initial.clone() })
     }
 
     fn object_event(&mut self, e: &ObjectEvent) {
@@ -245,7 +226,7 @@ pub struct WindowCounts {
 impl ProgramWindows {
     /// One pass over `source`, each program's windows closed every `events_per_window` of its
     /// own object events (starts and ends excepted).
-    pub fn of(mut source: Box<dyn AccessSource>, events_per_window: u64) -> Self {
+    pub fn of(source: Box<dyn AccessSource>, events_per_window: u64) -> Self {
         let footprint = source.info().footprint_bytes;
         let ranges: Vec<std::ops::Range<u64>> = match source.programs() {
             [] => std::iter::once(0..footprint).collect(),
@@ -262,44 +243,32 @@ impl ProgramWindows {
                 })
                 .collect(),
         };
-        let (mut buf, mut events, mut next_event, mut position) =
-            (Vec::with_capacity(1 << 16), Vec::new(), 0, 0u64);
-        loop {
-            buf.clear();
-            let filled = source.fill(&mut buf, 1 << 16);
-            source.take_object_events(&mut events);
-            if filled == 0 {
-                break;
-            }
-            for a in &buf {
-                while let Some(e) = events.get(next_event).filter(|e| e.at <= position) {
-                    if let Some(w) = c.programs.get_mut(e.event.program as usize) {
-                        if !is_phase_change(&e.event) {
-                            w.in_window += 1;
-                            if w.in_window >= c.events_per_window {
-                                w.windows.push(vec![(0, 0); w.pages]);
-                                w.in_window = 0;
-                            }
-                        }
+        let per_window = c.events_per_window;
+        walk(source, |step| match step {
+            Step::Fill(_) => {}
+            Step::Event(e) => {
+                if let Some(w) = c.programs.get_mut(e.program as usize).filter(|_| !is_phase_change(e)) {
+                    w.in_window += 1;
+                    if w.in_window >= per_window {
+                        w.windows.push(vec![(0, 0); w.pages]);
+                        w.in_window = 0;
                     }
-                    next_event += 1;
-                }
-                position += 1;
-                let Some(w) = c.programs.iter_mut().find(|w| {
-                    let page = (a.addr >> 12) as usize;
-                    page >= w.first_page && page < w.first_page + w.pages
-                }) else {
-                    continue;
-                };
-                let slot =
-                    &mut w.windows.last_mut().expect("a window")[(a.addr >> 12) as usize - w.first_page];
-                if a.kind.is_write() {
-                    slot.1 = slot.1.saturating_add(1);
-                } else {
-                    slot.0 = slot.0.saturating_add(1);
                 }
             }
-        }
+            Step::Access(a) => {
+                let page = (a.addr >> 12) as usize;
+                if let Some(w) =
+                    c.programs.iter_mut().find(|w| page >= w.first_page && page < w.first_page + w.pages)
+                {
+                    let slot = &mut w.windows.last_mut().expect("a window")[page - w.first_page];
+                    if a.kind.is_write() {
+                        slot.1 = slot.1.saturating_add(1);
+                    } else {
+                        slot.0 = slot.0.saturating_add(1);
+                    }
+                }
+            }
+        });
         c
     }
 }
@@ -358,12 +327,7 @@ impl Policy for WindowSplit {
     }
 
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements {
-            trackers: vec![TrackerRequest::object_events()],
-            tick_ns: Some(TICK_NS),
-            mover: Mover::PolicyThread,
-            ..Requirements::default()
-        }
+        follower(InitialPlacement::FirstTouch)
     }
 
     fn object_event(&mut self, e: &ObjectEvent) {
@@ -391,6 +355,18 @@ impl Policy for WindowSplit {
             self.retarget();
         }
         moves_toward(obs, &self.target, "each program's window's split")
+    }
+}
+
+/// What a member that follows the machine's object events asks for: those events, a tick every
+/// [`TICK_NS`], and stock move_pages from its own thread, which waits for it (the oracle's mover).
+fn follower(initial: InitialPlacement) -> Requirements {
+    Requirements {
+        trackers: vec![TrackerRequest::object_events()],
+        tick_ns: Some(TICK_NS),
+        initial,
+        mover: Mover::PolicyThread,
+        ..Requirements::default()
     }
 }
 
