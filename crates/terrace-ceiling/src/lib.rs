@@ -15,6 +15,8 @@
 //!   move: the registry's `oracle`, at its default horizon and at [`SHORT_HORIZON_TICKS`];
 //! - the fast tier as a hardware cache (`memory-mode`), which runs a few parts per million ahead
 //!   of every placement on a program that fits the fast tier (docs/model.md §12).
+//! - for several programs sharing the machine, splits that follow their starts, ends and
+//!   allocations ([`phases`]).
 //!
 //! It is a ceiling over that family by construction and over the registry by test
 //! (tests/ceiling_beats_every_policy.rs). It is not the true optimum with migration costs.
@@ -471,7 +473,7 @@ fn optimal_below(
         best: None,
         accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
     };
-    // Several programs: first each program's windows, the members that win most there.
+    // Several programs: first the splits per window of each program's own allocations.
     if several {
         for k in WINDOWS_PER_RUN {
             let windows = ProgramWindows::of(source(), (counts.object_events / k).max(1));

@@ -1,11 +1,13 @@
-//! The family's members for a run of several programs (docs/model.md §12, §13): a static split
-//! per phase, where a phase is the time between one program's start or end and the next. When
-//! one program starts or ends, which pages are worth the fast tier changes at once (the new
-//! program's pages are hot and the others' lose their share; an ended program's room is free),
-//! and no single split of the whole run, nor an oracle whose look-ahead reads the programs' turns
-//! in an order fixed before their speeds change (§13), follows that. These members know each
-//! phase's accesses in advance and, at each start or end the machine reports, move every page to
-//! the new phase's split, with the same moves and costs as any policy.
+//! The family's members for a run of several programs (docs/model.md §12, §13). When one program
+//! starts or ends, which pages are worth the fast tier changes at once (the new program's pages
+//! are hot and the others' lose their share; an ended program's room is free), and within a
+//! program's run its hot set moves as its objects come and go. No single split of the whole run
+//! follows that, nor an oracle whose look-ahead reads the programs' turns in an order fixed
+//! before their speeds change (§13). These members know in advance each phase's accesses (a
+//! phase: the time between one program's start or end and the next) or each program's accesses
+//! per window of its own allocations, follow the starts, ends and allocations the machine
+//! reports, and move every page to the current split, with the same moves and costs as any
+//! policy.
 
 use crate::{by_gain, future_split, split_in_order, walk, Step, TraceCounts};
 use terrace_model::{
