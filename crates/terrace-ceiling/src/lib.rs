@@ -246,14 +246,20 @@ pub(crate) fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
 /// Each page's tier in the static split by total future accesses: pages in falling order of
 /// their gain ([`by_gain`]), each tier filled to its capacity in that order, fastest first. Pages never touched go to the slowest tier.
 pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
-    split_in_order(info, counts, by_gain(timing, counts))
+    // In falling gain, the untouched pages (gain 0) stand between those the fast tier helps and
+    // any it would slow: only those before them are placed.
+    let mut order = by_gain(timing, counts);
+    let touched = order.iter().position(|&p| counts.reads[p] + counts.writes[p] == 0);
+    order.truncate(touched.unwrap_or(order.len()));
+    split_in_order(info, counts, order)
 }
 
 /// Each page's tier when the tiers are filled to capacity with the pages in `order`, fastest
-/// first, leaving out the pages `counts` has no access of, which go to the slowest tier.
+/// first, leaving out the pages `counts` has no access of; those and the pages not in `order` go
+/// to the slowest tier.
 pub(crate) fn split_in_order(info: &MachineInfo, counts: &TraceCounts, order: Vec<usize>) -> Vec<TierId> {
     let last = TierId((info.tiers.len() - 1) as u8);
-    let mut tiers = vec![last; order.len()];
+    let mut tiers = vec![last; counts.reads.len()];
     let mut tier = 0;
     let mut left = info.tiers[0].capacity_pages.unwrap_or(u64::MAX);
     for p in order {

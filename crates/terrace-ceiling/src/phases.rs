@@ -39,6 +39,41 @@ fn is_phase_change(e: &ObjectEvent) -> bool {
     matches!(e.kind, ObjectEventKind::ProgramStart { .. } | ObjectEventKind::ProgramEnd)
 }
 
+/// Where a phase or a program's window closes, one event at a time: the counting pass and the
+/// member that follows the run each keep one, so both cut the stream at the same events.
+#[derive(Clone, Copy, Debug)]
+struct Cut {
+    /// Close at every program's start and end (phases; a program's windows ignore them).
+    at_programs: bool,
+    /// Close also once this many other object events have passed since the last close.
+    every: Option<u64>,
+    seen: u64,
+}
+
+impl Cut {
+    fn phases(every: Option<u64>) -> Self {
+        Cut { at_programs: true, every, seen: 0 }
+    }
+    fn windows(every: u64) -> Self {
+        Cut { at_programs: false, every: Some(every.max(1)), seen: 0 }
+    }
+    /// Whether `e` closes the stretch being counted.
+    fn closes(&mut self, e: &ObjectEvent) -> bool {
+        if is_phase_change(e) {
+            if self.at_programs {
+                self.seen = 0;
+            }
+            return self.at_programs;
+        }
+        self.seen += 1;
+        let closes = self.every.is_some_and(|w| self.seen >= w);
+        if closes {
+            self.seen = 0;
+        }
+        closes
+    }
+}
+
 impl PhaseCounts {
     /// One pass over `source`, its accesses counted in the phase its object events put them in:
     /// a program's start or end opens a new phase, and so, with `events_per_window`, does every
@@ -61,7 +96,7 @@ impl PhaseCounts {
             program_accesses: vec![0; n],
         };
         let (mut clocks, mut running) = (vec![0.0f64; n], vec![false; n]);
-        let mut in_window = 0u64;
+        let mut cut = Cut::phases(events_per_window);
         walk(source, |step| match step {
             Step::Fill(source) => {
                 if pace.is_some() {
@@ -81,10 +116,8 @@ impl PhaseCounts {
                     ObjectEventKind::ProgramEnd => running[p] = false,
                     _ => {}
                 }
-                in_window += 1;
-                if is_phase_change(e) || events_per_window.is_some_and(|w| in_window >= w) {
+                if cut.closes(e) {
                     c.phases.push(empty());
-                    in_window = 0;
                 }
             }
             Step::Access(a) => {
@@ -160,11 +193,10 @@ pub struct PhaseSplit {
     name: String,
     splits: Vec<Vec<TierId>>,
     initial: Vec<TierId>,
-    /// As [`PhaseCounts::of`] was given it.
-    events_per_window: Option<u64>,
+    /// Cut as [`PhaseCounts::of`] cut the stream.
+    cut: Cut,
     /// Phases the machine's reported events have opened so far: the phase it is in.
     phase: usize,
-    in_window: u64,
 }
 
 impl PhaseSplit {
@@ -174,7 +206,7 @@ impl PhaseSplit {
         initial: Vec<TierId>,
         events_per_window: Option<u64>,
     ) -> Self {
-        PhaseSplit { name: name.to_string(), splits, initial, events_per_window, phase: 0, in_window: 0 }
+        PhaseSplit { name: name.to_string(), splits, initial, cut: Cut::phases(events_per_window), phase: 0 }
     }
 }
 
@@ -188,10 +220,8 @@ impl Policy for PhaseSplit {
     }
 
     fn object_event(&mut self, e: &ObjectEvent) {
-        self.in_window += 1;
-        if is_phase_change(e) || self.events_per_window.is_some_and(|w| self.in_window >= w) {
+        if self.cut.closes(e) {
             self.phase += 1;
-            self.in_window = 0;
         }
     }
 
@@ -221,8 +251,6 @@ pub struct WindowCounts {
     pub first_page: usize,
     pub pages: usize,
     pub windows: Vec<Vec<(u32, u32)>>,
-    /// Object events of the program in the window being counted.
-    in_window: u64,
 }
 
 impl ProgramWindows {
@@ -241,19 +269,18 @@ impl ProgramWindows {
                 .map(|r| {
                     let first_page = (r.start >> 12) as usize;
                     let pages = (r.end.div_ceil(4096) as usize).saturating_sub(first_page);
-                    WindowCounts { first_page, pages, windows: vec![vec![(0, 0); pages]], in_window: 0 }
+                    WindowCounts { first_page, pages, windows: vec![vec![(0, 0); pages]] }
                 })
                 .collect(),
         };
-        let per_window = c.events_per_window;
+        let mut cuts = vec![Cut::windows(c.events_per_window); c.programs.len()];
         walk(source, |step| match step {
             Step::Fill(_) => {}
             Step::Event(e) => {
-                if let Some(w) = c.programs.get_mut(e.program as usize).filter(|_| !is_phase_change(e)) {
-                    w.in_window += 1;
-                    if w.in_window >= per_window {
+                let p = e.program as usize;
+                if let (Some(w), Some(cut)) = (c.programs.get_mut(p), cuts.get_mut(p)) {
+                    if cut.closes(e) {
                         w.windows.push(vec![(0, 0); w.pages]);
-                        w.in_window = 0;
                     }
                 }
             }
@@ -283,9 +310,10 @@ pub struct WindowSplit {
     counts: ProgramWindows,
     info: MachineInfo,
     timing: Timing,
-    /// Per program: its current window, its events in it, whether it runs.
+    /// Per program: its current window, where it closes (as the counting pass cut it), whether
+    /// it runs.
     window: Vec<usize>,
-    in_window: Vec<u64>,
+    cuts: Vec<Cut>,
     running: Vec<bool>,
     target: Vec<TierId>,
     stale: bool,
@@ -294,13 +322,14 @@ pub struct WindowSplit {
 impl WindowSplit {
     pub fn new(name: &str, counts: ProgramWindows, info: &MachineInfo, timing: &Timing) -> Self {
         let n = counts.programs.len();
+        let cuts = vec![Cut::windows(counts.events_per_window); n];
         WindowSplit {
             name: name.to_string(),
             counts,
             info: info.clone(),
             timing: timing.clone(),
             window: vec![0; n],
-            in_window: vec![0; n],
+            cuts,
             // A stream of one program says nothing of its start.
             running: vec![n == 1; n],
             target: Vec::new(),
@@ -340,14 +369,8 @@ impl Policy for WindowSplit {
         match e.kind {
             ObjectEventKind::ProgramStart { .. } => self.running[p] = true,
             ObjectEventKind::ProgramEnd => self.running[p] = false,
-            _ => {
-                self.in_window[p] += 1;
-                if self.in_window[p] < self.counts.events_per_window {
-                    return;
-                }
-                self.in_window[p] = 0;
-                self.window[p] += 1;
-            }
+            _ if self.cuts[p].closes(e) => self.window[p] += 1,
+            _ => return,
         }
         self.stale = true;
     }
@@ -625,8 +648,8 @@ mod tests {
         let counts = ProgramWindows {
             events_per_window: 10,
             programs: vec![
-                WindowCounts { first_page: 0, pages: 2, windows: vec![vec![(5, 0), (4, 0)]], in_window: 0 },
-                WindowCounts { first_page: 2, pages: 2, windows: vec![vec![(9, 0), (8, 0)]], in_window: 0 },
+                WindowCounts { first_page: 0, pages: 2, windows: vec![vec![(5, 0), (4, 0)]] },
+                WindowCounts { first_page: 2, pages: 2, windows: vec![vec![(9, 0), (8, 0)]] },
             ],
         };
         let mut p = WindowSplit::new("window-split", counts, &m, &timing);
