@@ -535,6 +535,7 @@ impl Search {
         limit_ns: Option<f64>,
     ) -> Result<(), SimError> {
         let limit = self.best.as_ref().map(|(_, b)| b.runtime_ns).or(limit_ns);
+        let started = std::time::Instant::now();
         let run = match run_within(source, p, profile, opts, limit) {
             Ok(run) => run,
             // A candidate the machine refuses (a two-tier policy on three tiers) is no candidate.
@@ -542,6 +543,11 @@ impl Search {
             Err(e) => return Err(e),
         };
         let name = p.name().to_string();
+        tracing::debug!(
+            "optimal: candidate {name} {} in {:.3} s",
+            run.as_ref().map_or("stopped".to_string(), |r| format!("ran {:.3} ms", r.runtime_ns / 1e6)),
+            started.elapsed().as_secs_f64()
+        );
         self.candidates
             .push(Candidate { name: name.clone(), runtime_ns: run.as_ref().map(|r| r.runtime_ns) });
         if let Some(report) = run {

@@ -15,7 +15,8 @@ use crate::profile::Profile;
 use crate::timing::{TierLoad, Timing};
 use terrace_model::ProgramInfo;
 
-/// One program's part of a co-run, as the report gives it.
+/// One program's part of a co-run, as the report gives it: when it ran, and where its time went
+/// (its run time is its slices' time plus the stalls it paid, docs/model.md §13).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProgramRun {
     pub name: String,
@@ -23,12 +24,53 @@ pub struct ProgramRun {
     /// Machine time at its start and its end, ns.
     pub start_ns: f64,
     pub end_ns: f64,
+    /// Its accesses, and how many of its reads and writes the fast tier served.
+    #[serde(default)]
+    pub reads: u64,
+    #[serde(default)]
+    pub fast_reads: u64,
+    #[serde(default)]
+    pub writes: u64,
+    #[serde(default)]
+    pub fast_writes: u64,
+    /// Stalls it paid, ns: its share of the moves of its pages, and every shootdown and scan
+    /// while it ran (the rest of its run time is its slices').
+    #[serde(default)]
+    pub stall_ns: f64,
+    /// Its pages whose move to a faster, or a slower, tier completed while it ran.
+    #[serde(default)]
+    pub pages_promoted: u64,
+    #[serde(default)]
+    pub pages_demoted: u64,
+    /// Time its slices lost to the tiers' load from the movers' copies, and then from the other
+    /// programs' traffic, ns (each slice's time less its time without that load; part of its
+    /// run time, beside the stalls).
+    #[serde(default)]
+    pub copy_load_ns: f64,
+    #[serde(default)]
+    pub others_load_ns: f64,
 }
 
 impl ProgramRun {
     /// How long it ran, ns.
     pub fn runtime_ns(&self) -> f64 {
         self.end_ns - self.start_ns
+    }
+    /// Share of its reads the fast tier served (1 with none).
+    pub fn fast_read_hit_rate(&self) -> f64 {
+        if self.reads == 0 {
+            1.0
+        } else {
+            self.fast_reads as f64 / self.reads as f64
+        }
+    }
+    /// Share of its writes the fast tier served (1 with none).
+    pub fn fast_write_hit_rate(&self) -> f64 {
+        if self.writes == 0 {
+            1.0
+        } else {
+            self.fast_writes as f64 / self.writes as f64
+        }
     }
 }
 
@@ -47,6 +89,8 @@ pub(crate) struct CoRun {
     rates: Vec<Vec<(f64, f64)>>,
     /// Stall each program owes, ns, paid by its next slice.
     owed: Vec<f64>,
+    /// What the report gives of each program beyond its start and end (`ProgramRun`).
+    tallies: Vec<ProgramRun>,
 }
 
 impl CoRun {
@@ -69,6 +113,7 @@ impl CoRun {
             thread_program,
             rates: vec![vec![(0.0, 0.0); profile.tiers.len()]; n],
             owed: vec![0.0; n],
+            tallies: vec![ProgramRun::default(); n],
         }
     }
 
@@ -137,7 +182,19 @@ impl CoRun {
     /// programs still running (or the latest end once none runs).
     pub(crate) fn advance(&mut self, p: usize, accesses: u64, dt: f64, loads: &[TierLoad]) -> f64 {
         self.made[p] += accesses;
-        let dt = dt + std::mem::take(&mut self.owed[p]);
+        let owed = std::mem::take(&mut self.owed[p]);
+        let t = &mut self.tallies[p];
+        t.stall_ns += owed;
+        for (i, l) in loads.iter().enumerate() {
+            let (reads, writes) = (l.random_reads + l.sequential_reads, l.writes);
+            t.reads += reads;
+            t.writes += writes;
+            if i == 0 {
+                t.fast_reads += reads;
+                t.fast_writes += writes;
+            }
+        }
+        let dt = dt + owed;
         self.clocks[p] += dt;
         if dt > 0.0 {
             for (r, l) in self.rates[p].iter_mut().zip(loads) {
@@ -145,6 +202,24 @@ impl CoRun {
             }
         }
         self.now()
+    }
+
+    /// Program `p`'s slice was slowed `copies` ns by the movers' traffic and `others` ns by the
+    /// other programs'.
+    pub(crate) fn slowed(&mut self, p: usize, copies: f64, others: f64) {
+        self.tallies[p].copy_load_ns += copies;
+        self.tallies[p].others_load_ns += others;
+    }
+
+    /// Program `p`'s page has moved from tier `from` to tier `to` (lower is faster).
+    pub(crate) fn moved(&mut self, p: usize, from: usize, to: usize) {
+        if let Some(t) = self.tallies.get_mut(p) {
+            match to.cmp(&from) {
+                std::cmp::Ordering::Less => t.pages_promoted += 1,
+                std::cmp::Ordering::Greater => t.pages_demoted += 1,
+                std::cmp::Ordering::Equal => {}
+            }
+        }
     }
 
     /// The least clock of the running programs; once none runs, the latest clock.
@@ -163,6 +238,7 @@ impl CoRun {
                 priority: prog.priority,
                 start_ns: self.start_ns[p].unwrap_or(0.0),
                 end_ns: self.end_ns[p].unwrap_or(self.clocks[p]),
+                ..self.tallies[p].clone()
             })
             .collect()
     }

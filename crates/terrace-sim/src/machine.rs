@@ -694,10 +694,20 @@ impl SimMachine {
             }
         }
         self.accesses_since_observe += n;
-        let mut dt = match (program, self.corun.as_ref()) {
+        let mut dt = match (program, self.corun.as_mut()) {
             (Some(p), Some(c)) => {
+                // Where its time goes: the slice alone, with the movers' copies, and with the
+                // other programs' traffic too (docs/model.md §13).
+                let quiet: Vec<TierLoad> = loads
+                    .iter()
+                    .map(|l| TierLoad { copy_read_bytes_per_ns: 0.0, copy_write_bytes_per_ns: 0.0, ..*l })
+                    .collect();
+                let alone = timing::slice_ns(c.timing(p), &quiet, instructions);
+                let with_copies = timing::slice_ns(c.timing(p), loads, instructions);
                 c.add_background(p, loads);
-                timing::slice_ns(c.timing(p), loads, instructions)
+                let dt = timing::slice_ns(c.timing(p), loads, instructions);
+                c.slowed(p, with_copies - alone, dt - with_copies);
+                dt
             }
             _ => timing::slice_ns(&self.timing, loads, instructions),
         };
@@ -782,8 +792,15 @@ impl SimMachine {
                 &mut self.pages_migrated,
                 &mut self.pages_switched,
             );
+            let (corun, programs) = (&mut self.corun, &self.info.programs);
             m.complete(now, &mut self.placement, |page, from, to, copied| {
                 state[page as usize] = IDLE;
+                if let Some(c) = corun.as_mut() {
+                    let addr = u64::from(page) * page_bytes;
+                    if let Some(p) = programs.iter().position(|p| p.range().contains(&addr)) {
+                        c.moved(p, from.index(), to.index());
+                    }
+                }
                 // Migration maps the page afresh: a hint-fault scan's arming is gone.
                 if let Some(h) = hints.as_mut() {
                     h.disarm(page as usize);

@@ -93,6 +93,17 @@ fn programs_bound_apart_run_as_long_as_alone() {
     assert_eq!(r.tiers[0].reads + r.tiers[1].reads + r.tiers[0].writes + r.tiers[1].writes, r.accesses);
     // The high program's accesses all hit the fast tier, the low one's none.
     assert_eq!(r.tiers[0].reads + r.tiers[0].writes, 10 * TURN_ACCESSES as u64);
+    // Each program's own part of the report says so: all of its accesses, where they went, and
+    // that the other's traffic (on the other tier) cost it nothing; nothing moved or stalled.
+    let turns = TURN_ACCESSES as u64;
+    assert_eq!((high.reads + high.writes, low.reads + low.writes), (10 * turns, 40 * turns));
+    assert_eq!((high.fast_reads, high.fast_writes), (high.reads, high.writes));
+    assert_eq!((low.fast_reads, low.fast_writes), (0, 0));
+    assert_eq!((high.fast_read_hit_rate(), low.fast_write_hit_rate()), (1.0, 0.0));
+    for p in [low, high] {
+        assert_eq!((p.others_load_ns, p.copy_load_ns, p.stall_ns), (0.0, 0.0, 0.0), "{}", p.name);
+        assert_eq!((p.pages_promoted, p.pages_demoted), (0, 0));
+    }
 }
 
 /// Sharing a tier, a program's traffic loads the other's: under first touch both programs'
@@ -106,6 +117,84 @@ fn programs_sharing_a_tier_slow_each_other() {
     let high_alone = alone(program("high", 32, 2, 10 * TURN_ACCESSES as u64), "all-fast");
     assert!(r.programs[0].runtime_ns() >= low_alone && r.programs[1].runtime_ns() >= high_alone);
     assert!(r.programs[0].runtime_ns() + r.programs[1].runtime_ns() > low_alone + high_alone);
+    // The report puts the loss where it is: the other's traffic on the shared tier, no more than
+    // the program's whole time beyond its run alone, and most of it.
+    for (p, alone) in r.programs.iter().zip([low_alone, high_alone]) {
+        let lost = p.runtime_ns() - alone;
+        assert!(
+            p.others_load_ns > 0.5 * lost && p.others_load_ns <= lost * 1.001,
+            "{}: {} of {lost}",
+            p.name,
+            p.others_load_ns
+        );
+        assert_eq!((p.copy_load_ns, p.stall_ns), (0.0, 0.0));
+    }
+}
+
+/// Moves the high-priority program's pages to the fast tier and the other's to the slow tier
+/// once both run, a few pages a tick.
+struct Sorter {
+    programs: Vec<terrace_model::ProgramInfo>,
+}
+
+impl Policy for Sorter {
+    fn name(&self) -> &str {
+        "sorter"
+    }
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        Requirements { tick_ns: Some(2000), ..Requirements::default() }
+    }
+    fn start(&mut self, m: &MachineInfo) {
+        self.programs = m.programs.clone();
+    }
+    fn tick(&mut self, o: &Observations<'_>) -> Plan {
+        let mut plan = Plan::none();
+        for (page, &tier) in o.placement.iter().enumerate() {
+            let addr = page as u64 * PAGE;
+            let Some(p) = self.programs.iter().find(|p| p.range().contains(&addr)) else { continue };
+            let to = TierId(u8::from(p.priority == 0));
+            if tier.is_placed() && tier != to && plan.moves.len() < 8 {
+                plan.moves.push(terrace_model::Move { page: page as u32, to });
+            }
+        }
+        plan
+    }
+}
+
+/// A program's pages that a policy moves are counted as its own, promotions and demotions apart,
+/// and the moves' stalls show in its part of the report.
+#[test]
+fn each_program_s_moves_and_stalls_are_its_own() {
+    let mut sorter = Sorter { programs: Vec::new() };
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(48 * PAGE), ..SimOptions::default() };
+    let r = terrace_sim::simulate(Box::new(pair(4 * TURN_ACCESSES as u64)), &mut sorter, &profile(), &opts)
+        .unwrap();
+    let (low, high) = (&r.programs[0], &r.programs[1]);
+    // First touch put the low program's pages in the fast tier, and some of the high one's
+    // beyond it: the first are demoted, the second promoted, and nothing else moves.
+    assert!(low.pages_demoted > 0 && high.pages_promoted > 0, "{low:?} {high:?}");
+    assert_eq!((low.pages_promoted, high.pages_demoted), (0, 0));
+    let moved: u64 = r.programs.iter().map(|p| p.pages_promoted + p.pages_demoted).sum();
+    assert!(r.pages_migrated > 0);
+    // Every page of the run belongs to one program, and moves only between the two tiers.
+    assert_eq!(moved, r.pages_migrated);
+    let accesses: u64 = r.programs.iter().map(|p| p.reads + p.writes).sum();
+    assert_eq!(accesses, r.accesses);
+    let fast: u64 = r.programs.iter().map(|p| p.fast_reads + p.fast_writes).sum();
+    assert_eq!(fast, r.tiers[0].reads + r.tiers[0].writes);
+    // A shootdown halts every program running, so each one's stalls are at most the run's.
+    for p in &r.programs {
+        assert!(
+            p.stall_ns > 0.0 && p.stall_ns <= r.stall_ns * 1.000_001,
+            "{}: {} of {}",
+            p.name,
+            p.stall_ns,
+            r.stall_ns
+        );
+        assert!(p.stall_ns + p.copy_load_ns + p.others_load_ns < p.runtime_ns(), "{}", p.name);
+    }
+    // The copies load the tiers the programs use.
+    assert!(r.programs.iter().any(|p| p.copy_load_ns > 0.0));
 }
 
 /// Hands every event it is given to a list; moves nothing.

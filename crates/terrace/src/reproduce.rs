@@ -1988,6 +1988,7 @@ mod tests {
                             priority: k,
                             start_ns: 0.0,
                             end_ns: 1e6 + (i + k as usize) as f64,
+                            ..Default::default()
                         })
                         .collect(),
                 };

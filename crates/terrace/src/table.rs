@@ -56,6 +56,16 @@ pub fn print_report(r: &RunReport) {
             human_time(p.start_ns),
             human_time(p.end_ns)
         );
+        println!(
+            "    fast-tier hits reads {}  writes {}; stalled {}; slowed {} by copies, {} by the others; its pages promoted {}, demoted {}",
+            percent(p.fast_read_hit_rate()),
+            percent(p.fast_write_hit_rate()),
+            human_time(p.stall_ns),
+            human_time(p.copy_load_ns),
+            human_time(p.others_load_ns),
+            p.pages_promoted,
+            p.pages_demoted
+        );
     }
     println!(
         "fast-tier hits      reads {}  writes {}",
