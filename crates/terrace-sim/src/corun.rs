@@ -58,19 +58,11 @@ impl ProgramRun {
     }
     /// Share of its reads the fast tier served (1 with none).
     pub fn fast_read_hit_rate(&self) -> f64 {
-        if self.reads == 0 {
-            1.0
-        } else {
-            self.fast_reads as f64 / self.reads as f64
-        }
+        crate::report::fast_share(self.fast_reads, self.reads)
     }
     /// Share of its writes the fast tier served (1 with none).
     pub fn fast_write_hit_rate(&self) -> f64 {
-        if self.writes == 0 {
-            1.0
-        } else {
-            self.fast_writes as f64 / self.writes as f64
-        }
+        crate::report::fast_share(self.fast_writes, self.writes)
     }
 }
 

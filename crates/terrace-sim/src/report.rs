@@ -91,21 +91,23 @@ pub struct RunReport {
     pub programs: Vec<crate::corun::ProgramRun>,
 }
 
-impl RunReport {
-    fn share(fast: u64, all: u64) -> f64 {
-        if all == 0 {
-            1.0
-        } else {
-            fast as f64 / all as f64
-        }
+/// The share of `all` accesses the fast tier served (1 when there were none: nothing missed it).
+pub(crate) fn fast_share(fast: u64, all: u64) -> f64 {
+    if all == 0 {
+        1.0
+    } else {
+        fast as f64 / all as f64
     }
+}
+
+impl RunReport {
     /// Share of reads served by the fast tier.
     pub fn fast_read_hit_rate(&self) -> f64 {
-        Self::share(self.tiers[0].reads, self.tiers.iter().map(|t| t.reads).sum())
+        fast_share(self.tiers[0].reads, self.tiers.iter().map(|t| t.reads).sum())
     }
     /// Share of writes served by the fast tier.
     pub fn fast_write_hit_rate(&self) -> f64 {
-        Self::share(self.tiers[0].writes, self.tiers.iter().map(|t| t.writes).sum())
+        fast_share(self.tiers[0].writes, self.tiers.iter().map(|t| t.writes).sum())
     }
     /// The fast tier's size as a share of the footprint (above 1 when every page fits).
     pub fn fast_share_of_footprint(&self) -> f64 {
