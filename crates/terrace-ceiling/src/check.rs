@@ -1,7 +1,7 @@
 //! The check that `optimal` is a ceiling, shared by the test (a grid that runs in about a
 //! minute) and `terrace bench ceiling --exhaustive` (every workload, profile and size).
 
-use crate::{optimal_sweep, Static, RATIOS};
+use crate::{optimal_sweep, SourceFactory, Static, RATIOS};
 use rayon::prelude::*;
 use terrace_model::{InitialPlacement, MachineInfo, MemoryMode, Policy, TierId};
 use terrace_sim::{Capacity, Profile, SimError, SimOptions};
@@ -39,8 +39,19 @@ fn bounded(p: &dyn Policy, tiers: usize) -> bool {
 /// each run (all-fast's included) below its lower bound. Empty when it is a ceiling there.
 pub fn failures(workload: &str, scale: f64, profile: &Profile, percents: &[f64]) -> Vec<String> {
     let source = || terrace_workloads::build(workload, 1, scale).expect("a built-in workload builds");
+    failures_of(workload, &source, profile, percents)
+}
+
+/// [`failures`] on the stream `source` makes (a trace file's, a recording's), named `workload` in
+/// the messages.
+pub fn failures_of(
+    workload: &str,
+    source: SourceFactory<'_>,
+    profile: &Profile,
+    percents: &[f64],
+) -> Vec<String> {
     let capacities: Vec<Capacity> = percents.iter().map(|&p| Capacity::Percent(p)).collect();
-    let sweep = match optimal_sweep(&source, profile, &capacities, &SimOptions::default()) {
+    let sweep = match optimal_sweep(source, profile, &capacities, &SimOptions::default()) {
         Ok(s) => s,
         Err(e) => return vec![format!("{workload} on {}: optimal failed: {e}", profile.name)],
     };

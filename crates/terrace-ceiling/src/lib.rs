@@ -98,6 +98,11 @@ pub struct TraceCounts {
     pub instructions: u64,
     /// Object events (allocations, frees, programs' starts and ends) between the accesses.
     pub object_events: u64,
+    /// Distinct 64-byte lines the trace reads, and writes (the whole-trace pass only): each is
+    /// moved at least once in its direction, whatever the placement, where a line read again
+    /// can be merged with an open media unit and move nothing (§1).
+    pub lines_read: u64,
+    pub lines_written: u64,
 }
 
 impl TraceCounts {
@@ -105,8 +110,25 @@ impl TraceCounts {
     pub fn of(source: Box<dyn AccessSource>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
+        // One bit per 64-byte line and direction.
+        let words = (pages * 4096 / LINE_BYTES as usize).div_ceil(64);
+        let mut seen = [vec![0u64; words], vec![0u64; words]];
         walk(source, |step| match step {
-            Step::Access(a) => c.count(a),
+            Step::Access(a) => {
+                c.count(a);
+                let bits = &mut seen[a.kind.is_write() as usize];
+                let first = a.addr / LINE_BYTES;
+                let last = a.addr.saturating_add((a.size as u64).max(1) - 1) / LINE_BYTES;
+                for line in first..=last {
+                    if let Some(w) = bits.get_mut((line / 64) as usize) {
+                        let bit = 1u64 << (line % 64);
+                        if *w & bit == 0 {
+                            *w |= bit;
+                            *if a.kind.is_write() { &mut c.lines_written } else { &mut c.lines_read } += 1;
+                        }
+                    }
+                }
+            }
             Step::Event(_) => c.object_events += 1,
             Step::Fill(_) => {}
         });
@@ -190,7 +212,9 @@ fn machine_info(
 /// `max(compute + reads x min over tiers of idle latency / (threads x MLP), bandwidth)`, where
 /// the bandwidth term is `(read bytes + write bytes x min_t(read bw_t / write bw_t)) / sum_t read
 /// bw_t` (from `T >= r_t / read bw_t + w_t / write bw_t` for each tier, times read bw_t, summed),
-/// with the bytes the accesses ask for (the media's granularity only adds to them).
+/// with 64 bytes of each distinct line read and written: the bytes the accesses ask for are no
+/// bound, since a thread's access within a media unit it has open moves nothing (§1), but a
+/// unit's first transfer moves at least 64 bytes of each line of it that is ever touched.
 pub fn lower_bound_ns(timing: &Timing, counts: &TraceCounts) -> f64 {
     let compute = counts.instructions as f64 * timing.ns_per_instruction / timing.threads;
     let per_read = timing
@@ -202,7 +226,9 @@ pub fn lower_bound_ns(timing: &Timing, counts: &TraceCounts) -> f64 {
     let write_weight =
         timing.tiers.iter().map(|t| t.read_bytes_per_ns / t.write_bytes_per_ns).fold(f64::INFINITY, f64::min);
     let all_read_bw: f64 = timing.tiers.iter().map(|t| t.read_bytes_per_ns).sum();
-    let bandwidth = (counts.read_bytes as f64 + counts.write_bytes as f64 * write_weight) / all_read_bw;
+    let line = LINE_BYTES as f64;
+    let (read_bytes, write_bytes) = (counts.lines_read as f64 * line, counts.lines_written as f64 * line);
+    let bandwidth = (read_bytes + write_bytes * write_weight) / all_read_bw;
     latency.max(bandwidth)
 }
 
@@ -602,7 +628,32 @@ mod tests {
             read_accesses: reads.iter().sum(),
             instructions: 0,
             object_events: 0,
+            lines_read: reads.iter().sum(),
+            lines_written: writes.iter().sum(),
         }
+    }
+
+    /// The bound's bytes are each line's once per direction: a line read again by a thread that
+    /// has it open moves nothing (an access of 128 bytes covers two lines).
+    #[test]
+    fn the_whole_trace_pass_counts_each_line_once_per_direction() {
+        let info = terrace_workloads::WorkloadInfo {
+            name: "lines".into(),
+            description: String::new(),
+            footprint_bytes: 8192,
+            threads: 1,
+            scale: 1.0,
+            suggested_fast_bytes: 8192,
+            accesses: 13,
+            recording: None,
+        };
+        let mut v = vec![terrace_model::Access::read(0, 64, 0, 0); 10];
+        v.push(terrace_model::Access::write(0, 64, 0, 0));
+        v.push(terrace_model::Access::read(4096, 128, 0, 0));
+        v.push(terrace_model::Access::read(4100, 8, 0, 0));
+        let c = TraceCounts::of(Box::new(terrace_workloads::MemorySource::new(info, v)));
+        assert_eq!((c.read_accesses, c.lines_read, c.lines_written), (12, 3, 1));
+        assert_eq!(c.read_bytes, 10 * 64 + 128 + 8);
     }
 
     fn two_tiers(fast_pages: u64) -> MachineInfo {

@@ -118,3 +118,37 @@ fn with_several_programs_optimal_follows_their_starts_and_ends() {
     let failures = terrace_ceiling::check::failures("objects-pair", SCALE, &profile, &[20.0, 30.0]);
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// A recording (per-page counts per epoch, what `terrace record` writes and what damo's records
+/// import as, replayed as random 64 B accesses spread over each epoch; trace/expand.rs) is a
+/// workload like any other: `optimal` is a ceiling on two built-in workloads recorded so, on a
+/// profile with Optane and one with CXL memory. A check of 160 cells (five aggregated workloads
+/// and three imported damo records, every profile, 10-80%) is in docs/model.md §12.
+#[test]
+fn optimal_is_a_ceiling_on_recordings() {
+    use std::io::Cursor;
+    use terrace_workloads::trace::{aggregate, ExpandedTrace, TraceReader};
+    use terrace_workloads::AccessSource;
+    let mut failures = Vec::new();
+    for workload in ["gups", "pmbench-s25-r20"] {
+        let mut generated = terrace_workloads::build(workload, 1, SCALE).unwrap();
+        let bytes = aggregate(generated.as_mut(), 20_000, Vec::new()).unwrap();
+        let source = || -> Box<dyn AccessSource> {
+            let reader = TraceReader::from_reader(Cursor::new(bytes.clone())).unwrap();
+            Box::new(ExpandedTrace::new(reader))
+        };
+        // The replay is of the recording, not of the workload it was made from.
+        assert_eq!(source().info().accesses, generated.info().accesses);
+        for profile in ["optane-2019", "cxl"] {
+            let profile = Profile::load(profile).unwrap();
+            let name = format!("{workload} (recorded)");
+            failures.extend(terrace_ceiling::check::failures_of(
+                &name,
+                &source,
+                &profile,
+                &[10.0, 40.0, 80.0],
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

@@ -68,7 +68,12 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
                 self.emitted = 0;
                 continue;
             }
-            let k = self.emitted as u64;
+            // Threads take the page's accesses in turn, so each thread's own j-th access of it is
+            // the page's (j * threads + i)-th: each thread walks the lines LINE_STRIDE apart,
+            // and repeats a line only after all 64 (with the stride applied to the page's count,
+            // 16 threads would each see only 4 lines and the simulator would merge their
+            // repeats as one transfer).
+            let k = self.emitted as u64 / u64::from(threads.min(256));
             let addr = ((page as u64) << PAGE_SHIFT) + (k * LINE_STRIDE % LINES) * 64;
             let thread = self.next_thread as u8;
             self.next_thread = (self.next_thread + 1) % threads.min(256);
@@ -92,6 +97,39 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
 mod tests {
     use super::*;
     use crate::trace::aggregate;
+
+    /// However many threads share a hot page, each one visits all of its lines before it comes
+    /// back to one, never the next line after the last.
+    #[test]
+    fn each_thread_walks_a_pages_lines_before_it_repeats_one() {
+        for threads in [1u32, 2, 3, 16, 32] {
+            // One page read 64 times per thread, in one epoch.
+            let accesses: Vec<Access> =
+                (0..64 * u64::from(threads)).map(|_| Access::read(0, 64, 0, 0)).collect();
+            let info = WorkloadInfo {
+                name: "hot page".into(),
+                description: String::new(),
+                footprint_bytes: 4096,
+                threads,
+                scale: 1.0,
+                suggested_fast_bytes: 4096,
+                accesses: accesses.len() as u64,
+                recording: None,
+            };
+            let mut source = crate::MemorySource::new(info, accesses);
+            let bytes = aggregate(&mut source, 1 << 20, Vec::new()).unwrap();
+            let mut expanded = ExpandedTrace::new(TraceReader::from_reader(&bytes[..]).unwrap());
+            let mut replayed = Vec::new();
+            while expanded.fill(&mut replayed, 10_000) > 0 {}
+            for t in 0..threads as u8 {
+                let lines: Vec<u64> =
+                    replayed.iter().filter(|a| a.thread == t).map(|a| a.addr / 64).collect();
+                let distinct: std::collections::BTreeSet<u64> = lines.iter().copied().collect();
+                assert_eq!((lines.len(), distinct.len()), (64, 64), "{threads} threads, thread {t}");
+                assert!(lines.windows(2).all(|w| w[1] != w[0] + 1), "{threads} threads: a sequential step");
+            }
+        }
+    }
 
     #[test]
     fn expansion_keeps_every_pages_reads_and_writes_per_epoch() {
