@@ -156,8 +156,10 @@ impl CoRun {
         &self.timings[p]
     }
 
-    /// Adds the other running programs' traffic to the slice's load of each tier.
-    pub(crate) fn add_background(&self, p: usize, loads: &mut [TierLoad]) {
+    /// Adds the other running programs' traffic to the slice's load of each tier; returns whether
+    /// there was any.
+    pub(crate) fn add_background(&self, p: usize, loads: &mut [TierLoad]) -> bool {
+        let mut any = false;
         for (q, rates) in self.rates.iter().enumerate() {
             if q == p || !self.running[q] {
                 continue;
@@ -165,8 +167,10 @@ impl CoRun {
             for (l, &(r, w)) in loads.iter_mut().zip(rates) {
                 l.copy_read_bytes_per_ns += r;
                 l.copy_write_bytes_per_ns += w;
+                any |= r + w > 0.0;
             }
         }
+        any
     }
 
     /// Program `p`'s slice of `accesses` took `dt` ns and moved these bytes: its clock advances
@@ -311,15 +315,15 @@ mod tests {
         loads[1].write_bytes = 1600;
         c.advance(0, 1, 100.0, &loads);
         let mut seen = vec![TierLoad::default(); 2];
-        c.add_background(1, &mut seen);
+        assert!(c.add_background(1, &mut seen));
         assert_eq!((seen[1].copy_read_bytes_per_ns, seen[1].copy_write_bytes_per_ns), (64.0, 16.0));
         // Not its own traffic, nor an ended program's.
         let mut own = vec![TierLoad::default(); 2];
-        c.add_background(0, &mut own);
+        assert!(!c.add_background(0, &mut own), "b has made no traffic");
         assert_eq!(own[1].copy_read_bytes_per_ns, 0.0);
         c.end(0);
         let mut after = vec![TierLoad::default(); 2];
-        c.add_background(1, &mut after);
+        assert!(!c.add_background(1, &mut after));
         assert_eq!(after[1].copy_read_bytes_per_ns, 0.0);
     }
 }

@@ -697,15 +697,24 @@ impl SimMachine {
         let mut dt = match (program, self.corun.as_mut()) {
             (Some(p), Some(c)) => {
                 // Where its time goes: the slice alone, with the movers' copies, and with the
-                // other programs' traffic too (docs/model.md §13).
-                let quiet: Vec<TierLoad> = loads
-                    .iter()
-                    .map(|l| TierLoad { copy_read_bytes_per_ns: 0.0, copy_write_bytes_per_ns: 0.0, ..*l })
-                    .collect();
-                let alone = timing::slice_ns(c.timing(p), &quiet, instructions);
+                // other programs' traffic too (docs/model.md §13); each time is computed only
+                // where that load is there.
+                let copies = loads.iter().any(|l| l.copy_read_bytes_per_ns + l.copy_write_bytes_per_ns > 0.0);
                 let with_copies = timing::slice_ns(c.timing(p), loads, instructions);
-                c.add_background(p, loads);
-                let dt = timing::slice_ns(c.timing(p), loads, instructions);
+                let alone = if copies {
+                    let mut quiet = [TierLoad::default(); MAX_TIERS];
+                    for (q, l) in quiet.iter_mut().zip(loads.iter()) {
+                        *q = TierLoad { copy_read_bytes_per_ns: 0.0, copy_write_bytes_per_ns: 0.0, ..*l };
+                    }
+                    timing::slice_ns(c.timing(p), &quiet[..loads.len()], instructions)
+                } else {
+                    with_copies
+                };
+                let dt = if c.add_background(p, loads) {
+                    timing::slice_ns(c.timing(p), loads, instructions)
+                } else {
+                    with_copies
+                };
                 c.slowed(p, with_copies - alone, dt - with_copies);
                 dt
             }
