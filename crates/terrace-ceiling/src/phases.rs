@@ -160,10 +160,8 @@ pub fn phase_splits(
     counts: &PhaseCounts,
     order: PhaseOrder,
 ) -> (Vec<Vec<TierId>>, Vec<TierId>) {
-    let priority_of = |page: usize| {
-        let byte = page as u64 * 4096;
-        info.programs.iter().find(|p| p.range().contains(&byte)).map_or(i32::MIN, |p| p.priority)
-    };
+    let priority_of =
+        |page: usize| info.program_at(page as u64 * 4096).map_or(i32::MIN, |p| info.programs[p].priority);
     let priorities: Vec<i32> = (0..counts.first_phase.len()).map(priority_of).collect();
     let splits: Vec<Vec<TierId>> = counts
         .phases

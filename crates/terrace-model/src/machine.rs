@@ -45,6 +45,11 @@ impl ProgramInfo {
 }
 
 impl MachineInfo {
+    /// The program (its index in `programs`) whose address range holds `addr`, if any.
+    pub fn program_at(&self, addr: u64) -> Option<usize> {
+        self.programs.iter().position(|p| p.range().contains(&addr))
+    }
+
     /// A machine known only by its number of tiers: unnamed DRAM tiers (`tier0`, `tier1`, ...)
     /// without capacity or firmware attributes, 4 KiB pages, one thread, scale 1, stock
     /// mechanisms. What a policy is asked about before any real machine exists (which tiers it

@@ -801,12 +801,11 @@ impl SimMachine {
                 &mut self.pages_migrated,
                 &mut self.pages_switched,
             );
-            let (corun, programs) = (&mut self.corun, &self.info.programs);
+            let (corun, info) = (&mut self.corun, &self.info);
             m.complete(now, &mut self.placement, |page, from, to, copied| {
                 state[page as usize] = IDLE;
                 if let Some(c) = corun.as_mut() {
-                    let addr = u64::from(page) * page_bytes;
-                    if let Some(p) = programs.iter().position(|p| p.range().contains(&addr)) {
+                    if let Some(p) = info.program_at(u64::from(page) * page_bytes) {
                         c.moved(p, from.index(), to.index());
                     }
                 }
@@ -1330,10 +1329,10 @@ impl Machine for SimMachine {
             // (docs/model.md §13), in proportion to them.
             Some(c) => {
                 let page = self.info.page_size.bytes();
-                let programs = &self.info.programs;
-                let mut weights = vec![0.0; programs.len()];
+                let info = &self.info;
+                let mut weights = vec![0.0; info.programs.len()];
                 let mut count = |addr: u64, pages: f64| {
-                    if let Some(p) = programs.iter().position(|p| p.range().contains(&addr)) {
+                    if let Some(p) = info.program_at(addr) {
                         weights[p] += pages;
                     }
                 };
