@@ -4,16 +4,22 @@
 //!
 //! A slice of accesses is one program's (its stream hands out turns of one program,
 //! `terrace_workloads::corun`), and takes the time §3 gives it at that program's thread count,
-//! with the other running programs' traffic of their last slices as background load on each tier
-//! (it takes bandwidth and raises loaded latency as a copy's traffic does). A move's stall (its
+//! with the other running programs' traffic at that time as background load on each tier (it
+//! takes bandwidth and raises loaded latency as a copy's traffic does): the rate of the other
+//! program's slice that covered the slice's start, where that program's clock has passed it, and
+//! otherwise its last slice's. A move's stall (its
 //! TLB shootdowns, a faulting thread's copy) is owed by the programs whose pages the plan moves,
 //! in proportion to them (a shootdown interrupts the threads of the process whose mapping
 //! changed); any other stall (a tracker's scan and flush, its share of a core, a write waiting
 //! for a copy) by every running program. Each program pays what it owes with its next slice.
 
-use crate::profile::Profile;
+use crate::profile::{Profile, MAX_TIERS};
 use crate::timing::{TierLoad, Timing};
+use std::collections::VecDeque;
 use terrace_model::ProgramInfo;
+
+/// One program's traffic per tier over one of its slices: (read, write) bytes per ns.
+type Rates = [(f64, f64); MAX_TIERS];
 
 /// One program's part of a co-run, as the report gives it: when it ran, and where its time went
 /// (its run time is its slices' time plus the stalls it paid, docs/model.md §13).
@@ -77,8 +83,15 @@ pub(crate) struct CoRun {
     start_ns: Vec<Option<f64>>,
     end_ns: Vec<Option<f64>>,
     thread_program: [u8; 256],
-    /// Each program's traffic in its last slice, per tier: (read, write) bytes per ns.
-    rates: Vec<Vec<(f64, f64)>>,
+    /// Each program's traffic in its last slice.
+    rates: Vec<Rates>,
+    /// Each program's slices not yet behind the machine's time: (its clock at the slice's end,
+    /// its traffic over the slice), oldest first. A program whose clock runs ahead of another's
+    /// (a machine that reads turns ahead hands them out by estimated clocks,
+    /// `terrace_workloads::corun`) has run that time already, so the other's slices there take
+    /// its traffic of that time rather than of its last slice: a burst that ends a program's
+    /// run-ahead would otherwise load every slice of the other's catch-up.
+    history: Vec<VecDeque<(f64, Rates)>>,
     /// Stall each program owes, ns, paid by its next slice.
     owed: Vec<f64>,
     /// What the report gives of each program beyond its start and end (`ProgramRun`).
@@ -103,7 +116,8 @@ impl CoRun {
             start_ns: vec![None; n],
             end_ns: vec![None; n],
             thread_program,
-            rates: vec![vec![(0.0, 0.0); profile.tiers.len()]; n],
+            rates: vec![[(0.0, 0.0); MAX_TIERS]; n],
+            history: vec![VecDeque::new(); n],
             owed: vec![0.0; n],
             tallies: vec![ProgramRun::default(); n],
         }
@@ -147,7 +161,8 @@ impl CoRun {
             self.running[p] = false;
             self.owed[p] = 0.0;
             self.end_ns[p] = Some(self.clocks[p]);
-            self.rates[p].iter_mut().for_each(|r| *r = (0.0, 0.0));
+            self.rates[p] = [(0.0, 0.0); MAX_TIERS];
+            self.history[p].clear();
         }
     }
 
@@ -160,10 +175,14 @@ impl CoRun {
     /// there was any.
     pub(crate) fn add_background(&self, p: usize, loads: &mut [TierLoad]) -> bool {
         let mut any = false;
-        for (q, rates) in self.rates.iter().enumerate() {
+        let at = self.clocks[p];
+        for (q, last) in self.rates.iter().enumerate() {
             if q == p || !self.running[q] {
                 continue;
             }
+            // Its slice that was under way at `at`, if its clock has passed `at`.
+            let h = &self.history[q];
+            let rates = h.get(h.partition_point(|&(end, _)| end <= at)).map_or(last, |(_, r)| r);
             for (l, &(r, w)) in loads.iter_mut().zip(rates) {
                 l.copy_read_bytes_per_ns += r;
                 l.copy_write_bytes_per_ns += w;
@@ -196,8 +215,16 @@ impl CoRun {
             for (r, l) in self.rates[p].iter_mut().zip(loads) {
                 *r = (l.read_bytes as f64 / dt, l.write_bytes as f64 / dt);
             }
+            self.history[p].push_back((self.clocks[p], self.rates[p]));
         }
-        self.now()
+        let now = self.now();
+        // No slice starts before the machine's time: what ended before it is never looked up.
+        for h in &mut self.history {
+            while h.front().is_some_and(|&(end, _)| end <= now) {
+                h.pop_front();
+            }
+        }
+        now
     }
 
     /// Program `p`'s slice was slowed `copies` ns by the movers' traffic and `others` ns by the
@@ -325,5 +352,34 @@ mod tests {
         let mut after = vec![TierLoad::default(); 2];
         assert!(!c.add_background(1, &mut after));
         assert_eq!(after[1].copy_read_bytes_per_ns, 0.0);
+    }
+
+    #[test]
+    fn a_slice_takes_the_others_traffic_of_its_own_time() {
+        let profile = Profile::load("optane-2019").unwrap();
+        let mut c = two(&profile);
+        c.start(0, 0.0);
+        c.start(1, 0.0);
+        let slow_reads = |bytes| {
+            let mut l = vec![TierLoad::default(); 2];
+            l[1].read_bytes = bytes;
+            l
+        };
+        // a runs ahead: 64 B/ns over [0, 100), then 16 B/ns over [100, 200).
+        c.advance(0, 1, 100.0, &slow_reads(6400));
+        c.advance(0, 1, 100.0, &slow_reads(1600));
+        let seen = |c: &CoRun| {
+            let mut l = vec![TierLoad::default(); 2];
+            c.add_background(1, &mut l);
+            l[1].copy_read_bytes_per_ns
+        };
+        // b, at 0, takes a's traffic of then, not of a's last slice.
+        assert_eq!(seen(&c), 64.0);
+        assert_eq!(c.advance(1, 1, 150.0, &slow_reads(0)), 150.0);
+        assert_eq!(seen(&c), 16.0);
+        // Past a's clock, a's last slice is all there is to go by.
+        c.advance(1, 1, 100.0, &slow_reads(0));
+        assert_eq!(seen(&c), 16.0);
+        assert!(c.history[0].is_empty(), "slices behind the machine's time are dropped");
     }
 }

@@ -503,7 +503,7 @@ impl SimMachine {
                 shadow_writes.push(page as PageIdx);
             }
             instructions += a.instructions as u64;
-            account_access(&mut loads[t], &mut streams[a.thread as usize], a, write, gran_shift[t]);
+            account_access(&mut loads[t], &mut streams[a.thread as usize], a, write, t, gran_shift[t]);
             if record {
                 touches.push(Touch { page: page as u32, write });
             }
@@ -568,7 +568,7 @@ impl SimMachine {
             let last = &mut self.streams[a.thread as usize];
             let wb_streams = &mut self.writeback_streams[a.thread as usize];
             match cache.access(a.addr, write) {
-                CacheOutcome::Hit => account_access(&mut loads[0], last, a, write, 6),
+                CacheOutcome::Hit => account_access(&mut loads[0], last, a, write, 0, 6),
                 CacheOutcome::Miss { writeback } => {
                     // The line comes from the slow tier (a write miss reads it too, then writes
                     // it in DRAM) and is filled into DRAM; a dirty victim goes back to the slow
@@ -578,11 +578,11 @@ impl SimMachine {
                     if write {
                         // Read for ownership: the line's bytes, counted as a write miss.
                         let mut rfo = TierLoad::default();
-                        account_access(&mut rfo, last, a, false, slow_gran);
+                        account_access(&mut rfo, last, a, false, slow, slow_gran);
                         loads[slow].read_bytes += rfo.read_bytes;
                         loads[slow].writes += 1;
                     } else {
-                        account_access(&mut loads[slow], last, a, false, slow_gran);
+                        account_access(&mut loads[slow], last, a, false, slow, slow_gran);
                     }
                     loads[0].write_bytes += LINE_BYTES;
                     if let Some(victim) = writeback {
@@ -599,6 +599,7 @@ impl SimMachine {
                             wb_streams,
                             line,
                             true,
+                            to,
                             self.timing.tiers[to].granularity_shift,
                         );
                         loads[to].write_bytes += wb.write_bytes;
@@ -1053,8 +1054,12 @@ pub fn hint_fault_ns(profile: &Profile) -> f64 {
 /// one write stream) and a few more, like a hardware prefetcher's stream table.
 const STREAMS_PER_THREAD: usize = 4;
 
-/// An empty stream slot: far from every real unit (units are addresses over 64 or more).
+/// An empty stream slot: far from every real unit (units are addresses over 64 or more, tagged
+/// with a tier below 128).
 const NO_UNIT: u64 = 1 << 63;
+
+/// Where a media unit's tier tag starts: above every unit of an address below 2^62.
+const TIER_TAG_SHIFT: u32 = 56;
 
 /// The media units a thread touched last, per direction (reads, writes).
 #[derive(Clone, Copy, Debug)]
@@ -1093,9 +1098,20 @@ impl StreamTable {
 /// of one thread in one direction that stay within a media unit are merged (the unit is already
 /// being transferred; a write-combining buffer does the same for writes); a read that continues
 /// one of the thread's open streams is sequential.
+///
+/// A unit is tagged with its tier (bits 56 and up, above any address over 64), so a unit merges
+/// only with the same tier's unit and a stream never runs on into a neighbouring page of another
+/// tier: the tiers are different devices.
 #[inline(always)]
-fn account_access(load: &mut TierLoad, streams: &mut StreamTable, a: Access, write: bool, gran_shift: u32) {
-    let unit = a.addr >> gran_shift;
+fn account_access(
+    load: &mut TierLoad,
+    streams: &mut StreamTable,
+    a: Access,
+    write: bool,
+    tier: usize,
+    gran_shift: u32,
+) {
+    let unit = (a.addr >> gran_shift) | ((tier as u64) << TIER_TAG_SHIFT);
     let (in_stream, same_unit) = streams.touch(unit, write);
     if write {
         load.writes += 1;

@@ -100,6 +100,27 @@ fn optane_charges_a_whole_xpline_for_a_small_random_write() {
 }
 
 #[test]
+fn a_media_unit_merges_only_with_its_own_tiers_units() {
+    // Page 0 in DRAM, page 1 in Optane (first touch, a one-page fast tier). Address 1024 is DRAM
+    // unit 1024 >> 6 = 16, address 4096 is Optane unit 4096 >> 8 = 16: the same number on two
+    // devices. The Optane read must move its own 256 B XPLine, not merge with the DRAM unit.
+    let v = vec![Access::read(1024, 64, 0, 0), Access::read(4096, 64, 0, 0)];
+    let r = run(in_memory(8192, 1, v), "first-touch", Capacity::Bytes(4096));
+    assert_eq!((r.tiers[0].reads, r.tiers[0].read_bytes), (1, 64));
+    assert_eq!((r.tiers[1].reads, r.tiers[1].read_bytes), (1, 256));
+    // Nor does a DRAM stream continue into Optane: DRAM units 0..=15 then Optane unit 16 would
+    // be one stream to a tag-blind table, making the Optane read sequential. It must cost the
+    // same as after DRAM units 32..=47, which no table could join to it.
+    let after = |first_line: u64| {
+        let mut v: Vec<Access> =
+            (first_line..first_line + 16).map(|i| Access::read(i * 64, 64, 0, 0)).collect();
+        v.push(Access::read(4096, 64, 0, 0));
+        run(in_memory(8192, 1, v), "first-touch", Capacity::Bytes(4096)).runtime_ns
+    };
+    assert_eq!(after(0), after(32));
+}
+
+#[test]
 fn memory_mode_write_backs_of_consecutive_lines_combine_in_the_xpline() {
     // One thread writes twice the cache's size sequentially: the second half evicts the first
     // half's dirty lines in order. Like the thread's own sequential writes (model.md §1), the
