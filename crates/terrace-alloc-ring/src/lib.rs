@@ -30,7 +30,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | `seq`: the slot's sequence number (the ring's protocol, below) |
-//! | 8 | 4 | `kind`: 1 = alloc, 2 = free |
+//! | 8 | 4 | `kind`: 1 = alloc, 2 = free, 3 = start (a process image announces itself, below) |
 //! | 12 | 4 | `tid`: the thread's kernel id (gettid) |
 //! | 16 | 4 | `pid`: the process (a forked child writes to the same ring) |
 //! | 20 | 4 | `node`: the node the object was bound to by advice, or -1 |
@@ -39,6 +39,13 @@
 //! | 40 | 8 | `site`: the allocation site id (never 0); a free repeats the alloc's |
 //! | 48 | 8 | `time_ns`: CLOCK_MONOTONIC |
 //! | 56 | 8 | reserved, 0 |
+//!
+//! A start event (kind 3) is the first event of each process image: the runtime pushes it when
+//! it attaches (an exec'd program) and before the first event of a `fork` child. It carries the
+//! program's priority (object tiering §5.5: "an application sets it when it connects") in `site`,
+//! as an `i32` sign-extended to 64 bits, and an id of the image in `addr` (the address of its
+//! `AT_RANDOM` bytes, which every exec draws anew and a fork child shares with its parent), so
+//! that the reader can tell an exec'd image's start from its predecessor's; `bytes` is 0.
 //!
 //! The advice table follows the records: `advice_slots` entries of 16 bytes, `site: u64`
 //! (0 = empty) and `node: i32` (-1 = no advice) and 4 bytes of padding, open addressing with
@@ -66,8 +73,9 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// `b"TRRCOBJ1"` as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TRRCOBJ1");
-/// Layout version; a runtime that finds another one attaches nothing.
-pub const VERSION: u32 = 1;
+/// Layout version; a runtime that finds another one attaches nothing. Version 2 added the start
+/// event (kind 3), which a version-1 reader would have taken for a free.
+pub const VERSION: u32 = 2;
 /// Bytes of the header page before the records.
 pub const HEADER_BYTES: usize = 4096;
 /// Bytes of one event record.
@@ -105,6 +113,9 @@ pub enum EventKind {
     /// An object was freed (its mapping unmapped). A realloc that resizes an object is a free of
     /// the old one and an alloc of the new one.
     Free = 2,
+    /// A process image attached (or a fork child made its first event): `site` holds its
+    /// priority, `addr` its image id.
+    Start = 3,
 }
 
 /// One event as the reader returns it (the record without its sequence number).
@@ -119,6 +130,27 @@ pub struct Event {
     pub bytes: u64,
     pub site: u64,
     pub time_ns: u64,
+}
+
+impl Event {
+    /// The start event of process image `image` of `pid` at priority `priority`.
+    pub fn start(pid: u32, tid: u32, priority: i32, image: u64, time_ns: u64) -> Event {
+        Event {
+            kind: EventKind::Start,
+            tid,
+            pid,
+            node: -1,
+            addr: image,
+            bytes: 0,
+            site: i64::from(priority) as u64,
+            time_ns,
+        }
+    }
+
+    /// A start event's priority (`site`, sign-extended; 0 for a value out of `i32`'s range).
+    pub fn priority(&self) -> i32 {
+        i32::try_from(self.site as i64).unwrap_or(0)
+    }
 }
 
 /// The bytes a ring file of `capacity` records and `advice_slots` advice entries takes.
@@ -407,6 +439,7 @@ impl Ring {
         let ev = unsafe {
             let kind = match slot.add(8).cast::<u32>().read() {
                 1 => EventKind::Alloc,
+                3 => EventKind::Start,
                 _ => EventKind::Free,
             };
             Event {
@@ -645,6 +678,28 @@ mod tests {
         assert_eq!(other.producer().advice(44), Some(1));
         std::fs::write(&path, b"nonsense").unwrap();
         assert!(Ring::open(&path).is_err());
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A start event goes through the ring whole, its priority's sign included, and is read back
+    /// as a start (a version-1 reader would have read kind 3 as a free).
+    #[test]
+    fn start_events_carry_priority_and_image() {
+        let path = tmp("start");
+        let mut ring = Ring::create(&path, 8, 4).unwrap();
+        let p = ring.producer();
+        for prio in [0, 3, -2, i32::MAX, i32::MIN] {
+            assert!(p.push(&Event::start(11, 12, prio, 0x7ffd_1234_5678, 99)));
+        }
+        let mut out = Vec::new();
+        ring.drain(&mut out, usize::MAX);
+        let got: Vec<(EventKind, i32, u64, u32)> =
+            out.iter().map(|e| (e.kind, e.priority(), e.addr, e.pid)).collect();
+        let want: Vec<_> = [0, 3, -2, i32::MAX, i32::MIN]
+            .iter()
+            .map(|&q| (EventKind::Start, q, 0x7ffd_1234_5678, 11))
+            .collect();
+        assert_eq!(got, want);
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -2,7 +2,7 @@
 
 use core::cell::Cell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use terrace_alloc_ring::{Event, EventKind, RingRef};
 
@@ -50,6 +50,14 @@ static RING_LEN: AtomicUsize = AtomicUsize::new(0);
 /// zeroed and looks the pid up again. Null if the kernel lacks WIPEONFORK (pre-4.14): then the pid
 /// is asked for at every event.
 static PID_PAGE: AtomicPtr<AtomicU32> = AtomicPtr::new(core::ptr::null_mut());
+/// The program's priority, from `TERRACE_PRIORITY` at attach (object tiering §5.5: an application
+/// sets its priority when it connects to the daemon); 0 without it.
+static PRIORITY: AtomicI32 = AtomicI32::new(0);
+/// The process that has announced itself with a start event: a fork child inherits the parent's
+/// value, finds it is not its own pid at its first event, and announces itself.
+static ANNOUNCED: AtomicU32 = AtomicU32::new(0);
+/// The variable that sets the priority.
+const PRIORITY_ENV: &core::ffi::CStr = c"TERRACE_PRIORITY";
 
 /// Writes `msg` to stderr and aborts (no allocation).
 pub fn die(msg: &[u8]) -> ! {
@@ -121,8 +129,14 @@ fn attach_ring() {
         match RingRef::from_raw(p.cast(), len) {
             Some(r) => {
                 r.note_attached();
+                PRIORITY.store(priority_from_env(), Ordering::Relaxed);
+                // Announced before the ring is visible to the other threads (release below), so
+                // that none of them announces the process a second time.
+                let pid = ids().0;
+                ANNOUNCED.store(pid, Ordering::Relaxed);
                 RING_LEN.store(len, Ordering::Relaxed);
                 RING_BASE.store(p.cast(), Ordering::Release);
+                push_start(&r, pid);
             }
             None => {
                 libc::munmap(p, len);
@@ -176,8 +190,68 @@ fn now_ns() -> u64 {
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
+/// `TERRACE_PRIORITY` as an `i32` (an optional sign and decimal digits); anything else is
+/// reported in one line on stderr and read as 0, so a typo never stops the program.
+fn priority_from_env() -> i32 {
+    // SAFETY: getenv reads the environment without allocating; the name is NUL-terminated.
+    let v = unsafe { libc::getenv(PRIORITY_ENV.as_ptr()) };
+    if v.is_null() {
+        return 0;
+    }
+    // SAFETY: a NUL-terminated string from the environment.
+    let bytes = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
+    match parse_priority(bytes) {
+        Some(p) => p,
+        None => {
+            let msg =
+                b"libterrace_alloc: TERRACE_PRIORITY is not an integer from -2147483648 to 2147483647; \
+                        this program runs at priority 0\n";
+            // SAFETY: writing a valid buffer to fd 2.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+            0
+        }
+    }
+}
+
+/// A decimal `i32` with an optional sign, without allocating.
+pub(crate) fn parse_priority(s: &[u8]) -> Option<i32> {
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 10 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + i64::from(d - b'0');
+    }
+    i32::try_from(if neg { -v } else { v }).ok()
+}
+
+/// Pushes this process image's start event (docs/objects-runtime.md, "The ring file"), once per
+/// process: at attach, and in a fork child before its first event.
+fn announce(r: &RingRef, pid: u32) {
+    ANNOUNCED.store(pid, Ordering::Relaxed);
+    push_start(r, pid);
+}
+
+fn push_start(r: &RingRef, pid: u32) {
+    // SAFETY: getauxval has no preconditions; AT_RANDOM's address is drawn anew at each exec.
+    let image = unsafe { libc::getauxval(libc::AT_RANDOM) };
+    let tid = ids().1;
+    r.push(&Event::start(pid, tid, PRIORITY.load(Ordering::Relaxed), image, now_ns()));
+}
+
 fn report(r: &RingRef, kind: EventKind, addr: usize, bytes: usize, site: u64, node: i32) {
     let (pid, tid) = ids();
+    if ANNOUNCED.load(Ordering::Relaxed) != pid {
+        announce(r, pid);
+    }
     r.push(&Event { kind, tid, pid, node, addr: addr as u64, bytes: bytes as u64, site, time_ns: now_ns() });
 }
 

@@ -117,6 +117,7 @@ fn frees_match_allocs(events: &[Event]) {
                     live.remove(&(e.pid, e.addr)).unwrap_or_else(|| panic!("free of no object: {e:?}"));
                 assert_eq!(bytes, e.bytes, "a free repeats its object's size");
             }
+            EventKind::Start => {}
         }
     }
     assert!(live.is_empty(), "{} objects never freed", live.len());
@@ -244,11 +245,49 @@ fn forking_program_runs_and_children_report_themselves() {
     assert_eq!(ring.dropped(), 0);
     let pids: HashSet<u32> = events.iter().map(|e| e.pid).collect();
     assert_eq!(pids.len(), 7, "the parent and its six children each report with their own pid");
+    // Each process announces itself once, before any other event of its own, at the priority
+    // of the environment (none here: 0), the children with their parent's image (a fork).
+    let mut starts: HashMap<u32, Event> = HashMap::new();
+    for e in &events {
+        if e.kind == EventKind::Start {
+            assert!(starts.insert(e.pid, *e).is_none(), "pid {} announced twice", e.pid);
+        } else {
+            assert!(starts.contains_key(&e.pid), "an event of pid {} before its start: {e:?}", e.pid);
+        }
+    }
+    assert_eq!(starts.len(), 7);
+    assert!(starts.values().all(|e| e.priority() == 0 && e.addr != 0));
+    let images: HashSet<u64> = starts.values().map(|e| e.addr).collect();
+    assert_eq!(images.len(), 1, "fork children share their parent's image id");
     // Per process: a child frees what it inherited, so count frees of inherited objects as
     // matching the parent's allocs: check only that no process frees the same address twice.
     let mut freed: HashSet<(u32, u64, u64)> = HashSet::new();
     for e in events.iter().filter(|e| e.kind == EventKind::Free) {
         assert!(freed.insert((e.pid, e.addr, e.time_ns)));
+    }
+}
+
+/// The priority comes from `TERRACE_PRIORITY` in each start event; a value that is no integer is
+/// said in one line on stderr and read as 0, and the program runs on unchanged.
+#[test]
+fn priority_comes_from_the_environment() {
+    let dir = Scratch::new("priority");
+    let exe = compile(&dir, "threads", include_str!("c/threads.c"));
+    for (value, want, warns) in
+        [("7", 7, false), ("-12", -12, false), ("high", 0, true), ("99999999999", 0, true)]
+    {
+        let ring_path = dir.path(&format!("ring-{want}-{warns}"));
+        let mut ring = Ring::create(&ring_path, 1 << 18, DEFAULT_ADVICE_SLOTS).unwrap();
+        let out = run(Command::new(&exe).env("TERRACE_PRIORITY", value), b"", Some(Some(&ring_path)));
+        assert!(out.status.success(), "TERRACE_PRIORITY={value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.contains("TERRACE_PRIORITY is not an integer"), warns, "{value}: {stderr}");
+        let mut events = Vec::new();
+        ring.drain(&mut events, usize::MAX);
+        let starts: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Start).collect();
+        assert_eq!(starts.len(), 1, "one process, one start");
+        assert_eq!(starts[0].priority(), want, "TERRACE_PRIORITY={value}");
+        assert_eq!(events[0].kind, EventKind::Start, "the start comes first");
     }
 }
 

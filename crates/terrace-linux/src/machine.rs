@@ -519,7 +519,7 @@ impl LiveMachine {
     fn remove_member(&mut self, i: usize) {
         let m = self.members.remove(i);
         if let Some(o) = self.objects.as_mut() {
-            o.process_left(m.pid as u32);
+            o.process_left(m.pid as u32, None, self.full_scans);
         }
         self.space.release(m.id);
         self.departed.write_faults += m.counters.write_faults;
@@ -592,9 +592,10 @@ impl LiveMachine {
             // The guard's descriptor belonged to the old address space: copies go unprotected.
             self.refresh_mechanisms(false);
         }
-        // Its objects went with its old address space.
+        // Its objects went with its old address space, and the old image with its program.
         if let Some(o) = self.objects.as_mut() {
-            o.process_left(pid as u32);
+            let image = crate::object_runtime::image_id(pid as u32);
+            o.process_left(pid as u32, image, self.full_scans);
         }
     }
 

@@ -10,6 +10,11 @@
 //! allocation that a full scan after it still did not find (its mapping was gone, or its process
 //! was never managed) is dropped with its free, and counted. A process that leaves or execs takes
 //! its objects with it: they are freed for the policy.
+//!
+//! Programs by priority (object tiering §5.5): each process image announces itself with its
+//! priority (`TERRACE_PRIORITY`, the runtime's start event). The processes of one priority are one
+//! program for the policy: its start reaches the policy when the first of them announces itself,
+//! its end when the last leaves, and their objects are that program's.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
@@ -105,6 +110,18 @@ struct Waiting {
     scans_at_drain: u64,
 }
 
+/// The variable that gives a program its priority (read by the runtime when it attaches).
+pub const PRIORITY_ENV: &str = "TERRACE_PRIORITY";
+
+/// The processes at one priority, one program for the policy.
+#[derive(Clone, Copy, Debug)]
+struct PriorityProgram {
+    /// Its program number (1 and up; 0 is a process that never announced itself).
+    program: u32,
+    /// Processes announced at this priority that have not left.
+    processes: u32,
+}
+
 /// The ring of one `terrace run --objects`, and the events on their way to the policy.
 pub struct ObjectRuntime {
     ring: Ring,
@@ -113,8 +130,14 @@ pub struct ObjectRuntime {
     waiting: VecDeque<Waiting>,
     /// Objects handed to the policy and not yet freed: (pid, address) to the policy's ranges.
     live: HashMap<(u32, u64), Ranges>,
-    /// Frees made for processes that left, delivered first at the next take.
-    departed: Vec<ObjectEvent>,
+    /// Events ready for the policy ahead of the waiting ones: frees made for processes that left,
+    /// programs' starts and ends. Delivered first at the next take.
+    ready: Vec<ObjectEvent>,
+    /// Each announced process: its image id and priority (the runtime's start event).
+    processes: HashMap<u32, (u64, i32)>,
+    /// The programs by priority, started and not ended.
+    programs: HashMap<i32, PriorityProgram>,
+    next_program: u32,
     counters: ObjectCounters,
     drained: Vec<Event>,
 }
@@ -138,16 +161,23 @@ impl ObjectRuntime {
                 Err(e) => return Err(e),
             }
         };
-        Ok(ObjectRuntime {
+        Ok(ObjectRuntime::with_ring(ring, path, library))
+    }
+
+    fn with_ring(ring: Ring, path: PathBuf, library: PathBuf) -> Self {
+        ObjectRuntime {
             ring,
             path,
             library,
             waiting: VecDeque::new(),
             live: HashMap::new(),
-            departed: Vec::new(),
+            ready: Vec::new(),
+            processes: HashMap::new(),
+            programs: HashMap::new(),
+            next_program: 1,
             counters: ObjectCounters::default(),
             drained: Vec::new(),
-        })
+        }
     }
 
     /// The variables the program starts with: the runtime first in `LD_PRELOAD` (before any the
@@ -194,32 +224,26 @@ impl ObjectRuntime {
         pieces: &mut dyn FnMut(u32, u64, u64) -> Option<Vec<(u64, u64)>>,
         out: &mut Vec<ObjectEvent>,
     ) {
-        out.append(&mut self.departed);
-        self.drained.clear();
-        while self.ring.drain(&mut self.drained, DEFAULT_CAPACITY) > 0 {
-            for event in self.drained.drain(..) {
-                self.waiting.push_back(Waiting { event, scans_at_drain: scans });
-            }
-            // The ring refills while we read: stop once it is empty or we hold enough.
-            if self.waiting.len() >= MAX_WAITING {
-                break;
-            }
-        }
+        self.drain_ring(scans);
+        out.append(&mut self.ready);
         while self.waiting.len() > MAX_WAITING {
             self.waiting.pop_front();
             self.counters.overflowed += 1;
         }
         while let Some(w) = self.waiting.front() {
             let e = w.event;
+            let program = self.program_of(e.pid);
             match e.kind {
                 EventKind::Alloc => match pieces(e.pid, e.addr, e.bytes) {
                     Some(ranges) => {
-                        out.extend(
-                            ranges.iter().map(|&(addr, bytes)| ObjectEvent::alloc(addr, bytes, e.site)),
-                        );
+                        out.extend(ranges.iter().map(|&(addr, bytes)| {
+                            ObjectEvent::alloc(addr, bytes, e.site).of_program(program)
+                        }));
                         // A reused address whose free was lost replaces the old object.
                         if let Some(old) = self.live.insert((e.pid, e.addr), Ranges::of(&ranges)) {
-                            old.each(|addr, bytes| out.push(ObjectEvent::free(addr, bytes, e.site)));
+                            old.each(|addr, bytes| {
+                                out.push(ObjectEvent::free(addr, bytes, e.site).of_program(program))
+                            });
                         }
                         self.counters.allocs += 1;
                     }
@@ -229,24 +253,102 @@ impl ObjectRuntime {
                 },
                 EventKind::Free => {
                     if let Some(ranges) = self.live.remove(&(e.pid, e.addr)) {
-                        ranges.each(|addr, bytes| out.push(ObjectEvent::free(addr, bytes, e.site)));
+                        ranges.each(|addr, bytes| {
+                            out.push(ObjectEvent::free(addr, bytes, e.site).of_program(program))
+                        });
                         self.counters.frees += 1;
                     }
                 }
+                // Taken as they were drained (`drain_ring`).
+                EventKind::Start => {}
             }
             self.waiting.pop_front();
         }
     }
 
-    /// Process `pid` left or replaced its address space: its objects are freed for the policy at
-    /// the next take.
-    pub fn process_left(&mut self, pid: u32) {
+    /// Moves the ring's events into the waiting queue, and takes each start event at once: a
+    /// start needs no pages, and a process that leaves must find its start taken
+    /// ([`ObjectRuntime::process_left`]).
+    fn drain_ring(&mut self, scans: u64) {
+        self.drained.clear();
+        while self.ring.drain(&mut self.drained, DEFAULT_CAPACITY) > 0 {
+            let mut drained = std::mem::take(&mut self.drained);
+            for event in drained.drain(..) {
+                if event.kind == EventKind::Start {
+                    self.started(&event);
+                } else {
+                    self.waiting.push_back(Waiting { event, scans_at_drain: scans });
+                }
+            }
+            self.drained = drained;
+            // The ring refills while we read: stop once it is empty or we hold enough.
+            if self.waiting.len() >= MAX_WAITING {
+                break;
+            }
+        }
+    }
+
+    /// The program of process `pid`'s objects: its priority's, or 0 if it never announced
+    /// itself (its start was dropped with a full ring).
+    fn program_of(&self, pid: u32) -> u32 {
+        self.processes.get(&pid).and_then(|(_, prio)| self.programs.get(prio)).map_or(0, |p| p.program)
+    }
+
+    /// A process image announced itself: it joins its priority's program, which starts for the
+    /// policy with its first process. A new image of a known pid (an exec seen first by its start)
+    /// replaces the old one; the same image again (two threads of a fork child racing) is nothing.
+    fn started(&mut self, e: &Event) {
+        let priority = e.priority();
+        match self.processes.get(&e.pid) {
+            Some(&(image, _)) if image == e.addr => return,
+            Some(_) => self.leave_program(e.pid),
+            None => {}
+        }
+        self.processes.insert(e.pid, (e.addr, priority));
+        let next = &mut self.next_program;
+        let p = self.programs.entry(priority).or_insert_with(|| {
+            *next += 1;
+            PriorityProgram { program: *next - 1, processes: 0 }
+        });
+        p.processes += 1;
+        if p.processes == 1 {
+            tracing::debug!("pid {} started the program of priority {priority}", e.pid);
+            self.ready.push(ObjectEvent::program_start(p.program, priority, 0, 0));
+        }
+    }
+
+    /// Process `pid` leaves its priority's program, which ends for the policy with its last
+    /// process.
+    fn leave_program(&mut self, pid: u32) {
+        let Some((_, priority)) = self.processes.remove(&pid) else { return };
+        if let Some(p) = self.programs.get_mut(&priority) {
+            p.processes -= 1;
+            if p.processes == 0 {
+                tracing::debug!("pid {pid} was the last of the program of priority {priority}: it ended");
+                self.ready.push(ObjectEvent::program_end(p.program, 0, 0));
+                self.programs.remove(&priority);
+            }
+        }
+    }
+
+    /// Process `pid` left (`image` is `None`) or replaced its address space with the image
+    /// `image` (an exec; [`image_id`]): its objects are freed for the policy at the next take, and
+    /// its old image leaves its program. The ring is drained first, so that a start the old image
+    /// made is taken before it leaves; the new image's start, if already taken, stays.
+    pub fn process_left(&mut self, pid: u32, image: Option<u64>, scans: u64) {
+        self.drain_ring(scans);
+        let program = self.program_of(pid);
         let gone: Vec<(u32, u64)> = self.live.keys().filter(|(p, _)| *p == pid).copied().collect();
         for key in gone {
             if let Some(ranges) = self.live.remove(&key) {
-                ranges.each(|addr, bytes| self.departed.push(ObjectEvent::free(addr, bytes, 0)));
+                ranges.each(|addr, bytes| {
+                    self.ready.push(ObjectEvent::free(addr, bytes, 0).of_program(program))
+                });
                 self.counters.freed_with_process += 1;
             }
+        }
+        if self.processes.get(&pid).is_some_and(|&(old, _)| Some(old) != image) {
+            self.leave_program(pid);
         }
     }
 
@@ -266,6 +368,27 @@ impl Drop for ObjectRuntime {
         // Processes that still run keep their mapping of it; the name goes with Terrace.
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// The id of the image process `pid` runs now, as its runtime's start event gives it: the address
+/// of its `AT_RANDOM` bytes, from `/proc/PID/auxv` (an exec draws it anew); `None` if it cannot be
+/// read (the process is gone).
+pub fn image_id(pid: u32) -> Option<u64> {
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    auxv_entry(&auxv, libc::AT_RANDOM)
+}
+
+/// The value of entry `key` of an auxiliary vector (native-endian pairs of words).
+fn auxv_entry(auxv: &[u8], key: u64) -> Option<u64> {
+    const WORD: usize = std::mem::size_of::<usize>();
+    auxv.chunks_exact(2 * WORD).find_map(|pair| {
+        let word = |b: &[u8]| {
+            let mut w = [0u8; WORD];
+            w.copy_from_slice(b);
+            usize::from_ne_bytes(w) as u64
+        };
+        (word(&pair[..WORD]) == key).then(|| word(&pair[WORD..]))
+    })
 }
 
 /// The policy ranges of the object `[addr, addr + bytes)`: each unit of `unit` bytes it overlaps
@@ -305,17 +428,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ring");
         let ring = Ring::create(&path, 64, 16).unwrap();
-        let rt = ObjectRuntime {
-            ring,
-            path,
-            library: PathBuf::from("/lib/libterrace_alloc.so"),
-            waiting: VecDeque::new(),
-            live: HashMap::new(),
-            departed: Vec::new(),
-            counters: ObjectCounters::default(),
-            drained: Vec::new(),
-        };
-        (dir, rt)
+        (dir, ObjectRuntime::with_ring(ring, path, PathBuf::from("/lib/libterrace_alloc.so")))
     }
 
     fn push(rt: &ObjectRuntime, kind: EventKind, pid: u32, addr: u64, bytes: u64, site: u64) {
@@ -396,7 +509,7 @@ mod tests {
         rt.take(0, &mut |pid, _, bytes| Some(vec![(pid as u64 * 100 * PAGE, bytes)]), &mut out);
         assert_eq!(out.len(), 2);
         out.clear();
-        rt.process_left(1);
+        rt.process_left(1, None, 0);
         rt.take(0, &mut |_, _, _| None, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].kind, out[0].addr, out[0].bytes), (ObjectEventKind::Free, 100 * PAGE, 2 * PAGE));
@@ -406,6 +519,116 @@ mod tests {
         rt.take(0, &mut |_, _, _| None, &mut out);
         assert!(out.is_empty());
         assert_eq!(rt.counters().freed_with_process, 1);
+    }
+
+    fn start(rt: &ObjectRuntime, pid: u32, priority: i32, image: u64) {
+        assert!(rt.ring.producer().push(&Event::start(pid, pid, priority, image, 0)));
+    }
+
+    fn kinds(out: &[ObjectEvent]) -> Vec<(ObjectEventKind, u32)> {
+        out.iter().map(|e| (e.kind, e.program)).collect()
+    }
+
+    /// Object tiering §5.5 on the live machine: the processes of one priority are one program,
+    /// which starts with the first to announce itself and ends when the last leaves; objects
+    /// carry their process's program.
+    #[test]
+    fn processes_of_one_priority_are_one_program() {
+        let (_d, mut rt) = runtime();
+        let all = |_: u32, _: u64, bytes: u64| Some(vec![(0, bytes)]);
+        let mut out = Vec::new();
+        start(&rt, 10, 0, 0xa);
+        push(&rt, EventKind::Alloc, 10, 0x1000, PAGE, 5);
+        start(&rt, 11, 1, 0xb);
+        push(&rt, EventKind::Alloc, 11, 0x1000, PAGE, 6);
+        start(&rt, 12, 1, 0xc);
+        start(&rt, 12, 1, 0xc); // two threads of a fork child announcing it: one process
+        push(&rt, EventKind::Alloc, 13, 0x1000, PAGE, 7); // never announced: program 0
+        rt.take(0, &mut { all }, &mut out);
+        let (low, high) = (1, 2);
+        assert_eq!(
+            kinds(&out),
+            vec![
+                (ObjectEventKind::ProgramStart { priority: 0 }, low),
+                (ObjectEventKind::ProgramStart { priority: 1 }, high),
+                (ObjectEventKind::Alloc, low),
+                (ObjectEventKind::Alloc, high),
+                (ObjectEventKind::Alloc, 0),
+            ]
+        );
+        // One of the two high-priority processes leaves: its objects go, the program stays.
+        out.clear();
+        rt.process_left(11, None, 0);
+        rt.take(0, &mut { all }, &mut out);
+        assert_eq!(kinds(&out), vec![(ObjectEventKind::Free, high)]);
+        // The last leaves: the program ends.
+        out.clear();
+        rt.process_left(12, None, 0);
+        rt.take(0, &mut { all }, &mut out);
+        assert_eq!(kinds(&out), vec![(ObjectEventKind::ProgramEnd, high)]);
+        // A start still in the ring when its process left is taken, and ended, at once.
+        out.clear();
+        start(&rt, 14, 5, 0xd);
+        rt.process_left(14, None, 0);
+        rt.take(0, &mut { all }, &mut out);
+        assert_eq!(
+            kinds(&out),
+            vec![(ObjectEventKind::ProgramStart { priority: 5 }, 3), (ObjectEventKind::ProgramEnd, 3)]
+        );
+    }
+
+    /// An exec replaces a process's image: the old image leaves its program whether the new
+    /// image's start came before the exec was seen or after, and the new image keeps its own.
+    #[test]
+    fn an_exec_moves_the_process_to_its_new_images_priority() {
+        let all = |_: u32, _: u64, bytes: u64| Some(vec![(0, bytes)]);
+        // The new image's start is in the ring when the exec is seen (a wrapper that sets
+        // TERRACE_PRIORITY=1 and execs the program).
+        let (_d, mut rt) = runtime();
+        let mut out = Vec::new();
+        start(&rt, 20, 0, 0x01d);
+        rt.take(0, &mut { all }, &mut out);
+        start(&rt, 20, 1, 0x2e3);
+        push(&rt, EventKind::Alloc, 20, 0x1000, PAGE, 6);
+        rt.process_left(20, Some(0x2e3), 0);
+        rt.take(0, &mut { all }, &mut out);
+        assert_eq!(
+            kinds(&out),
+            vec![
+                (ObjectEventKind::ProgramStart { priority: 0 }, 1),
+                (ObjectEventKind::ProgramEnd, 1),
+                (ObjectEventKind::ProgramStart { priority: 1 }, 2),
+                (ObjectEventKind::Alloc, 2),
+            ]
+        );
+        // The exec seen before the new image announced itself.
+        let (_d, mut rt) = runtime();
+        out.clear();
+        start(&rt, 20, 0, 0x01d);
+        rt.process_left(20, Some(0x2e3), 0);
+        start(&rt, 20, 1, 0x2e3);
+        rt.take(0, &mut { all }, &mut out);
+        assert_eq!(
+            kinds(&out),
+            vec![
+                (ObjectEventKind::ProgramStart { priority: 0 }, 1),
+                (ObjectEventKind::ProgramEnd, 1),
+                (ObjectEventKind::ProgramStart { priority: 1 }, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_image_id_is_at_random_from_auxv() {
+        let words: Vec<usize> = vec![6, 4096, 25, 0x7ffd_0000_1234, 0, 0];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(auxv_entry(&bytes, libc::AT_RANDOM), Some(0x7ffd_0000_1234));
+        assert_eq!(auxv_entry(&bytes, 99), None);
+        // This process's own: what getauxval gives the runtime.
+        // SAFETY: getauxval has no preconditions.
+        let own = unsafe { libc::getauxval(libc::AT_RANDOM) };
+        assert_eq!(image_id(std::process::id()), Some(own));
+        assert_ne!(own, 0);
     }
 
     #[test]

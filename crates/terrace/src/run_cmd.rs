@@ -23,6 +23,12 @@ pub struct RunArgs {
     /// that needs object events (`objects`).
     #[arg(long)]
     pub objects: bool,
+    /// The program's priority for an object policy (object tiering §5.5): while programs of
+    /// different priorities run, the lower ones' objects go to the slow tier. Sets
+    /// TERRACE_PRIORITY, which the programs it starts inherit and a wrapper can set anew for a
+    /// program of its own (docs/live.md, "Objects"). Needs the object runtime.
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub priority: Option<i32>,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -82,6 +88,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    if args.priority.is_some() && objects.is_none() {
+        anyhow::bail!(
+            "--priority is the object runtime's: add --objects, or run a policy that places objects \
+             (`terrace list policies`)"
+        );
+    }
 
     // The kernel's own shootdown counts, to set beside the simulated machine's (mtier §5.2.1).
     let tlb_before = terrace_linux::tlb_counts::TlbCounts::host();
@@ -92,6 +104,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(o) = &objects {
         for (k, v) in o.environment(std::env::var_os("LD_PRELOAD")) {
             cmd.env(k, v);
+        }
+        if let Some(p) = args.priority {
+            cmd.env(terrace_linux::object_runtime::PRIORITY_ENV, p.to_string());
         }
     }
     // A program that maps memory through Terrace's shadow agent connects here (docs/live.md,

@@ -99,3 +99,22 @@ fn a_dry_run_under_the_runtime_hands_the_programs_objects_to_the_policy() {
     assert!(freed >= 2, "the 2 renewed objects' predecessors at least: {freed}\n{err}");
     assert!(err.contains("dry run: would have advised a node for"), "{err}");
 }
+
+/// A priority is the object runtime's (object tiering §5.5: an application sets it when it
+/// connects): without the runtime it is refused in one line before the program starts.
+#[test]
+fn a_priority_without_the_object_runtime_is_refused_before_the_program_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let out = terrace()
+        .args(["run", "--dry-run", "--priority", "-3", "--policy", "first-touch", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("terrace: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("terrace: --priority is the object runtime's: add --objects"), "{err}");
+    assert!(!marker.exists(), "the program ran");
+}
