@@ -34,25 +34,29 @@ fn compile_hot_cold(dir: &Path) -> PathBuf {
     exe
 }
 
-#[test]
-fn a_runtime_that_is_not_there_is_refused_before_the_program_starts() {
+/// Runs `terrace run ARGS -- touch MARKER` (with `env`), which must be refused: returns its
+/// `terrace: ` lines, after checking the exit code (2) and that the program never ran.
+fn refused_lines(env: &[(&str, &str)], args: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let out = terrace()
-        .env("TERRACE_ALLOC_LIB", "/nonexistent/libterrace_alloc.so")
-        .args(["run", "--objects", "--dry-run", "--policy", "first-touch", "--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
+    let out =
+        terrace().envs(env.iter().copied()).args(args).args(["--", "touch"]).arg(&marker).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("terrace: ")).collect();
+    assert!(!marker.exists(), "the program ran");
+    err.lines().filter(|l| l.starts_with("terrace: ")).map(str::to_string).collect()
+}
+
+#[test]
+fn a_runtime_that_is_not_there_is_refused_before_the_program_starts() {
+    let lines = refused_lines(
+        &[("TERRACE_ALLOC_LIB", "/nonexistent/libterrace_alloc.so")],
+        &["run", "--objects", "--dry-run", "--policy", "first-touch"],
+    );
     assert_eq!(
         lines,
-        ["terrace: --objects: TERRACE_ALLOC_LIB=/nonexistent/libterrace_alloc.so names no file"],
-        "{err}"
+        ["terrace: --objects: TERRACE_ALLOC_LIB=/nonexistent/libterrace_alloc.so names no file"]
     );
-    assert!(!marker.exists(), "the program ran");
 }
 
 /// The objects policy (re-deciding every 500 ms) over the C program with a hot and a cold site:
@@ -104,17 +108,7 @@ fn a_dry_run_under_the_runtime_hands_the_programs_objects_to_the_policy() {
 /// connects): without the runtime it is refused in one line before the program starts.
 #[test]
 fn a_priority_without_the_object_runtime_is_refused_before_the_program_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ran");
-    let out = terrace()
-        .args(["run", "--dry-run", "--priority", "-3", "--policy", "first-touch", "--", "touch"])
-        .arg(&marker)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("terrace: ")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].starts_with("terrace: --priority is the object runtime's: add --objects"), "{err}");
-    assert!(!marker.exists(), "the program ran");
+    let lines = refused_lines(&[], &["run", "--dry-run", "--priority", "-3", "--policy", "first-touch"]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("terrace: --priority is the object runtime's: add --objects"), "{lines:?}");
 }
