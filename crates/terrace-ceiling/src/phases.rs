@@ -2,8 +2,8 @@
 //! starts or ends, which pages are worth the fast tier changes at once (the new program's pages
 //! are hot and the others' lose their share; an ended program's room is free), and within a
 //! program's run its hot set moves as its objects come and go. No single split of the whole run
-//! follows that, nor an oracle whose look-ahead reads the programs' turns in an order fixed
-//! before their speeds change (§13). These members know in advance each phase's accesses (a
+//! follows that, nor an oracle whose look-ahead window averages a page over the phases it spans.
+//! These members know in advance each phase's accesses (a
 //! phase: the time between one program's start or end and the next) or each program's accesses
 //! per window of its own allocations, follow the starts, ends and allocations the machine
 //! reports, and move every page to the current split, with the same moves and costs as any

@@ -61,6 +61,11 @@ pub struct SimMachine {
     bits: Option<PageBits>,
     sampler: Option<Sampler>,
     future: Option<FutureWindow>,
+    /// The source reads ahead itself ([`AccessSource::read_ahead`]: several programs, whose
+    /// turns it still hands out by the clocks run): the future window then counts what it
+    /// reports and loses each access as it is replayed.
+    source_reads_ahead: bool,
+    ahead_scratch: Vec<Access>,
     hints: Option<HintFaults>,
     /// The slice's accesses as the trackers see them, when any is enabled.
     touches: Vec<Touch>,
@@ -258,6 +263,8 @@ impl SimMachine {
             error: None,
             stream_events: VecDeque::new(),
             event_scratch: Vec::new(),
+            source_reads_ahead: false,
+            ahead_scratch: Vec::new(),
             live_objects: Vec::new(),
             release_on_landing: Vec::new(),
             site_advice: HashMap::new(),
@@ -364,6 +371,14 @@ impl SimMachine {
             }
             if self.source.fill(&mut self.buf, want) == 0 {
                 self.source_done = true;
+            }
+            if self.source_reads_ahead {
+                // What `fill` made on the spot lies ahead until it is replayed.
+                self.source.read_ahead(0, &mut self.ahead_scratch);
+                if let Some(f) = self.future.as_mut() {
+                    f.add(&self.ahead_scratch, self.page_shift);
+                }
+                self.ahead_scratch.clear();
             }
             self.source.take_object_events(&mut self.event_scratch);
             self.stream_events.extend(self.event_scratch.drain(..));
@@ -681,7 +696,11 @@ impl SimMachine {
         }
         let n = (end - self.pos) as u64;
         if let Some(f) = self.future.as_mut() {
-            f.consume(self.accesses, &self.buf[self.pos..end], self.page_shift);
+            if self.source_reads_ahead {
+                f.remove(&self.buf[self.pos..end], self.page_shift);
+            } else {
+                f.consume(self.accesses, &self.buf[self.pos..end], self.page_shift);
+            }
         }
         if let Some(t) = self.timeline.as_mut() {
             t.count(&self.buf[self.pos..end], self.page_shift);
@@ -1231,9 +1250,29 @@ impl Machine for SimMachine {
         if let Some(intervals) = self.future.as_ref().map(|f| f.intervals as u64) {
             // Look ahead as many accesses as the last interval had, times the policy's horizon.
             let ahead = (self.accesses_since_observe.max(SLICE_ACCESSES as u64) * intervals) as usize;
-            let n = self.buffer_ahead(ahead);
-            if let Some(f) = self.future.as_mut() {
-                f.extend(self.accesses, &self.buf[self.pos..self.pos + n], self.page_shift);
+            if self.corun.is_some() && !self.source_done {
+                if let Some(c) = &self.corun {
+                    self.source.set_program_clocks(&c.clocks, &c.made);
+                }
+                let buffered = self.buf.len() - self.pos;
+                if self.source.read_ahead(ahead.saturating_sub(buffered), &mut self.ahead_scratch) {
+                    if let Some(f) = self.future.as_mut() {
+                        if !self.source_reads_ahead {
+                            // From here the window counts what lies ahead by what is reported: what
+                            // the machine holds already is the first of it.
+                            f.add(&self.buf[self.pos..], self.page_shift);
+                        }
+                        f.add(&self.ahead_scratch, self.page_shift);
+                    }
+                    self.source_reads_ahead = true;
+                }
+                self.ahead_scratch.clear();
+            }
+            if !self.source_reads_ahead {
+                let n = self.buffer_ahead(ahead);
+                if let Some(f) = self.future.as_mut() {
+                    f.extend(self.accesses, &self.buf[self.pos..self.pos + n], self.page_shift);
+                }
             }
         }
         self.accesses_since_observe = 0;

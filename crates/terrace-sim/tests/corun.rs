@@ -1,7 +1,7 @@
 //! Several programs on one simulated machine (docs/model.md §13; object tiering §5.5): each runs
 //! at its own speed on its own clock, a program that ends gives its memory back, the policy sees
-//! each program's start (with its priority) and end, and a look-ahead reads turns by estimated
-//! clocks.
+//! each program's start (with its priority) and end, and a look-ahead counts what lies ahead
+//! without changing the order the programs run in.
 
 use terrace_model::{
     drive, Access, MachineInfo, ObjectEvent, ObjectEventKind, Observations, Plan, Policy, Requirements,
@@ -252,9 +252,60 @@ fn the_policy_sees_each_program_start_and_end_and_an_ended_program_holds_no_memo
     assert!(machine.placement().tiers.iter().all(|&t| t == TierId::UNPLACED));
 }
 
-/// A look-ahead (the oracle's) reads turns the machine has not run: the stream orders them by
-/// clocks estimated from each program's time per access so far, and the run replays them all,
-/// each program to its end.
+/// Moves nothing, ticks every 2 µs, and looks `horizon` ticks ahead (none: no look-ahead);
+/// checks at each tick that what the window counts is no more than the run's accesses (a count
+/// taken out of the window that was never put in would wrap round).
+struct Peeker {
+    horizon: Option<u32>,
+    accesses: u64,
+    ticks_seen_ahead: u64,
+}
+
+impl Policy for Peeker {
+    fn name(&self) -> &str {
+        "peeker"
+    }
+    fn requirements(&self, _: &MachineInfo) -> Requirements {
+        let trackers = self.horizon.map(TrackerRequest::future).into_iter().collect();
+        Requirements { tick_ns: Some(2000), trackers, ..Requirements::default() }
+    }
+    fn tick(&mut self, o: &Observations<'_>) -> Plan {
+        if let Some(f) = o.future {
+            let ahead: u64 = f.iter().map(|c| u64::from(c.reads) + u64::from(c.writes)).sum();
+            assert!(ahead <= self.accesses, "{ahead} accesses ahead of a run of {}", self.accesses);
+            self.ticks_seen_ahead += u64::from(ahead > 0);
+        }
+        Plan::none()
+    }
+}
+
+/// A look-ahead counts what lies ahead without fixing the order the programs run in: a policy
+/// that looks 100 ticks ahead and moves nothing runs the pair exactly as one that does not look
+/// ahead (each program's start and end to the nanosecond). Until the look-ahead read each
+/// program's accesses apart, it read the pair's turns in an order fixed by estimated clocks,
+/// and then ran them in that order.
+#[test]
+fn a_look_ahead_over_several_programs_leaves_the_order_they_run_in() {
+    let opts = SimOptions { fast_capacity: Capacity::Bytes(16 * PAGE), ..SimOptions::default() };
+    let accesses = 50 * TURN_ACCESSES as u64;
+    let run = |horizon| {
+        let mut p = Peeker { horizon, accesses, ticks_seen_ahead: 0 };
+        let r = terrace_sim::simulate(Box::new(pair(4 * TURN_ACCESSES as u64)), &mut p, &profile(), &opts)
+            .unwrap();
+        (r, p.ticks_seen_ahead)
+    };
+    let (blind, _) = run(None);
+    let (ahead, ticks_ahead) = run(Some(100));
+    assert!(ticks_ahead > 10, "the window saw accesses ahead at {ticks_ahead} ticks");
+    assert_eq!(ahead.accesses, accesses);
+    let spans =
+        |r: &terrace_sim::RunReport| r.programs.iter().map(|p| (p.start_ns, p.end_ns)).collect::<Vec<_>>();
+    assert_eq!(spans(&ahead), spans(&blind));
+    assert_eq!(ahead.runtime_ns, blind.runtime_ns);
+}
+
+/// A look-ahead (the oracle's) over several programs: the run replays every turn, each program
+/// to its end.
 #[test]
 fn a_look_ahead_over_several_programs_reads_ahead_by_estimated_clocks() {
     let mut oracle = terrace_policy::build("oracle").unwrap();

@@ -2,9 +2,12 @@
 //! its own range of the address space and its own threads, handed out in turns of
 //! [`TURN_ACCESSES`], each turn to the member whose clock is least (the machine reports the
 //! clocks, [`AccessSource::set_program_clocks`]), so that each program runs at its own speed.
-//! A machine that reads ahead of what it has run (the oracle's look-ahead) asks for turns whose
-//! clocks it has not reached: each member's clock is then estimated at its turns handed out,
-//! from its time per access so far.
+//! A machine that reads ahead of what it has run (the oracle's look-ahead) reads each member's
+//! accesses into a queue of its own ([`AccessSource::read_ahead`]), how many of each by clocks
+//! estimated from each member's time per access so far, and the turns are still handed out by
+//! the clocks the machine has run: an estimate that proves wrong changes what the look-ahead
+//! counts, never the order the programs run in. A caller that reads ahead with `fill` instead
+//! gets its turns by the estimated clocks.
 //! A member starts when another has made a given number of accesses (the seed starts its
 //! high-priority program once the low-priority one has initialised, §5.5), and the stream tells
 //! the machine and the policy of each start, with the program's priority, and of each end, as
@@ -41,6 +44,19 @@ struct State {
     made: u64,
     /// Its events not yet placed in the shared stream (by its own access count).
     pending: VecDeque<ObjectEventAt>,
+    /// Its accesses read ahead and not handed out yet (addresses and threads already the
+    /// co-run's), and whether its source has ended.
+    queue: VecDeque<Access>,
+    exhausted: bool,
+    /// Read ahead before it started: its estimated clock at its start.
+    ahead_start: Option<f64>,
+}
+
+impl State {
+    /// Accesses it has made, handed out or queued.
+    fn generated(&self) -> u64 {
+        self.made + self.queue.len() as u64
+    }
 }
 
 /// Several programs as one stream: program `p`'s addresses are offset by its range's start, its
@@ -60,6 +76,10 @@ pub struct CoRun {
     events: VecDeque<ObjectEventAt>,
     scratch: Vec<ObjectEventAt>,
     turn: Vec<Access>,
+    /// Set by the first `read_ahead`: accesses `fill` makes on the spot are then kept in
+    /// `unreported` for the next `read_ahead` to report.
+    reading_ahead: bool,
+    unreported: Vec<Access>,
 }
 
 impl CoRun {
@@ -95,6 +115,9 @@ impl CoRun {
                 done: false,
                 made: 0,
                 pending: VecDeque::new(),
+                queue: VecDeque::new(),
+                exhausted: false,
+                ahead_start: None,
             });
         }
         if threads > 256 {
@@ -115,7 +138,53 @@ impl CoRun {
             events: VecDeque::new(),
             scratch: Vec::new(),
             turn: Vec::with_capacity(TURN_ACCESSES),
+            reading_ahead: false,
+            unreported: Vec::new(),
         })
+    }
+
+    /// Makes up to a turn of member `i`'s accesses into its queue, renamed to the co-run's
+    /// addresses and threads; false once its source has ended.
+    fn generate_turn(&mut self, i: usize) -> bool {
+        if self.members[i].exhausted {
+            return false;
+        }
+        self.turn.clear();
+        let n = self.members[i].source.fill(&mut self.turn, TURN_ACCESSES);
+        if n == 0 {
+            self.members[i].exhausted = true;
+            return false;
+        }
+        let (first_byte, first_thread) =
+            (self.programs[i].first_byte, self.programs[..i].iter().map(|p| p.threads).sum::<u32>() as u8);
+        let m = &mut self.members[i];
+        m.queue.extend(self.turn.iter().map(|a| Access {
+            addr: a.addr + first_byte,
+            thread: a.thread.wrapping_add(first_thread),
+            ..*a
+        }));
+        true
+    }
+
+    /// Member `i`'s estimated clock at the end of what it has queued ahead (at its estimated
+    /// start if it has not started).
+    fn clock_ahead(&self, i: usize) -> f64 {
+        let m = &self.members[i];
+        let base = if m.started { self.estimated_clock(i) } else { m.ahead_start.unwrap_or(self.clocks[i]) };
+        base + m.queue.len() as f64 * self.rate(i)
+    }
+
+    /// Whether member `i`, not started, starts within what is read ahead: the member it waits for
+    /// has made (handed out or queued) the accesses it waits for.
+    fn starts_ahead(&self, i: usize) -> bool {
+        let m = &self.members[i];
+        !m.started
+            && m.start_after.is_none_or(|(other, n)| {
+                let o = &self.members[other];
+                (o.exhausted && o.queue.is_empty())
+                    || o.done
+                    || (o.started || o.ahead_start.is_some()) && o.generated() >= n
+            })
     }
 
     /// Member `i`'s time per access so far, ns; `None` before the machine has run any of it.
@@ -132,15 +201,20 @@ impl CoRun {
         if ahead == 0 {
             return self.clocks[i];
         }
-        let rate = self.ns_per_access(i).unwrap_or_else(|| {
+        self.clocks[i] + ahead as f64 * self.rate(i)
+    }
+
+    /// Member `i`'s time per access so far, or before it has run any, the other programs' mean
+    /// (before any has run, 1 ns).
+    fn rate(&self, i: usize) -> f64 {
+        self.ns_per_access(i).unwrap_or_else(|| {
             let known: Vec<f64> = (0..self.members.len()).filter_map(|j| self.ns_per_access(j)).collect();
             if known.is_empty() {
                 1.0
             } else {
                 known.iter().sum::<f64>() / known.len() as f64
             }
-        });
-        self.clocks[i] + ahead as f64 * rate
+        })
     }
 
     fn may_start(&self, i: usize) -> bool {
@@ -209,8 +283,15 @@ impl AccessSource for CoRun {
                     None => return 0,
                 }
             };
-            self.turn.clear();
-            let n = self.members[i].source.fill(&mut self.turn, max.min(TURN_ACCESSES));
+            if self.members[i].queue.is_empty() {
+                let before = self.members[i].queue.len();
+                self.generate_turn(i);
+                if self.reading_ahead {
+                    let m = &self.members[i];
+                    self.unreported.extend(m.queue.range(before..).copied());
+                }
+            }
+            let n = self.members[i].queue.len().min(max.min(TURN_ACCESSES));
             let from = self.members[i].made;
             if n == 0 {
                 self.members[i].done = true;
@@ -220,15 +301,7 @@ impl AccessSource for CoRun {
                 self.events.push_back(ObjectEventAt { at: self.made, event: ev });
                 continue;
             }
-            let (first_byte, first_thread) = (
-                self.programs[i].first_byte,
-                self.programs[..i].iter().map(|p| p.threads).sum::<u32>() as u8,
-            );
-            buf.extend(self.turn.iter().map(|a| Access {
-                addr: a.addr + first_byte,
-                thread: a.thread.wrapping_add(first_thread),
-                ..*a
-            }));
+            buf.extend(self.members[i].queue.drain(..n));
             self.members[i].made += n as u64;
             let upto = self.members[i].made;
             self.place_events(i, from, upto, self.made, false);
@@ -243,6 +316,39 @@ impl AccessSource for CoRun {
 
     fn programs(&self) -> &[ProgramInfo] {
         &self.programs
+    }
+
+    fn read_ahead(&mut self, n: usize, out: &mut Vec<Access>) -> bool {
+        self.reading_ahead = true;
+        out.append(&mut self.unreported);
+        let mut ahead: usize = self.members.iter().map(|m| m.queue.len()).sum();
+        while ahead < n {
+            // Members that will run within what is read ahead: the running ones, and those whose
+            // start falls within it (at the least estimated clock of the others, as `fill` starts
+            // them).
+            for i in 0..self.members.len() {
+                if self.members[i].ahead_start.is_none() && self.starts_ahead(i) {
+                    let others = (0..self.members.len())
+                        .filter(|&j| j != i && self.members[j].started && !self.members[j].done)
+                        .map(|j| self.clock_ahead(j))
+                        .reduce(f64::min);
+                    self.members[i].ahead_start = Some(others.unwrap_or(self.clocks[i]));
+                }
+            }
+            let next = (0..self.members.len())
+                .filter(|&i| {
+                    let m = &self.members[i];
+                    !m.done && !m.exhausted && (m.started || m.ahead_start.is_some())
+                })
+                .min_by(|&a, &b| self.clock_ahead(a).total_cmp(&self.clock_ahead(b)));
+            let Some(i) = next else { break };
+            let before = self.members[i].queue.len();
+            if self.generate_turn(i) {
+                out.extend(self.members[i].queue.range(before..).copied());
+                ahead += self.members[i].queue.len() - before;
+            }
+        }
+        true
     }
 
     fn set_program_clocks(&mut self, clocks_ns: &[f64], consumed: &[u64]) {
@@ -390,5 +496,66 @@ mod tests {
         // b (to 2t), a (2t, to 4t), b (to 3t), b (to 4t), a, b.
         let turns: Vec<usize> = (0..6).map(|_| turn(&mut c)).collect();
         assert_eq!(turns, [1, 0, 1, 1, 0, 1]);
+    }
+
+    /// Read ahead with `read_ahead`, what lies ahead is counted by estimated clocks, but the
+    /// turns still go by the clocks the machine reports: a program the estimate took for fast
+    /// does not get its queued turns before a program that is behind. Every access handed out was
+    /// reported ahead exactly once, and the events stay where the program's own accesses put them.
+    #[test]
+    fn reading_ahead_counts_by_estimates_and_hands_out_by_clocks_run() {
+        let t = TURN_ACCESSES as u64;
+        let members = vec![
+            Member { source: program("a", 4096, 4 * t), priority: 0, start_after: None },
+            Member { source: program("b", 4096, 4 * t), priority: 1, start_after: Some((0, t)) },
+        ];
+        let mut c = CoRun::new(info("pair", 0, 0, 0), members).unwrap();
+        let mut reported = Vec::new();
+        let owner = |a: &Access| usize::from(a.addr >= 2 << 20);
+        // Nothing has run: a alone until it has made a turn, then b starts, and both are read
+        // ahead at the same estimated pace (1 ns an access, a tie to the first).
+        c.set_program_clocks(&[0.0, 0.0], &[0, 0]);
+        assert!(c.read_ahead(4 * TURN_ACCESSES, &mut reported));
+        let by_member = |v: &[Access]| [0, 1].map(|p| v.iter().filter(|a| owner(a) == p).count() as u64);
+        assert_eq!(by_member(&reported), [2 * t, 2 * t]);
+        // The machine runs a's first turn in 1,000 ns: b starts then, at a's clock, and a's next
+        // turns are due after b's as long as b's clock is least, whatever was read ahead.
+        let mut handed = Vec::new();
+        let turn = |c: &mut CoRun, clocks: [f64; 2], made: [u64; 2], handed: &mut Vec<Access>| {
+            c.set_program_clocks(&clocks, &made);
+            let mut buf = Vec::new();
+            assert!(c.fill(&mut buf, 1 << 20) > 0);
+            handed.extend_from_slice(&buf);
+            owner(&buf[0])
+        };
+        assert_eq!(turn(&mut c, [0.0, 0.0], [0, 0], &mut handed), 0);
+        // b starts at a's clock; a tie goes to the first.
+        assert_eq!(turn(&mut c, [1000.0, 0.0], [t, 0], &mut handed), 0);
+        assert_eq!(turn(&mut c, [2000.0, 1000.0], [2 * t, 0], &mut handed), 1);
+        // b is slow (its turn took a millisecond), a fast: a's last two turns, made on the spot
+        // (what was read ahead of a is used up), come one after the other, and then b's.
+        assert_eq!(turn(&mut c, [2000.0, 1e6], [2 * t, t], &mut handed), 0);
+        assert_eq!(turn(&mut c, [3000.0, 1e6], [3 * t, t], &mut handed), 0);
+        c.read_ahead(0, &mut reported);
+        assert_eq!(turn(&mut c, [4000.0, 1e6], [4 * t, t], &mut handed), 1);
+        c.read_ahead(0, &mut reported);
+        assert_eq!(by_member(&handed), [4 * t, 2 * t]);
+        // Each access handed out was reported ahead once: as multisets, handed out is within
+        // reported (read ahead, or made on the spot and reported at the next call).
+        let mut r = reported.iter().map(|a| (a.addr, a.thread)).collect::<Vec<_>>();
+        let mut h = handed.iter().map(|a| (a.addr, a.thread)).collect::<Vec<_>>();
+        r.sort_unstable();
+        h.sort_unstable();
+        let mut rest = r.into_iter().peekable();
+        for x in h {
+            while rest.next_if(|y| *y < x).is_some() {}
+            assert_eq!(rest.next(), Some(x), "an access handed out was never reported ahead");
+        }
+        // b's start and its allocation come where its first turn was handed out, after a's first.
+        let mut events = Vec::new();
+        c.take_object_events(&mut events);
+        let b_start = events.iter().find(|e| e.event.program == 1).unwrap();
+        assert_eq!(b_start.at, t);
+        assert!(matches!(b_start.event.kind, ObjectEventKind::ProgramStart { priority: 1 }));
     }
 }

@@ -264,6 +264,16 @@ pub trait AccessSource: Send {
     /// that is: a stream of several programs hands its next turn to the one furthest behind.
     /// Called before each `fill`.
     fn set_program_clocks(&mut self, _clocks_ns: &[f64], _consumed: &[u64]) {}
+    /// Reads ahead of what `fill` has handed out without fixing the order it will hand it out in
+    /// (several programs: each one's accesses queued apart, its turns still given by the clocks
+    /// the machine reports when it asks for them): makes sure at least `n` accesses lie ahead,
+    /// and appends to `out` each access the first time it lies ahead, whether read ahead here or
+    /// made by `fill` on the spot, so that a count of `out` less what `fill` has handed out is
+    /// what lies ahead. Returns false if the source cannot (then the machine reads ahead with
+    /// `fill`, in the order `fill` gives).
+    fn read_ahead(&mut self, _n: usize, _out: &mut Vec<Access>) -> bool {
+        false
+    }
 }
 
 /// A stream already in memory: hand-made streams in tests, and the simulator's benchmark with no

@@ -42,6 +42,21 @@ impl FutureWindow {
         self.counted_upto = self.counted_upto.max(first + ahead.len() as u64);
     }
 
+    /// Adds `ahead` to the window, accesses a source reports as lying ahead in an order it has
+    /// not fixed ([`terrace_workloads::AccessSource::read_ahead`]).
+    pub fn add(&mut self, ahead: &[Access], shift: u32) {
+        for a in ahead {
+            self.bump(a, shift, true);
+        }
+    }
+
+    /// Takes `replayed` out of the window, each access of it added before by [`Self::add`].
+    pub fn remove(&mut self, replayed: &[Access], shift: u32) {
+        for a in replayed {
+            self.bump(a, shift, false);
+        }
+    }
+
     /// Takes `replayed` (starting at absolute index `first`) out of the window.
     pub fn consume(&mut self, first: u64, replayed: &[Access], shift: u32) {
         let counted = self.counted_upto.saturating_sub(first).min(replayed.len() as u64) as usize;
