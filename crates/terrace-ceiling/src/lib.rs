@@ -12,7 +12,8 @@
 //!   weights, at weights balanced for this trace's read/write mix and at each of [`RATIOS`],
 //!   first-touch, all-slow;
 //! - the epoch-wise placement by the next window's accesses with a cost-benefit test for each
-//!   move: the registry's `oracle`, at its default horizon and at [`SHORT_HORIZON_TICKS`];
+//!   move: the registry's `oracle`, at its default horizon and at [`SHORT_HORIZON_TICKS`] (and,
+//!   for several programs, at [`MID_HORIZON_TICKS`]);
 //! - the fast tier as a hardware cache (`memory-mode`), which runs a few parts per million ahead
 //!   of every placement on a program that fits the fast tier (docs/model.md §12).
 //! - for several programs sharing the machine, splits that follow their starts, ends and
@@ -347,6 +348,12 @@ pub const WINDOWS_PER_RUN: [u64; 3] = [32, 128, 512];
 /// The short horizon of the family's second oracle, ticks (its default is 100).
 pub const SHORT_HORIZON_TICKS: u32 = 10;
 
+/// The horizon of the family's third oracle, run for several programs only: between the other
+/// two, a geometric series 10, 30, 100 (docs/model.md §12: on `objects-pair` at 15% on
+/// optane-2019 it runs in 29.4 ms where the two others take 130 ms and more, and ambix beat the
+/// rest of the family).
+pub const MID_HORIZON_TICKS: u32 = 30;
+
 /// The candidates, each a policy to run on a fresh machine, those likeliest to win first (a
 /// good run found early stops the rest sooner): the static splits by future accesses, the
 /// interleaves (each set of weights once), first-touch, the oracle at two horizons, Memory Mode,
@@ -447,9 +454,14 @@ fn family(
         // counts average a page over lives and phases it does not share (docs/model.md §12:
         // at 1/64 size it runs `objects-sites` at a 25% fast tier in 21.7 ms, the default in 33.5).
         registered(&format!("oracle:horizon={SHORT_HORIZON_TICKS}")),
-        registered("memory-mode"),
-        registered("all-slow"),
     ]);
+    // Several programs: each program's hot set moves as its objects come and go, and a program's
+    // start or end changes every page's worth at once, so which horizon follows that best
+    // varies more than for one (docs/model.md §12).
+    if !phases.is_empty() {
+        v.push(registered(&format!("oracle:horizon={MID_HORIZON_TICKS}")));
+    }
+    v.extend([registered("memory-mode"), registered("all-slow")]);
     v
 }
 
