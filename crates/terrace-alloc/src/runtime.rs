@@ -199,8 +199,9 @@ fn priority_from_env() -> i32 {
         return 0;
     }
     // SAFETY: a NUL-terminated string from the environment.
+    // `str::parse` allocates nothing (an optional sign, then decimal digits).
     let bytes = unsafe { core::ffi::CStr::from_ptr(v) }.to_bytes();
-    match parse_priority(bytes) {
+    match core::str::from_utf8(bytes).ok().and_then(|t| t.parse::<i32>().ok()) {
         Some(p) => p,
         None => {
             let msg =
@@ -211,26 +212,6 @@ fn priority_from_env() -> i32 {
             0
         }
     }
-}
-
-/// A decimal `i32` with an optional sign, without allocating.
-pub(crate) fn parse_priority(s: &[u8]) -> Option<i32> {
-    let (neg, digits) = match s {
-        [b'-', rest @ ..] => (true, rest),
-        [b'+', rest @ ..] => (false, rest),
-        _ => (false, s),
-    };
-    if digits.is_empty() || digits.len() > 10 {
-        return None;
-    }
-    let mut v: i64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + i64::from(d - b'0');
-    }
-    i32::try_from(if neg { -v } else { v }).ok()
 }
 
 /// Pushes this process image's start event (docs/objects-runtime.md, "The ring file"), once per
