@@ -9,7 +9,8 @@
 //! (`#[no_mangle] extern "C"`), so that the dynamic linker binds the program's and the C
 //! library's calls to them. A request of at least [`THRESHOLD`] bytes (one page, the seed's
 //! threshold, object tiering §3.2) gets its own anonymous, page-aligned mapping, so that Terrace
-//! can move that object alone with `move_pages`; smaller ones go to the system allocator, found
+//! can move that object alone with `move_pages` (and, attached, no huge page holds two objects:
+//! `runtime::map_object`); smaller ones go to the system allocator, found
 //! with `dlsym(RTLD_NEXT, ...)`. Each object is recorded in a side table ([`table`]); when
 //! `TERRACE_OBJECTS_RING` names a ring file made by Terrace, each object's allocation and free are
 //! reported there with a site id ([`site`]), and an object whose site Terrace has advised is bound

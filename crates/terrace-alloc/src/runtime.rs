@@ -274,6 +274,48 @@ fn unmap(p: usize, len: usize) {
     unsafe { libc::munmap(p as *mut c_void, len) };
 }
 
+/// The size of a transparent huge page (x86-64, and arm64 with 4 KiB pages).
+const HUGE: usize = 2 << 20;
+
+/// A fresh mapping of `len` bytes (a page multiple) that starts at a multiple of `align` (a power
+/// of two); null if there is no memory for it. With `own_folios` (Terrace is attached), no large
+/// folio of the mapping holds another object's memory: Terrace places objects one by one and
+/// `move_pages` moves a whole folio, so a huge page spanning two objects carries one with the
+/// other. Adjacent anonymous mappings merge into one VMA, in which the kernel may fault in (or
+/// khugepaged collapse) a huge page across the boundary; tests/vm case 41 saw a demotion of 14
+/// pages move 3,584 pages of hot objects beside them. So an object under 2 MiB gets
+/// MADV_NOHUGEPAGE (it could only have a huge page by sharing one), and a larger object starts on
+/// a 2 MiB boundary, so that its huge pages lie inside it (docs/objects-runtime.md, "Huge pages").
+fn map_object(len: usize, align: usize, own_folios: bool) -> *mut u8 {
+    let align = if own_folios && len >= HUGE { align.max(HUGE) } else { align };
+    let p = if align <= PAGE {
+        map(len)
+    } else {
+        let Some(total) = len.checked_add(align) else { return core::ptr::null_mut() };
+        let raw = map(total);
+        if raw.is_null() {
+            return raw;
+        }
+        let start = (raw as usize + align - 1) & !(align - 1);
+        if start > raw as usize {
+            unmap(raw as usize, start - raw as usize);
+        }
+        let tail = raw as usize + total - (start + len);
+        if tail > 0 {
+            unmap(start + len, tail);
+        }
+        start as *mut u8
+    };
+    if own_folios && len < HUGE && !p.is_null() {
+        let saved = errno();
+        // SAFETY: advice over a mapping just made and not yet handed out. It fails only on a
+        // kernel without transparent huge pages, where there is nothing to keep apart.
+        unsafe { libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE) };
+        set_errno(saved);
+    }
+    p
+}
+
 /// Binds [p, p+len) to `node` with MPOL_PREFERRED before anything touches it. Returns whether
 /// it took; errno is left as it was.
 fn bind(p: usize, len: usize, node: u32) -> bool {
@@ -319,23 +361,8 @@ pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut c_void {
             unsafe { core::ptr::write_bytes(c as *mut u8, 0, size) };
         }
         c as *mut u8
-    } else if align <= PAGE {
-        map(len)
     } else {
-        let Some(total) = len.checked_add(align) else { return core::ptr::null_mut() };
-        let raw = map(total);
-        if raw.is_null() {
-            return raw.cast();
-        }
-        let start = (raw as usize + align - 1) & !(align - 1);
-        if start > raw as usize {
-            unmap(raw as usize, start - raw as usize);
-        }
-        let tail = raw as usize + total - (start + len);
-        if tail > 0 {
-            unmap(start + len, tail);
-        }
-        start as *mut u8
+        map_object(len, align, ring.is_some())
     };
     if p.is_null() {
         return core::ptr::null_mut();

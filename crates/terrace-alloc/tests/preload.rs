@@ -415,3 +415,60 @@ fn threaded_program_with_every_site_advised_keeps_its_data() {
     assert!(advised.load(std::sync::atomic::Ordering::Relaxed) > 0, "no site was advised");
     assert!(stdout.contains("errors 0") && out.status.success(), "{stdout}");
 }
+
+/// The VmFlags of the mapping of `pid` that holds `addr`, from /proc/PID/smaps.
+fn vm_flags(pid: u32, addr: u64) -> Vec<String> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
+    let mut inside = false;
+    for line in smaps.lines() {
+        // A mapping's first line is its range ("7f12a000-7f12b000 rw-p ..."); its fields follow.
+        let range = line.split_whitespace().next().and_then(|r| r.split_once('-'));
+        if let Some((Ok(a), Ok(b))) =
+            range.map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)))
+        {
+            inside = a <= addr && addr < b;
+        } else if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| inside) {
+            return flags.split_whitespace().map(String::from).collect();
+        }
+    }
+    panic!("no mapping holds {addr:#x}");
+}
+
+/// Runs tests/c/huge.c (under a ring if `ring`) and returns, for each of its four objects, its
+/// address and whether its mapping has MADV_NOHUGEPAGE ("nh").
+fn huge_page_flags(dir: &Scratch, exe: &Path, ring: Option<&Path>) -> Vec<(u64, bool)> {
+    let mut cmd = Command::new(exe);
+    cmd.env("LD_PRELOAD", library()).env_remove(RING_ENV);
+    if let Some(r) = ring {
+        cmd.env(RING_ENV, r);
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let addrs: Vec<u64> = line.split_whitespace().map(|a| u64::from_str_radix(a, 16).unwrap()).collect();
+    assert_eq!(addrs.len(), 4, "{line:?} ({})", dir.0.display());
+    let flags = addrs.iter().map(|&a| (a, vm_flags(child.id(), a).iter().any(|f| f == "nh"))).collect();
+    child.stdin.take().unwrap().write_all(b"done\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    flags
+}
+
+/// Attached, no object shares a huge page with another: those under 2 MiB get no huge page
+/// (MADV_NOHUGEPAGE), a larger one starts on a 2 MiB boundary; without a ring the runtime leaves
+/// the kernel's choice alone.
+#[test]
+fn attached_objects_never_share_a_huge_page() {
+    let dir = Scratch::new("huge");
+    let exe = compile(&dir, "huge", include_str!("c/huge.c"));
+    let ring_path = dir.path("ring");
+    let _ring = Ring::create(&ring_path, 1 << 10, DEFAULT_ADVICE_SLOTS).unwrap();
+    let attached = huge_page_flags(&dir, &exe, Some(&ring_path));
+    let [small0, small1, large, aligned] = attached[..] else { unreachable!() };
+    assert!(small0.1 && small1.1, "1 MiB objects without MADV_NOHUGEPAGE: {attached:x?}");
+    assert!(aligned.1 && aligned.0 % 65536 == 0, "the aligned 1 MiB object: {aligned:x?}");
+    assert!(!large.1, "the 3 MiB object keeps its huge pages: {large:x?}");
+    assert_eq!(large.0 % (2 << 20), 0, "the 3 MiB object starts on a 2 MiB boundary: {large:x?}");
+    let alone = huge_page_flags(&dir, &exe, None);
+    assert!(alone.iter().all(|&(_, nh)| !nh), "without a ring the kernel's choice stands: {alone:x?}");
+}
