@@ -26,7 +26,7 @@ use crate::trackers::TrackerSet;
 use crate::userfaultfd::Userfaultfd;
 use crate::warn_limit::WarnLimit;
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 use terrace_model::{
@@ -278,6 +278,7 @@ impl LiveMachine {
             mechanisms: migrate::host_mechanisms(false, false, false),
             // The live machine manages one program (its process tree).
             programs: Vec::new(),
+            move_unit_bytes: migrate::move_unit_bytes(Path::new("/sys")),
         };
         let n = tiers.len();
         let mut machine = LiveMachine {
@@ -1401,6 +1402,7 @@ pub fn live_requirements(
             attach == Attach::Start,
         ),
         programs: Vec::new(),
+        move_unit_bytes: migrate::move_unit_bytes(Path::new("/sys")),
     };
     let req = policy.requirements(&provisional);
     // As `drive` does, but before the program starts: a two-tier policy on a host of more tiers.

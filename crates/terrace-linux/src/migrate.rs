@@ -221,6 +221,21 @@ pub fn kernel_mechanisms(
     mechanisms(release.as_deref().and_then(kernel_release), userfaultfd, thp, shadow_agent, object_runtime)
 }
 
+/// The largest piece of a program's memory a move may carry whole on the kernel whose sysfs is
+/// at `sys` (`MachineInfo::move_unit_bytes`): its transparent huge page size, unless the kernel
+/// has none or makes none (`enabled` is `[never]`); 0 then. With `madvise` a program may still ask
+/// for them on its own memory, so only `never` rules them out.
+pub fn move_unit_bytes(sys: &Path) -> u64 {
+    let dir = sys.join("kernel/mm/transparent_hugepage");
+    match std::fs::read_to_string(dir.join("enabled")) {
+        Ok(enabled) if !enabled.contains("[never]") => std::fs::read_to_string(dir.join("hpage_pmd_size"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(2 << 20),
+        _ => 0,
+    }
+}
+
 /// How the live machine carries out an offered mechanism, for `terrace doctor`.
 pub fn how(m: Mechanism) -> String {
     match m {
@@ -578,6 +593,22 @@ fn has_exited(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_move_unit_is_the_huge_page_unless_the_kernel_makes_none() {
+        let sys = std::env::temp_dir().join(format!("terrace-move-unit-{}", std::process::id()));
+        let dir = sys.join("kernel/mm/transparent_hugepage");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(move_unit_bytes(&sys.join("absent")), 0, "no THP in the kernel");
+        for (enabled, unit) in [("always [madvise] never\n", 2 << 20), ("always madvise [never]\n", 0)] {
+            std::fs::write(dir.join("enabled"), enabled).unwrap();
+            assert_eq!(move_unit_bytes(&sys), unit, "{enabled}");
+        }
+        std::fs::write(dir.join("enabled"), "[always] madvise never\n").unwrap();
+        std::fs::write(dir.join("hpage_pmd_size"), "524288\n").unwrap();
+        assert_eq!(move_unit_bytes(&sys), 512 << 10, "the kernel's own size when it says");
+        std::fs::remove_dir_all(&sys).unwrap();
+    }
 
     #[test]
     fn errno_maps_to_a_reason() {

@@ -119,6 +119,7 @@ mod tests {
                 scale,
                 mechanisms: crate::Mechanisms::default(),
                 programs: Vec::new(),
+                move_unit_bytes: 0,
             };
             Clock {
                 info,

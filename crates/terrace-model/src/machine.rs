@@ -23,6 +23,12 @@ pub struct MachineInfo {
     /// its range of the managed space; empty for the one program of most runs.
     #[serde(default)]
     pub programs: Vec<ProgramInfo>,
+    /// The largest piece of memory a move may carry whole, whatever page the plan names: a
+    /// transparent huge page on a live host whose kernel makes them (`move_pages` moves a folio
+    /// whole), so a plan that moves less than one moves its neighbours too; 0 where every page
+    /// moves alone (the simulated machine). Read it with [`MachineInfo::move_unit`].
+    #[serde(default)]
+    pub move_unit_bytes: u64,
 }
 
 /// One of several programs sharing a machine: its name, priority and memory.
@@ -45,6 +51,11 @@ impl ProgramInfo {
 }
 
 impl MachineInfo {
+    /// The largest piece a move may carry whole: at least a page of the machine's page size.
+    pub fn move_unit(&self) -> u64 {
+        self.move_unit_bytes.max(self.page_size.bytes())
+    }
+
     /// The program (its index in `programs`) whose address range holds `addr`, if any.
     pub fn program_at(&self, addr: u64) -> Option<usize> {
         self.programs.iter().position(|p| p.range().contains(&addr))
@@ -74,6 +85,7 @@ impl MachineInfo {
             scale: 1.0,
             mechanisms: Mechanisms::default(),
             programs: Vec::new(),
+            move_unit_bytes: 0,
         }
     }
 }

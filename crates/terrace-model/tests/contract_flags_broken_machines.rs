@@ -77,6 +77,7 @@ impl Reference {
                 8,
             ),
             programs: Vec::new(),
+            move_unit_bytes: 0,
         };
         let mut placement = vec![TierId::FAST; fast];
         placement.extend(vec![TierId::SLOW; slow]);

@@ -369,6 +369,7 @@ mod tests {
             scale,
             mechanisms: Default::default(),
             programs: Vec::new(),
+            move_unit_bytes: 0,
         }
     }
 

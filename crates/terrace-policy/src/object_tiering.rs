@@ -143,6 +143,8 @@ pub struct ObjectTiering {
     alloc_share: f64,
     split_share: f64,
     page_bytes: u64,
+    /// The machine's move unit (`MachineInfo::move_unit`): records are multiples of it.
+    move_unit: u64,
     /// The footprint (pages) the sizes were set against.
     footprint_pages: u64,
     /// Advice the machine was last given, by site, so only changes are sent.
@@ -188,6 +190,7 @@ impl ObjectTiering {
             alloc_share: p.fraction("alloc_share"),
             split_share: p.fraction("split_share"),
             page_bytes: 4096,
+            move_unit: 4096,
             footprint_pages: 0,
             advised: HashMap::new(),
             now_ns: 0,
@@ -209,7 +212,15 @@ impl ObjectTiering {
         self.footprint_pages = pages;
         let footprint = (pages * self.page_bytes) as f64;
         let share = |s: f64| ((s * footprint) as u64).max(self.page_bytes);
-        self.engine.settings.split_bytes = share(self.split_share);
+        // Where a move carries a whole huge page (a live host with transparent huge pages), a
+        // record smaller than one, or straddling two, would move its neighbours with it: each
+        // record is then a whole number of huge pages, from its object's start (the object
+        // runtime starts objects of 2 MiB or more on a 2 MiB boundary, and keeps smaller ones
+        // out of huge pages; docs/objects-runtime.md, "Huge pages"). The seed ran with
+        // transparent huge pages off (object tiering §4.5), where this changes nothing.
+        let split = share(self.split_share);
+        self.engine.settings.split_bytes =
+            if self.move_unit > self.page_bytes { split.next_multiple_of(self.move_unit) } else { split };
         if let Trigger::Allocation { .. } = self.engine.settings.trigger {
             self.engine.settings.trigger = Trigger::Allocation { bytes: share(self.alloc_share) };
         }
@@ -233,6 +244,7 @@ impl Policy for ObjectTiering {
 
     fn start(&mut self, machine: &MachineInfo) {
         self.page_bytes = machine.page_size.bytes();
+        self.move_unit = machine.move_unit();
         self.footprint_grew_to(machine.pages);
     }
 
@@ -778,6 +790,29 @@ mod tests {
         assert!(avg[0] == 0.0 && avg[1] > 0.0 && avg[2] == 0.0);
         e.freed(0x4000_0000);
         assert_eq!(e.records().map(|r| r.site).collect::<Vec<_>>(), vec![8]);
+    }
+
+    /// Where a move carries a whole huge page, records are whole huge pages from their object's
+    /// start; where pages move alone, the split is the footprint's share, as the seed's.
+    #[test]
+    fn records_are_whole_move_units_where_a_move_carries_a_huge_page() {
+        let split_of = |move_unit_bytes: u64| {
+            let mut p = ObjectTiering::default();
+            // 1 GiB of footprint: the default 0.21% is 2,254,857 bytes.
+            let m = MachineInfo { pages: (1 << 30) / 4096, move_unit_bytes, ..MachineInfo::placeholder(2) };
+            p.start(&m);
+            p.engine.settings.split_bytes
+        };
+        assert_eq!(split_of(0), 2_254_857);
+        assert_eq!(split_of(4096), 2_254_857, "a move unit of a page changes nothing");
+        assert_eq!(split_of(2 * MIB), 4 * MIB);
+        let mut p = ObjectTiering::default();
+        p.start(&MachineInfo { pages: 10_000, move_unit_bytes: 2 * MIB, ..MachineInfo::placeholder(2) });
+        assert_eq!(p.engine.settings.split_bytes, 2 * MIB, "a small footprint's records are one huge page");
+        p.engine.allocated(0x4000_0000, 5 * MIB, 1, 0, S, 0);
+        p.engine.close_interval();
+        let records: Vec<(u64, u64)> = p.engine.records().map(|r| (r.start, r.bytes)).collect();
+        assert_eq!(records, [(0x4000_0000, 2 * MIB), (0x4020_0000, 2 * MIB), (0x4040_0000, MIB)]);
     }
 
     #[test]

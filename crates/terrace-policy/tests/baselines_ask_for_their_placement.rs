@@ -14,6 +14,7 @@ fn requirements(spec: &str) -> Requirements {
         scale: 1.0,
         mechanisms: Default::default(),
         programs: Vec::new(),
+        move_unit_bytes: 0,
     };
     terrace_policy::build(spec).unwrap().requirements(&m)
 }

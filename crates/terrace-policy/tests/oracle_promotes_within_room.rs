@@ -33,6 +33,7 @@ fn machine(capacity: u64) -> MachineInfo {
         scale: 1.0,
         mechanisms: Default::default(),
         programs: Vec::new(),
+        move_unit_bytes: 0,
     }
 }
 

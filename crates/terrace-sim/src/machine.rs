@@ -207,6 +207,7 @@ impl SimMachine {
             // A model can charge for every mechanism (docs/model.md §4).
             mechanisms: Mechanisms::all(),
             programs: programs.clone(),
+            move_unit_bytes: 0,
         };
         let corun = (!programs.is_empty()).then(|| CoRun::new(&profile, &programs));
         Ok(SimMachine {

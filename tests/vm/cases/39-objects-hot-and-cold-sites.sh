@@ -32,10 +32,12 @@ set -- $(echo "$end" | sed 's/.*hot \([0-9]*\) of \([0-9]*\) pages on node 0, co
 [ $# -eq 4 ] || fail "no end line: $end"
 hot0=$1 hotall=$2 cold1=$3 coldall=$4
 [ "$hotall" -eq 4096 ] && [ "$coldall" -eq 6144 ] || fail "the objects are not all present: $end"
-# The fast set is 90% of node 0's 18 MiB, the hot site's 16 MiB and little more, in records of
-# about 86 KiB (split_share of a 40 MiB footprint): records of the hot objects whose sampled counts
-# dip trade places with cold ones at some enforcements (in one run 84% of the hot pages were on
-# node 0 at the end, 100% a second before), so the bounds are 75% and 85%, not all.
+# The fast set is 90% of node 0's 18 MiB, the hot site's 16 MiB and little more. Its records are
+# whole objects here (a record is whole 2 MiB huge pages on a kernel that makes them, and a 1 MiB
+# object is one); when they were about 86 KiB (split_share of a 40 MiB footprint), records of the
+# hot objects whose sampled counts dipped traded places with cold ones at some enforcements (in
+# one run 84% of the hot pages were on node 0 at the end, 100% a second before), so the bounds
+# are 75% and 85%, not all.
 [ "$hot0" -ge $((hotall * 75 / 100)) ] || fail "the hot site's objects are not on node 0: $end"
 [ "$cold1" -ge $((coldall * 85 / 100)) ] || fail "the cold site's objects are not on node 1: $end"
 # "objects-hotcold renewed 4 hot objects: N of M pages on node 0 at allocation"

@@ -272,6 +272,7 @@ mod tests {
             scale: 1.0,
             mechanisms: Default::default(),
             programs: Vec::new(),
+            move_unit_bytes: 0,
         }
     }
 
