@@ -105,6 +105,23 @@ host_program() {
 	[ -x "/host/bin/$1" ] || fail "no host program $1 in /host/bin (name it on the case's '# host-programs:' line)"
 	echo "/host/bin/$1"
 }
+# vmstat NAME: the kernel's counter NAME from /proc/vmstat (0 if this kernel does not count it).
+vmstat() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' /proc/vmstat; }
+# hotcold_ok FILE [WHO]: fails unless the object test program (tests/vm/programs/objects-hotcold.c;
+# WHO names it in the message) whose output is FILE read every value back and finished its checks.
+hotcold_ok() {
+	grep -q 'MISMATCH' "$1" && fail "a value of ${2:-the program} read back wrong: $(grep MISMATCH "$1")"
+	grep -q 'objects-hotcold values ok' "$1" || fail "${2:-the program} did not finish its checks: $(tail -n 2 "$1")"
+}
+# hotcold_end FILE: sets `end` to the object test program's end line in FILE ("objects-hotcold
+# end: hot H of HA pages on node 0, cold C of CA on node 1") and hot0, hotall, cold1, coldall to
+# its four numbers; fails if there is none.
+hotcold_end() {
+	end=$(grep 'objects-hotcold end:' "$1")
+	set -- $(echo "$end" | sed 's/.*hot \([0-9]*\) of \([0-9]*\) pages on node 0, cold \([0-9]*\) of \([0-9]*\) on node 1/\1 \2 \3 \4/')
+	[ $# -eq 4 ] || fail "no end line: $end"
+	hot0=$1 hotall=$2 cold1=$3 coldall=$4
+}
 # random_lines N SEED FILE: N lines "NUMBER INDEX" with seeded random numbers, for sort to sort.
 random_lines() {
 	awk -v n="$1" -v seed="$2" 'BEGIN { srand(seed); for (i = 0; i < n; i++) printf "%09d %d\n", int(rand() * 1e9), i }' >"$3"

@@ -10,7 +10,6 @@
 kernel_balancing_off
 echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
 
-vmstat() { awk -v k="$1" '$1 == k { print $2 }' /proc/vmstat; }
 moved_before=$(vmstat thp_migration_success)
 split_before=$(vmstat thp_migration_split)
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml

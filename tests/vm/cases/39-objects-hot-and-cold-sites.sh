@@ -24,13 +24,8 @@ rc=$?
 cat /tmp/out
 grep -v 'moved' /tmp/log | tail -n 4
 [ "$rc" -eq 0 ] || fail "terrace run --objects exited $rc: $(tail -n 3 /tmp/log)"
-grep -q 'MISMATCH' /tmp/out && fail "a value read back wrong: $(grep MISMATCH /tmp/out)"
-grep -q 'objects-hotcold values ok' /tmp/out || fail "the program did not finish its checks"
-# "objects-hotcold end: hot H of HA pages on node 0, cold C of CA on node 1"
-end=$(grep 'objects-hotcold end:' /tmp/out)
-set -- $(echo "$end" | sed 's/.*hot \([0-9]*\) of \([0-9]*\) pages on node 0, cold \([0-9]*\) of \([0-9]*\) on node 1/\1 \2 \3 \4/')
-[ $# -eq 4 ] || fail "no end line: $end"
-hot0=$1 hotall=$2 cold1=$3 coldall=$4
+hotcold_ok /tmp/out
+hotcold_end /tmp/out
 [ "$hotall" -eq 4096 ] && [ "$coldall" -eq 6144 ] || fail "the objects are not all present: $end"
 # The fast set is 90% of node 0's 18 MiB, the hot site's 16 MiB and little more. Its records are
 # whole objects here (a record is whole 2 MiB huge pages on a kernel that makes them, and a 1 MiB

@@ -27,14 +27,12 @@ sleep 12
 TERRACE_PRIORITY=1 "$prog" 16 0 1 12 999 0 >/tmp/high
 wait
 SCRIPT
-# Huge pages the kernel has migrated whole so far (0 on a kernel that does not count them).
-thp_moved() { sed -n 's/^thp_migration_success //p' /proc/vmstat | grep . || echo 0; }
-thp_before=$(thp_moved)
+thp_before=$(vmstat thp_migration_success)
 # alpha = 0.5, as in case 39: the seed's 0.1 takes about ten 2 s ticks to rank an object.
 on_node 1 terrace run --objects --policy objects:trigger=time,alpha=0.5 --config /tmp/obj.toml -- \
 	sh /tmp/pair.sh >/tmp/out 2>/tmp/log
 rc=$?
-thp_after=$(thp_moved)
+thp_after=$(vmstat thp_migration_success)
 grep -v 'moved' /tmp/log | tail -n 4
 # hot0 FILE: "T:H" per report, H the hot pages on node 0 T seconds in ("... t=T hot H of N pages
 # on node 0"; N is 4096 less pages the kernel reported busy at that instant).
@@ -44,19 +42,19 @@ echo "low-priority hot pages on node 0, second:pages: $low"
 echo "high-priority hot pages on node 0, second:pages: $(hot0 /tmp/high)"
 [ "$rc" -eq 0 ] || fail "terrace run --objects exited $rc: $(tail -n 3 /tmp/log)"
 for p in low high; do
-	grep -q 'MISMATCH' /tmp/$p && fail "a value of the $p-priority program read back wrong: $(grep MISMATCH /tmp/$p)"
-	grep -q 'objects-hotcold values ok' /tmp/$p || fail "the $p-priority program did not finish its checks: $(tail -n 2 /tmp/$p)"
+	hotcold_ok /tmp/$p "the $p-priority program"
 done
 # span least|most FROM TO: the fewest / most hot pages on node 0 in the low-priority program's
 # reports from FROM to TO seconds, or nothing if there is no report in that span.
 span() { echo "$low" | tr ' ' '\n' | awk -F: -v a="$2" -v b="$3" -v f="$1" '$1 >= a && $1 <= b {
 	if (n++ == 0 || (f == "least" ? $2 < v : $2 > v)) v = $2 } END { if (n) print v }'; }
-end0() { sed -n 's/^objects-hotcold end: hot \([0-9]*\) of [0-9]* pages on node 0.*/\1/p' "$1"; }
 alone=$(span least 8 11)
 during=$(span most 18 22)
 after=$(span least 32 40)
-after_end=$(end0 /tmp/low)
-high=$(end0 /tmp/high)
+hotcold_end /tmp/high
+high=$hot0
+hotcold_end /tmp/low
+after_end=$hot0
 [ -n "$alone" ] && [ -n "$during" ] && [ -n "$after" ] && [ -n "$after_end" ] && [ -n "$high" ] ||
 	fail "a report is missing: low '$alone' '$during' '$after' '$after_end', high '$high'; $(grep -c . /tmp/low) lines from the low-priority program"
 note "low-priority hot pages on node 0: at least $alone of 4096 alone (8-11 s), at most $during while the high-priority program runs (18-22 s), at least $after after it (32-39 s) and $after_end at its end; high-priority: $high of 4096 at its end; huge pages moved: $((thp_after - thp_before))"
