@@ -172,7 +172,11 @@ fn file_trackers(sys: &Path, topo: &Topology) -> Vec<TrackerCheck> {
         TrackerCheck {
             kind: TrackerKind::DamonVaddr,
             available: true,
-            detail: format!("{} exists (DAMON sysfs; writing it needs root)", damon.display()),
+            detail: format!(
+                "{} exists (DAMON sysfs; writing it needs root); {}",
+                damon.display(),
+                damon_regions_source(sys)
+            ),
             enable: None,
         }
     } else {
@@ -322,6 +326,20 @@ fn findings(topo: &Topology, class: &Classification) -> Vec<Finding> {
 /// Checks that need the real kernel: only meaningful on the host itself, never on fixture trees.
 pub fn probe_live() -> Vec<TrackerCheck> {
     vec![live::soft_dirty(), live::perf_sampling(), live::uffd_wp()]
+}
+
+/// Where Terrace will read DAMON's regions (`trackers::damon::DamonReader`): from its trace event
+/// where tracefs has it, which a tracefs that is not mounted yet may.
+fn damon_regions_source(sys: &Path) -> &'static str {
+    let tracing = sys.join("kernel/tracing");
+    if tracing.join("events/damon/damon_aggregated").is_dir() {
+        "regions read from its damon_aggregated trace event"
+    } else if tracing.join("events").is_dir() {
+        "no damon_aggregated trace event: regions read from sysfs (tried_regions)"
+    } else {
+        "tracefs is not mounted: Terrace mounts it at /sys/kernel/tracing to read DAMON's regions from \
+         its trace event, or reads sysfs"
+    }
 }
 
 /// On the host itself: DAMON's sysfs can be there without its vaddr operations (a kernel built
@@ -671,6 +689,19 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1 << 30), "1.0 GiB");
         assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
+    }
+
+    /// Doctor says where DAMON's regions will be read: its trace event where tracefs is mounted
+    /// and has it, sysfs where tracefs lacks it, and that tracefs will be mounted where it is not.
+    #[test]
+    fn damons_region_source_follows_tracefs_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = root.path();
+        assert!(damon_regions_source(sys).starts_with("tracefs is not mounted"));
+        fs::create_dir_all(sys.join("kernel/tracing/events/sched")).unwrap();
+        assert!(damon_regions_source(sys).contains("from sysfs"));
+        fs::create_dir_all(sys.join("kernel/tracing/events/damon/damon_aggregated")).unwrap();
+        assert_eq!(damon_regions_source(sys), "regions read from its damon_aggregated trace event");
     }
 
     /// The migration section follows the kernel under the roots: its release decides the TLB

@@ -6,11 +6,14 @@
 //! referenced if its region was accessed in the last aggregation interval. It sees reads and
 //! writes alike (soft-dirty still supplies the dirty bit). Where the fault sampler stands in for
 //! PEBS/IBS, it is also the source of read samples: each region's access count, scaled to the
-//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). A `stat`
-//! scheme that matches every region makes DAMON list its regions under `tried_regions`.
+//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). Its regions
+//! are read from DAMON's `damon_aggregated` trace event in a tracefs instance of Terrace's
+//! ([`crate::tracefs`]); where that cannot be had, a `stat` scheme that matches every region
+//! makes DAMON list them under sysfs's `tried_regions`.
 
 use super::{LiveTracker, ScanView};
 use crate::process::ProcessError;
+use crate::tracefs::{Instance, Pipe};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -307,6 +310,11 @@ impl DamonTracker {
     pub fn samples_per_aggregation(&self) -> u32 {
         self.samples_per_aggregation
     }
+
+    /// The kdamond's kernel thread's pid, which the `damon_aggregated` events it emits carry.
+    fn thread_pid(&self) -> Result<u32, DamonError> {
+        read_u64(&self.kdamond.join("pid")).map(|p| p as u32)
+    }
 }
 
 impl Drop for DamonTracker {
@@ -327,13 +335,38 @@ struct Latest {
     error: Option<String>,
 }
 
-/// DAMON's regions, read in a background thread: asking kdamond for them blocks until its next
-/// aggregation (up to 100 ms), which must not stall a policy's tick (hemem's is 10 ms).
+/// DAMON's regions, read in a background thread: from DAMON's `damon_aggregated` trace event
+/// where tracefs can give it (one event per region at every aggregation, as damo records them),
+/// else from sysfs's `tried_regions`, whose update blocks until the kdamond's next aggregation
+/// (up to 100 ms) and which costs a path lookup and read of three files per region, every
+/// interval. Either way the reading must not stall a policy's tick (hemem's is 10 ms).
 pub struct DamonReader {
     latest: Arc<Mutex<Latest>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     samples_per_aggregation: u32,
+    source: RegionSource,
+}
+
+/// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read sysfs.
+pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
+
+/// Where a [`DamonReader`] reads DAMON's regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegionSource {
+    /// The `damon:damon_aggregated` trace event, in a tracefs instance of Terrace's.
+    TraceEvent,
+    /// sysfs: the `stat` scheme's `tried_regions`, updated on request.
+    Sysfs,
+}
+
+impl RegionSource {
+    pub fn describe(self) -> &'static str {
+        match self {
+            RegionSource::TraceEvent => "the damon_aggregated trace event",
+            RegionSource::Sysfs => "sysfs tried_regions",
+        }
+    }
 }
 
 impl DamonReader {
@@ -352,29 +385,35 @@ impl DamonReader {
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s) = (Arc::clone(&latest), Arc::clone(&stop));
+        // TERRACE_DAMON_REGIONS=sysfs takes the sysfs path where the trace event would serve, to
+        // compare the two (docs/live.md, "Recording a program").
+        let forced_sysfs = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "sysfs");
+        let events =
+            match if forced_sysfs { Err(format!("{REGIONS_ENV}=sysfs")) } else { trace_events(&tracker) } {
+                Ok(events) => Some(events),
+                Err(e) => {
+                    tracing::info!("DAMON: reading regions from sysfs, not from its trace event: {e}");
+                    None
+                }
+            };
+        let source = if events.is_some() { RegionSource::TraceEvent } else { RegionSource::Sysfs };
+        tracing::info!("DAMON: regions read from {}", source.describe());
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
                 // The tracker lives (and its kdamond runs) as long as this thread.
-                while !s.load(Ordering::Relaxed) {
-                    let read = tracker.regions();
-                    let mut latest = l.lock().expect("damon lock");
-                    match read {
-                        Ok(regions) => {
-                            latest.seq += 1;
-                            latest.regions = regions;
-                            latest.error = None;
-                        }
-                        Err(e) => {
-                            latest.error = Some(e.to_string());
-                            drop(latest);
-                            std::thread::sleep(std::time::Duration::from_micros(aggr_us));
-                        }
+                match events {
+                    Some((instance, pipe)) => {
+                        // The pipe is closed (in `read_events`) before its instance is removed.
+                        read_events(&l, &s, pipe, aggr_us);
+                        drop(instance);
                     }
+                    None => read_sysfs(&tracker, &l, &s, aggr_us),
                 }
+                drop(tracker);
             })
             .map_err(|source| DamonError::Io { what: "start a thread for", path: ADMIN.into(), source })?;
-        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation })
+        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation, source })
     }
 
     /// The latest aggregation read, numbered from 1 (0 with no regions: none read yet), or the
@@ -389,6 +428,105 @@ impl DamonReader {
 
     pub fn samples_per_aggregation(&self) -> u32 {
         self.samples_per_aggregation
+    }
+
+    /// Where the regions come from.
+    pub fn source(&self) -> RegionSource {
+        self.source
+    }
+}
+
+/// A tracefs instance with `damon:damon_aggregated` enabled for `tracker`'s kdamond alone (the
+/// host's own DAMON users, DAMON_RECLAIM and the like, emit the same event), and its pipe.
+fn trace_events(tracker: &DamonTracker) -> Result<(Instance, Pipe), String> {
+    let instance = Instance::create("damon", "damon_aggregated").map_err(|e| e.to_string())?;
+    let kdamond = tracker.thread_pid().map_err(|e| e.to_string())?;
+    instance
+        .enable("damon", "damon_aggregated", &format!("common_pid == {kdamond}"))
+        .map_err(|e| e.to_string())?;
+    let pipe = instance.pipe().map_err(|e| e.to_string())?;
+    Ok((instance, pipe))
+}
+
+/// Reads `damon_aggregated` events until `stop`, publishing each whole aggregation in `latest`.
+fn read_events(latest: &Mutex<Latest>, stop: &AtomicBool, mut pipe: Pipe, aggr_us: u64) {
+    let mut aggregation = Aggregation::default();
+    let wait = std::time::Duration::from_micros(aggr_us.clamp(1_000, 200_000));
+    while !stop.load(Ordering::Relaxed) {
+        let read = pipe.read_lines(wait, |line| {
+            if let Some(regions) = aggregation.push(line) {
+                let mut latest = latest.lock().expect("damon lock");
+                latest.seq += 1;
+                latest.regions = regions;
+                latest.error = None;
+            }
+        });
+        if let Err(e) = read {
+            latest.lock().expect("damon lock").error =
+                Some(format!("DAMON: cannot read its trace events: {e}"));
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation.
+fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool, aggr_us: u64) {
+    while !stop.load(Ordering::Relaxed) {
+        let read = tracker.regions();
+        let mut latest = latest.lock().expect("damon lock");
+        match read {
+            Ok(regions) => {
+                latest.seq += 1;
+                latest.regions = regions;
+                latest.error = None;
+            }
+            Err(e) => {
+                latest.error = Some(e.to_string());
+                drop(latest);
+                std::thread::sleep(std::time::Duration::from_micros(aggr_us));
+            }
+        }
+    }
+}
+
+/// One `damon_aggregated` event as tracefs prints it (the event's `format` file: "target_id=%lu
+/// nr_regions=%u %lu-%lu: %u %u", the last, the region's age, since Linux 6.3): the target's
+/// region count at this aggregation and the region.
+fn parse_aggregated(line: &str) -> Option<(u32, Region)> {
+    let (_, fields) = line.split_once("damon_aggregated: ")?;
+    let mut words = fields.split_whitespace();
+    let _target = words.next()?.strip_prefix("target_id=")?;
+    let nr_regions = words.next()?.strip_prefix("nr_regions=")?.parse().ok()?;
+    let (start, end) = words.next()?.strip_suffix(':')?.split_once('-')?;
+    let nr_accesses = words.next()?.parse().ok()?;
+    Some((nr_regions, Region { start: start.parse().ok()?, end: end.parse().ok()?, nr_accesses }))
+}
+
+/// The events of one aggregation, gathered: DAMON emits one per region of its target, in
+/// address order, each carrying the target's region count (mm/damon/core.c,
+/// `kdamond_reset_aggregated`). An aggregation is whole when that many have come in order; one
+/// begun before the reading started, or with events lost (tracefs prints "[LOST n EVENTS]"),
+/// is dropped.
+#[derive(Default)]
+struct Aggregation {
+    regions: Vec<Region>,
+}
+
+impl Aggregation {
+    /// Takes one line of the pipe; returns the aggregation it completes.
+    fn push(&mut self, line: &str) -> Option<Vec<Region>> {
+        let Some((nr_regions, region)) = parse_aggregated(line) else {
+            if line.contains("LOST") {
+                self.regions.clear();
+            }
+            return None;
+        };
+        // A region at or below the last one's end begins the next aggregation.
+        if self.regions.last().is_some_and(|last| region.start < last.end) {
+            self.regions.clear();
+        }
+        self.regions.push(region);
+        (self.regions.len() >= nr_regions as usize).then(|| std::mem::take(&mut self.regions))
     }
 }
 
@@ -560,6 +698,54 @@ fn read_samples(accessed: u32, per_aggregation: u32, ticks: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `damon_aggregated` event as tracefs's trace_pipe prints it (the task, CPU, flags and
+    /// timestamp, then the event's print format), by kdamond pid 77.
+    fn event(nr_regions: u32, start: u64, end: u64, nr_accesses: u32) -> String {
+        format!(
+            "       kdamond.0-77      [001] ..... 70123.456789: damon_aggregated: target_id=0 \
+             nr_regions={nr_regions} {start}-{end}: {nr_accesses} 4"
+        )
+    }
+
+    #[test]
+    fn an_aggregated_event_is_parsed_with_or_without_the_age() {
+        let r = |start, end, nr_accesses| Region { start, end, nr_accesses };
+        assert_eq!(parse_aggregated(&event(3, 4096, 81920, 7)), Some((3, r(4096, 81920, 7))));
+        // Before Linux 6.3 the event had no age.
+        let old = "kdamond.0-77 [000] .... 5.000000: damon_aggregated: target_id=0 nr_regions=10 0-4096: 20";
+        assert_eq!(parse_aggregated(old), Some((10, r(0, 4096, 20))));
+        assert_eq!(parse_aggregated("kdamond.0-77 [000] .... 5.0: damos_before_apply: ctx_idx=0"), None);
+        assert_eq!(
+            parse_aggregated("kdamond.0-77 [000] .... 5.0: damon_aggregated: target_id=0 nr_regions=x"),
+            None
+        );
+    }
+
+    #[test]
+    fn only_whole_aggregations_in_address_order_are_taken() {
+        let mut a = Aggregation::default();
+        // The reading began in the middle of an aggregation of three regions: its tail is dropped
+        // when the next one starts over at a lower address.
+        assert_eq!(a.push(&event(3, 8192, 12288, 1)), None);
+        assert_eq!(a.push(&event(3, 0, 4096, 2)), None);
+        assert_eq!(a.push(&event(3, 4096, 8192, 0)), None);
+        let whole = a.push(&event(3, 8192, 12288, 5)).expect("three regions in order are whole");
+        assert_eq!(
+            whole.iter().map(|r| (r.start, r.nr_accesses)).collect::<Vec<_>>(),
+            [(0, 2), (4096, 0), (8192, 5)]
+        );
+        // Lost events: the aggregation under way is dropped, and the next whole one is taken.
+        assert_eq!(a.push(&event(2, 0, 4096, 1)), None);
+        assert_eq!(a.push("CPU:1 [LOST 18 EVENTS]"), None);
+        assert_eq!(a.push(&event(2, 4096, 8192, 1)), None);
+        assert_eq!(a.push(&event(2, 0, 4096, 3)), None);
+        assert_eq!(a.push("some other line"), None);
+        assert_eq!(a.push(&event(2, 4096, 8192, 9)).map(|r| r.len()), Some(2));
+        // One region: every event is an aggregation.
+        assert_eq!(a.push(&event(1, 0, 1 << 30, 4)).map(|r| r[0].nr_accesses), Some(4));
+        assert_eq!(a.push(&event(1, 0, 1 << 30, 6)).map(|r| r[0].nr_accesses), Some(6));
+    }
 
     /// Regions handed out as DAMON's aggregation number `seq`.
     struct Fixed(u64, Vec<Region>);
