@@ -247,7 +247,11 @@ impl DamonTracker {
         let attrs = ctx.join("monitoring_attrs");
         write(&attrs.join("intervals/sample_us"), &sample_us.to_string())?;
         write(&attrs.join("intervals/aggr_us"), &aggr_us.to_string())?;
-        write(&attrs.join("intervals/update_us"), &(aggr_us * 10).to_string())?;
+        // The address space's layout is read again every aggregation, not every 10 (DAMON's
+        // default, 1 s): a mapping made since is monitored only from then, and in the guest a
+        // program's 72 MiB made at its start went unmonitored for 10 aggregations, its first fill
+        // unseen (docs/live.md, "Recording a program"). Reading it costs a walk of the VMAs.
+        write(&attrs.join("intervals/update_us"), &aggr_us.to_string())?;
         // Enough regions to tell a hot buffer from a cold one at page-set granularity.
         // On physical memory (all of RAM, shared by every process) 10 regions would give a
         // process's pages a handful of counts: start from 100.
@@ -679,7 +683,8 @@ impl LiveTracker for Damon {
     }
 
     /// DAMON names its target by pid and looks the pid's address space up at every sample, so it
-    /// follows an exec by itself; its regions adapt to the new layout at its next update (1 s).
+    /// follows an exec by itself; its regions adapt to the new layout at its next update (one
+    /// aggregation, 100 ms).
     fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
         Ok(())
     }
