@@ -161,11 +161,12 @@ impl Pipe {
     /// many lines that was (0 if none came in time).
     pub fn read_lines(&mut self, timeout: Duration, mut line: impl FnMut(&str)) -> io::Result<usize> {
         let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+        let started = std::time::Instant::now();
         let mut fds = [PollFd::new(self.file.as_fd(), PollFlags::POLLIN)];
+        // Read after the wait whatever poll says: a kernel may report the pipe readable only
+        // once the instance's `buffer_percent` of its buffer is full (ring_buffer_poll_wait).
         match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(0) => return Ok(0),
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Ok(0),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
         let mut lines = 0;
@@ -179,6 +180,11 @@ impl Pipe {
             };
             self.pending.extend_from_slice(&self.buf[..n]);
             lines += split_lines(&mut self.pending, &mut line);
+        }
+        // A pipe that polls readable with nothing in it (the `block` trace option) must not
+        // make the caller spin: nothing read waits out the timeout.
+        if lines == 0 {
+            std::thread::sleep(timeout.saturating_sub(started.elapsed()));
         }
         Ok(lines)
     }
