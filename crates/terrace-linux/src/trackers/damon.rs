@@ -349,15 +349,14 @@ pub struct DamonReader {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     samples_per_aggregation: u32,
-    source: RegionSource,
 }
 
 /// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read sysfs.
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
 
-/// Where a [`DamonReader`] reads DAMON's regions.
+/// Where a [`DamonReader`] reads DAMON's regions (said in the log when it starts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RegionSource {
+enum RegionSource {
     /// The `damon:damon_aggregated` trace event, in a tracefs instance of Terrace's.
     TraceEvent,
     /// sysfs: the `stat` scheme's `tried_regions`, updated on request.
@@ -365,7 +364,7 @@ pub enum RegionSource {
 }
 
 impl RegionSource {
-    pub fn describe(self) -> &'static str {
+    fn describe(self) -> &'static str {
         match self {
             RegionSource::TraceEvent => "the damon_aggregated trace event",
             RegionSource::Sysfs => "sysfs tried_regions",
@@ -417,7 +416,7 @@ impl DamonReader {
                 drop(tracker);
             })
             .map_err(|source| DamonError::Io { what: "start a thread for", path: ADMIN.into(), source })?;
-        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation, source })
+        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation })
     }
 
     /// The latest aggregation read, numbered from 1 (0 with no regions: none read yet), or the
@@ -432,11 +431,6 @@ impl DamonReader {
 
     pub fn samples_per_aggregation(&self) -> u32 {
         self.samples_per_aggregation
-    }
-
-    /// Where the regions come from.
-    pub fn source(&self) -> RegionSource {
-        self.source
     }
 }
 
@@ -525,7 +519,7 @@ impl Aggregation {
             }
             return None;
         };
-        // A region at or below the last one's end begins the next aggregation.
+        // A region that starts below the last one's end begins the next aggregation.
         if self.regions.last().is_some_and(|last| region.start < last.end) {
             self.regions.clear();
         }
