@@ -328,17 +328,19 @@ pub fn probe_live() -> Vec<TrackerCheck> {
     vec![live::soft_dirty(), live::perf_sampling(), live::uffd_wp()]
 }
 
-/// Where Terrace will read DAMON's regions (`trackers::damon::DamonReader`): from its trace event
-/// where tracefs has it, which a tracefs that is not mounted yet may.
+/// Where Terrace will read DAMON's regions (`trackers::damon::DamonReader`): sysfs, or its trace
+/// event where `TERRACE_DAMON_REGIONS=trace-event` asks for it and tracefs has it (a tracefs that
+/// is not mounted yet may).
 fn damon_regions_source(sys: &Path) -> &'static str {
     let tracing = sys.join("kernel/tracing");
     if tracing.join("events/damon/damon_aggregated").is_dir() {
-        "regions read from its damon_aggregated trace event"
+        "regions read from sysfs (tried_regions); TERRACE_DAMON_REGIONS=trace-event reads its \
+         damon_aggregated trace event instead"
     } else if tracing.join("events").is_dir() {
-        "no damon_aggregated trace event: regions read from sysfs (tried_regions)"
+        "regions read from sysfs (tried_regions); this kernel has no damon_aggregated trace event"
     } else {
-        "tracefs is not mounted: Terrace mounts it at /sys/kernel/tracing to read DAMON's regions from \
-         its trace event, or reads sysfs"
+        "regions read from sysfs (tried_regions); TERRACE_DAMON_REGIONS=trace-event reads its trace \
+         event instead, mounting tracefs at /sys/kernel/tracing"
     }
 }
 
@@ -691,17 +693,17 @@ mod tests {
         assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
     }
 
-    /// Doctor says where DAMON's regions will be read: its trace event where tracefs is mounted
-    /// and has it, sysfs where tracefs lacks it, and that tracefs will be mounted where it is not.
+    /// Doctor says DAMON's regions are read from sysfs, and what the trace event would need:
+    /// nothing where tracefs has it, a kernel that has it, or tracefs mounted.
     #[test]
     fn damons_region_source_follows_tracefs_under_the_root() {
         let root = tempfile::tempdir().unwrap();
         let sys = root.path();
-        assert!(damon_regions_source(sys).starts_with("tracefs is not mounted"));
+        assert!(damon_regions_source(sys).ends_with("mounting tracefs at /sys/kernel/tracing"));
         fs::create_dir_all(sys.join("kernel/tracing/events/sched")).unwrap();
-        assert!(damon_regions_source(sys).contains("from sysfs"));
+        assert!(damon_regions_source(sys).ends_with("this kernel has no damon_aggregated trace event"));
         fs::create_dir_all(sys.join("kernel/tracing/events/damon/damon_aggregated")).unwrap();
-        assert_eq!(damon_regions_source(sys), "regions read from its damon_aggregated trace event");
+        assert!(damon_regions_source(sys).ends_with("reads its damon_aggregated trace event instead"));
     }
 
     /// The migration section follows the kernel under the roots: its release decides the TLB

@@ -6,10 +6,10 @@
 //! referenced if its region was accessed in the last aggregation interval. It sees reads and
 //! writes alike (soft-dirty still supplies the dirty bit). Where the fault sampler stands in for
 //! PEBS/IBS, it is also the source of read samples: each region's access count, scaled to the
-//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). Its regions
-//! are read from DAMON's `damon_aggregated` trace event in a tracefs instance of Terrace's
-//! ([`crate::tracefs`]); where that cannot be had, a `stat` scheme that matches every region
-//! makes DAMON list them under sysfs's `tried_regions`.
+//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). A `stat`
+//! scheme that matches every region makes DAMON list its regions under sysfs's `tried_regions`;
+//! where asked for, they are read from DAMON's `damon_aggregated` trace event in a tracefs
+//! instance of Terrace's instead ([`crate::tracefs`], [`DamonReader`]).
 
 use super::{LiveTracker, ScanView};
 use crate::process::ProcessError;
@@ -339,11 +339,19 @@ struct Latest {
     error: Option<String>,
 }
 
-/// DAMON's regions, read in a background thread: from DAMON's `damon_aggregated` trace event
-/// where tracefs can give it (one event per region at every aggregation, as damo records them),
-/// else from sysfs's `tried_regions`, whose update blocks until the kdamond's next aggregation
-/// (up to 100 ms) and which costs a path lookup and read of three files per region, every
-/// interval. Either way the reading must not stall a policy's tick (hemem's is 10 ms).
+/// DAMON's regions, read in a background thread: from sysfs's `tried_regions`, whose update
+/// blocks until the kdamond's next aggregation (up to 100 ms) and which costs a path lookup and
+/// read of three files per region, every interval; or, where asked for ([`REGIONS_ENV`]), from
+/// DAMON's `damon_aggregated` trace event (one event per region at every aggregation, as damo
+/// records them), which costs about half as much CPU. Either way the reading must not stall a
+/// policy's tick (hemem's is 10 ms).
+///
+/// Sysfs is the default because enabling a trace event, and disabling it, patches the
+/// scheduler's code: ftrace records the command names of traced tasks, on by default and set
+/// for all instances at once (`options/record-cmd`), by hooking `sched_switch`, whose static
+/// key sits in `__schedule`. Real CPUs take that live patching in their stride; the emulated
+/// guest of the tests (QEMU's TCG) panicked in `__schedule` on an int3 of it three times in
+/// about ten boots (docs/live.md, "Recording a program").
 pub struct DamonReader {
     latest: Arc<Mutex<Latest>>,
     stop: Arc<AtomicBool>,
@@ -351,7 +359,8 @@ pub struct DamonReader {
     samples_per_aggregation: u32,
 }
 
-/// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read sysfs.
+/// The environment variable that, set to `trace-event`, makes a [`DamonReader`] read DAMON's
+/// trace event (sysfs where it cannot be had).
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
 
 /// Where a [`DamonReader`] reads DAMON's regions (said in the log when it starts).
@@ -388,17 +397,15 @@ impl DamonReader {
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s) = (Arc::clone(&latest), Arc::clone(&stop));
-        // TERRACE_DAMON_REGIONS=sysfs takes the sysfs path where the trace event would serve, to
-        // compare the two (docs/live.md, "Recording a program").
-        let forced_sysfs = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "sysfs");
-        let events =
-            match if forced_sysfs { Err(format!("{REGIONS_ENV}=sysfs")) } else { trace_events(&tracker) } {
-                Ok(events) => Some(events),
-                Err(e) => {
-                    tracing::info!("DAMON: reading regions from sysfs, not from its trace event: {e}");
-                    None
-                }
-            };
+        let asked = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "trace-event");
+        let events = match asked.then(|| trace_events(&tracker)) {
+            Some(Ok(events)) => Some(events),
+            Some(Err(e)) => {
+                tracing::info!("DAMON: reading regions from sysfs, not from its trace event: {e}");
+                None
+            }
+            None => None,
+        };
         let source = if events.is_some() { RegionSource::TraceEvent } else { RegionSource::Sysfs };
         tracing::info!("DAMON: regions read from {}", source.describe());
         let thread = std::thread::Builder::new()
