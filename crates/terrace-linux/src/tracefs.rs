@@ -43,7 +43,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> T
 /// (kernels before 4.1 mounted it there); failing both, tracefs is mounted at
 /// /sys/kernel/tracing, as perf does when it finds it unmounted (tools/lib/api/fs/tracing_path.c).
 /// The mount is left in place, as systemd's would be: it holds nothing until someone traces.
-pub fn mount_point() -> Result<PathBuf, TracefsError> {
+fn mount_point() -> Result<PathBuf, TracefsError> {
     let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
     if let Some(p) = mounted(&mounts) {
         return Ok(p);

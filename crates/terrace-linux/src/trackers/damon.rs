@@ -339,6 +339,15 @@ struct Latest {
     error: Option<String>,
 }
 
+impl Latest {
+    /// One more aggregation read: it replaces the last, and any error.
+    fn publish(&mut self, regions: Vec<Region>) {
+        self.seq += 1;
+        self.regions = regions;
+        self.error = None;
+    }
+}
+
 /// DAMON's regions, read in a background thread: from sysfs's `tried_regions`, whose update
 /// blocks until the kdamond's next aggregation (up to 100 ms) and which costs a path lookup and
 /// read of three files per region, every interval; or, where asked for ([`REGIONS_ENV`]), from
@@ -362,24 +371,6 @@ pub struct DamonReader {
 /// The environment variable that, set to `trace-event`, makes a [`DamonReader`] read DAMON's
 /// trace event (sysfs where it cannot be had).
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
-
-/// Where a [`DamonReader`] reads DAMON's regions (said in the log when it starts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RegionSource {
-    /// The `damon:damon_aggregated` trace event, in a tracefs instance of Terrace's.
-    TraceEvent,
-    /// sysfs: the `stat` scheme's `tried_regions`, updated on request.
-    Sysfs,
-}
-
-impl RegionSource {
-    fn describe(self) -> &'static str {
-        match self {
-            RegionSource::TraceEvent => "the damon_aggregated trace event",
-            RegionSource::Sysfs => "sysfs tried_regions",
-        }
-    }
-}
 
 impl DamonReader {
     /// Starts DAMON on `pid` ([`DamonTracker::start`]) and a thread that reads every aggregation.
@@ -406,8 +397,9 @@ impl DamonReader {
             }
             None => None,
         };
-        let source = if events.is_some() { RegionSource::TraceEvent } else { RegionSource::Sysfs };
-        tracing::info!("DAMON: regions read from {}", source.describe());
+        let source =
+            if events.is_some() { "the damon_aggregated trace event" } else { "sysfs tried_regions" };
+        tracing::info!("DAMON: regions read from {source}");
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
@@ -460,10 +452,7 @@ fn read_events(latest: &Mutex<Latest>, stop: &AtomicBool, mut pipe: Pipe, aggr_u
     while !stop.load(Ordering::Relaxed) {
         let read = pipe.read_lines(wait, |line| {
             if let Some(regions) = aggregation.push(line) {
-                let mut latest = latest.lock().expect("damon lock");
-                latest.seq += 1;
-                latest.regions = regions;
-                latest.error = None;
+                latest.lock().expect("damon lock").publish(regions);
             }
         });
         if let Err(e) = read {
@@ -477,17 +466,10 @@ fn read_events(latest: &Mutex<Latest>, stop: &AtomicBool, mut pipe: Pipe, aggr_u
 /// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation.
 fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool, aggr_us: u64) {
     while !stop.load(Ordering::Relaxed) {
-        let read = tracker.regions();
-        let mut latest = latest.lock().expect("damon lock");
-        match read {
-            Ok(regions) => {
-                latest.seq += 1;
-                latest.regions = regions;
-                latest.error = None;
-            }
+        match tracker.regions() {
+            Ok(regions) => latest.lock().expect("damon lock").publish(regions),
             Err(e) => {
-                latest.error = Some(e.to_string());
-                drop(latest);
+                latest.lock().expect("damon lock").error = Some(e.to_string());
                 std::thread::sleep(std::time::Duration::from_micros(aggr_us));
             }
         }
