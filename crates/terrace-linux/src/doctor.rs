@@ -328,19 +328,19 @@ pub fn probe_live() -> Vec<TrackerCheck> {
     vec![live::soft_dirty(), live::perf_sampling(), live::uffd_wp()]
 }
 
-/// Where Terrace will read DAMON's regions (`trackers::damon::DamonReader`): sysfs, or its trace
-/// event where `TERRACE_DAMON_REGIONS=trace-event` asks for it and tracefs has it (a tracefs that
-/// is not mounted yet may).
+/// Where Terrace will read DAMON's regions (`trackers::damon::DamonReader`): its trace event,
+/// through perf, where tracefs describes it (a tracefs that is not mounted yet may), sysfs where
+/// the kernel has no such event or `TERRACE_DAMON_REGIONS=sysfs` asks for it.
 fn damon_regions_source(sys: &Path) -> &'static str {
     let tracing = sys.join("kernel/tracing");
     if tracing.join("events/damon/damon_aggregated").is_dir() {
-        "regions read from sysfs (tried_regions); TERRACE_DAMON_REGIONS=trace-event reads its \
-         damon_aggregated trace event instead"
+        "regions read from its damon_aggregated trace event through perf (TERRACE_DAMON_REGIONS=sysfs \
+         reads sysfs tried_regions instead)"
     } else if tracing.join("events").is_dir() {
         "regions read from sysfs (tried_regions); this kernel has no damon_aggregated trace event"
     } else {
-        "regions read from sysfs (tried_regions); TERRACE_DAMON_REGIONS=trace-event reads its trace \
-         event instead, mounting tracefs at /sys/kernel/tracing"
+        "regions read from its damon_aggregated trace event through perf, mounting tracefs at \
+         /sys/kernel/tracing to find it (from sysfs tried_regions if that fails)"
     }
 }
 
@@ -693,17 +693,18 @@ mod tests {
         assert_eq!(human_bytes(5597400 * 1024), "5.3 GiB");
     }
 
-    /// Doctor says DAMON's regions are read from sysfs, and what the trace event would need:
-    /// nothing where tracefs has it, a kernel that has it, or tracefs mounted.
+    /// Doctor says where DAMON's regions are read from: its trace event where tracefs has it or
+    /// may once mounted, sysfs where the kernel has no such event.
     #[test]
     fn damons_region_source_follows_tracefs_under_the_root() {
         let root = tempfile::tempdir().unwrap();
         let sys = root.path();
-        assert!(damon_regions_source(sys).ends_with("mounting tracefs at /sys/kernel/tracing"));
+        assert!(damon_regions_source(sys).contains("mounting tracefs at /sys/kernel/tracing"));
         fs::create_dir_all(sys.join("kernel/tracing/events/sched")).unwrap();
         assert!(damon_regions_source(sys).ends_with("this kernel has no damon_aggregated trace event"));
         fs::create_dir_all(sys.join("kernel/tracing/events/damon/damon_aggregated")).unwrap();
-        assert!(damon_regions_source(sys).ends_with("reads its damon_aggregated trace event instead"));
+        assert!(damon_regions_source(sys)
+            .starts_with("regions read from its damon_aggregated trace event through perf"));
     }
 
     /// The migration section follows the kernel under the roots: its release decides the TLB

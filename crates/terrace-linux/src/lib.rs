@@ -4,7 +4,7 @@
 //! is misconfigured ([`doctor`]), finds a process's pages and where they really are
 //! ([`process`], [`placement_scan`], with [`huge_view`] for 2 MiB pages), tracks accesses with
 //! the kernel's interfaces ([`trackers`], each behind one trait and chosen by name; DAMON's
-//! trace event read through [`tracefs`]), moves pages with move_pages(2) and checks where they
+//! trace event read through perf, [`tracepoint`]), moves pages with move_pages(2) and checks where they
 //! landed ([`migrate`]), keeps shadow copies of pages in memory it maps for a program
 //! ([`shadow_region`], asked over [`shadow_link`]), takes a program's
 //! allocation events from the object runtime and advises it ([`object_runtime`]), and implements
@@ -37,6 +37,7 @@ pub mod shadow_region;
 pub mod tlb_counts;
 pub mod topology;
 pub mod tracefs;
+pub mod tracepoint;
 pub mod trackers;
 pub mod userfaultfd;
 pub mod warn_limit;

@@ -173,6 +173,15 @@ pub enum TopologyError {
     Parse { path: PathBuf, what: String },
 }
 
+/// The CPUs online now (/sys/devices/system/cpu/online); CPU 0 alone where that cannot be read.
+pub fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_list(s.trim()).ok())
+        .filter(|v| !v.is_empty())
+        .map_or(vec![0], |v| v.into_iter().map(|c| c as usize).collect())
+}
+
 /// Parses a kernel list such as "0-3,8,10-11" (cpulist, nodelist, online). Empty means none.
 pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();

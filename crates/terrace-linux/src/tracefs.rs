@@ -1,24 +1,13 @@
-//! The kernel's tracing filesystem (Documentation/trace/ftrace.rst, "Instances", and
-//! Documentation/trace/events.rst): a private instance of the trace buffer with one event
-//! enabled and filtered, read as text from the instance's `trace_pipe`.
-//!
-//! An instance has its own buffer and its own events, so reading it neither sees nor consumes
-//! what anyone else traces. Its name carries Terrace's pid, so an instance that a Terrace killed
-//! with SIGKILL left behind is removed by the next ([`Instance::create`]).
+//! The kernel's tracing filesystem (Documentation/trace/events.rst): where a trace event is
+//! described, its id and the layout of the raw record the kernel writes for it. Terrace reads the
+//! events themselves through perf ([`crate::tracepoint`]), not through tracefs's buffers.
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fs;
-use std::io::{self, Read};
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 /// Where tracefs is mounted on current systems (systemd mounts it there at boot).
 const TRACEFS: &str = "/sys/kernel/tracing";
-/// Instances Terrace makes are named `terrace-PID-N`.
-const PREFIX: &str = "terrace-";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracefsError {
@@ -65,146 +54,83 @@ fn mounted(mounts: &str) -> Option<PathBuf> {
         fields()
             .find(|f| f.len() > 2 && f[2] == "debugfs")
             .map(|f| Path::new(f[1]).join("tracing"))
-            .filter(|p| p.join("instances").is_dir())
+            .filter(|p| p.join("events").is_dir())
     })
 }
 
-/// A tracefs instance of Terrace's: removed when dropped.
-pub struct Instance {
-    dir: PathBuf,
+/// A trace event's description, from its tracefs `format` file (Documentation/trace/events.rst,
+/// "Event formats"): its id, which perf_event_open(2) takes as a tracepoint's config, and where
+/// each field lies in the raw record the kernel writes.
+#[derive(Clone, Debug)]
+pub struct EventFormat {
+    pub id: u64,
+    fields: Vec<(String, Field)>,
 }
 
-impl Instance {
-    /// Makes an instance `terrace-PID-N` (this process's pid, its Nth instance) under tracefs,
-    /// first removing any whose process is gone, and checks that the event `system/event` exists.
-    pub fn create(system: &str, event: &str) -> Result<Self, TracefsError> {
-        let root = mount_point()?;
-        if !root.join("events").join(system).join(event).is_dir() {
+/// One field of a raw trace record: `size` bytes at `offset`, in the host's byte order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub offset: usize,
+    pub size: usize,
+}
+
+impl Field {
+    /// The field's value in `raw` as an unsigned integer (fields of 1, 2, 4 or 8 bytes); `None` if
+    /// the record is too short for it.
+    pub fn read(&self, raw: &[u8]) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset + self.size)?;
+        Some(match self.size {
+            1 => b[0] as u64,
+            2 => u16::from_ne_bytes(b.try_into().ok()?) as u64,
+            4 => u32::from_ne_bytes(b.try_into().ok()?) as u64,
+            8 => u64::from_ne_bytes(b.try_into().ok()?),
+            _ => return None,
+        })
+    }
+}
+
+impl EventFormat {
+    /// The format of `system:event` under tracefs (mounted first if it is not).
+    pub fn load(system: &str, event: &str) -> Result<Self, TracefsError> {
+        let dir = mount_point()?.join("events").join(system).join(event);
+        if !dir.is_dir() {
             return Err(TracefsError::NoEvent(format!("{system}:{event}")));
         }
-        let instances = root.join("instances");
-        remove_stale(&instances);
-        // Numbered within this process, so that two instances of one Terrace never share one.
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = instances.join(format!("{PREFIX}{}-{n}", std::process::id()));
-        match fs::create_dir(&dir) {
-            // Left by an earlier process of the same pid that was killed: it is unused.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            done => done.map_err(io_err("make the instance", &dir))?,
-        }
-        Ok(Instance { dir })
+        let path = dir.join("format");
+        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        Self::parse(&text).ok_or_else(|| TracefsError::Io {
+            what: "parse",
+            path: path.display().to_string(),
+            source: io::Error::new(io::ErrorKind::InvalidData, "no ID line or no fields"),
+        })
     }
 
-    /// Enables `system/event` in this instance, recording only what `filter` (the event filter
-    /// syntax: `common_pid == 123`) lets through.
-    pub fn enable(&self, system: &str, event: &str, filter: &str) -> Result<(), TracefsError> {
-        let ev = self.dir.join("events").join(system).join(event);
-        let filter_path = ev.join("filter");
-        fs::write(&filter_path, filter).map_err(io_err("write", &filter_path))?;
-        let enable = ev.join("enable");
-        fs::write(&enable, "1").map_err(io_err("write", &enable))
+    /// Parses a `format` file's text: its `ID:` line and its `field:TYPE NAME; offset:N; size:N;`
+    /// lines.
+    pub fn parse(text: &str) -> Option<Self> {
+        let id = text.lines().find_map(|l| l.trim().strip_prefix("ID:"))?.trim().parse().ok()?;
+        let fields: Vec<(String, Field)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut parts = l.trim().split(';').map(str::trim);
+                let decl = parts.next()?.strip_prefix("field:")?;
+                // The name is the declaration's last word, less any array bounds.
+                let name = decl.split_whitespace().last()?.split('[').next()?.to_string();
+                let mut number = |key: &str| parts.next()?.strip_prefix(key)?.trim().parse().ok();
+                Some((name, Field { offset: number("offset:")?, size: number("size:")? }))
+            })
+            .collect();
+        (!fields.is_empty()).then_some(EventFormat { id, fields })
     }
 
-    /// The instance's `trace_pipe`, opened without blocking: reading it consumes the events.
-    pub fn pipe(&self) -> Result<Pipe, TracefsError> {
-        let path = self.dir.join("trace_pipe");
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&path)
-            .map_err(io_err("open", &path))?;
-        Ok(Pipe { file, buf: vec![0; 64 * 1024], pending: Vec::new() })
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<Field> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, f)| *f)
     }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        // Removing an instance turns its events off and frees its buffer; it fails (EBUSY) only
-        // while a file of it is open, which a `Pipe` dropped first is not.
-        let _ = fs::remove_dir(&self.dir);
-    }
-}
-
-/// Removes the instances `terrace-PID-N` in `instances` whose process PID is gone.
-fn remove_stale(instances: &Path) {
-    let Ok(entries) = fs::read_dir(instances) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(PREFIX))
-            .and_then(|n| n.split_once('-'))
-            .and_then(|(p, _)| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new("/proc").join(pid.to_string()).exists() {
-            match fs::remove_dir(e.path()) {
-                Ok(()) => tracing::info!("tracefs: removed the instance a Terrace (pid {pid}, gone) left"),
-                Err(err) => tracing::warn!("tracefs: cannot remove {}: {err}", e.path().display()),
-            }
-        }
-    }
-}
-
-/// A tracefs `trace_pipe`, read line by line.
-pub struct Pipe {
-    file: fs::File,
-    buf: Vec<u8>,
-    /// The start of a line whose end has not been read yet.
-    pending: Vec<u8>,
-}
-
-impl Pipe {
-    /// Waits up to `timeout` for events, then calls `line` for each whole line read; returns how
-    /// many lines that was (0 if none came in time).
-    pub fn read_lines(&mut self, timeout: Duration, mut line: impl FnMut(&str)) -> io::Result<usize> {
-        let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-        let started = std::time::Instant::now();
-        let mut fds = [PollFd::new(self.file.as_fd(), PollFlags::POLLIN)];
-        // Read after the wait whatever poll says: a kernel may report the pipe readable only
-        // once the instance's `buffer_percent` of its buffer is full (ring_buffer_poll_wait).
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let mut lines = 0;
-        loop {
-            let n = match self.file.read(&mut self.buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            self.pending.extend_from_slice(&self.buf[..n]);
-            lines += split_lines(&mut self.pending, &mut line);
-        }
-        // A pipe that polls readable with nothing in it (the `block` trace option) must not
-        // make the caller spin: nothing read waits out the timeout.
-        if lines == 0 {
-            std::thread::sleep(timeout.saturating_sub(started.elapsed()));
-        }
-        Ok(lines)
-    }
-}
-
-/// Calls `line` for each whole line at the start of `pending` and keeps the unfinished rest.
-fn split_lines(pending: &mut Vec<u8>, line: &mut impl FnMut(&str)) -> usize {
-    let mut lines = 0;
-    let mut start = 0;
-    while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
-        line(&String::from_utf8_lossy(&pending[start..start + end]));
-        lines += 1;
-        start += end + 1;
-    }
-    pending.drain(..start);
-    lines
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -214,32 +140,45 @@ mod tests {
         assert_eq!(mounted("sysfs /sys sysfs rw 0 0\n"), None);
     }
 
+    /// damon_aggregated's format as Linux 6.18 gives it.
+    pub(crate) const DAMON_AGGREGATED: &str = "name: damon_aggregated
+ID: 767
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:unsigned long target_id;\toffset:8;\tsize:8;\tsigned:0;
+\tfield:unsigned int nr_regions;\toffset:16;\tsize:4;\tsigned:0;
+\tfield:unsigned long start;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:unsigned long end;\toffset:32;\tsize:8;\tsigned:0;
+\tfield:unsigned int nr_accesses;\toffset:40;\tsize:4;\tsigned:0;
+\tfield:unsigned int age;\toffset:44;\tsize:4;\tsigned:0;
+
+print fmt: \"target_id=%lu nr_regions=%u %lu-%lu: %u %u\", REC->target_id, REC->nr_regions
+";
+
     #[test]
-    fn only_the_instances_of_terraces_that_are_gone_are_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        // Above any pid_max (2^22): no such process.
-        let mine = format!("terrace-{}-0", std::process::id());
-        let names = ["terrace-999999999-0", &mine, "terrace-999999999", "terrace-x-1", "other"];
-        for n in names {
-            fs::create_dir(dir.path().join(n)).unwrap();
-        }
-        remove_stale(dir.path());
-        let mut left: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["other", &mine, "terrace-999999999", "terrace-x-1"]);
+    fn a_format_file_gives_the_id_and_each_fields_place() {
+        let f = EventFormat::parse(DAMON_AGGREGATED).unwrap();
+        assert_eq!(f.id, 767);
+        assert_eq!(f.field("common_pid"), Some(Field { offset: 4, size: 4 }));
+        assert_eq!(f.field("end"), Some(Field { offset: 32, size: 8 }));
+        assert_eq!(f.field("age"), Some(Field { offset: 44, size: 4 }));
+        assert_eq!(f.field("nope"), None);
+        let arrays = "ID: 1\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n";
+        assert_eq!(EventFormat::parse(arrays).unwrap().field("comm"), Some(Field { offset: 8, size: 16 }));
+        assert!(EventFormat::parse("name: x\nformat:\n").is_none());
     }
 
     #[test]
-    fn lines_split_across_reads_are_joined() {
-        let mut pending = b"first line\nsecond ha".to_vec();
-        let mut got = Vec::new();
-        assert_eq!(split_lines(&mut pending, &mut |l: &str| got.push(l.to_string())), 1);
-        pending.extend_from_slice(b"lf\n\nthird");
-        assert_eq!(split_lines(&mut pending, &mut |l: &str| got.push(l.to_string())), 2);
-        assert_eq!(got, ["first line", "second half", ""]);
-        assert_eq!(pending, b"third");
+    fn a_field_reads_its_bytes_in_host_order() {
+        let mut raw = vec![0u8; 48];
+        raw[32..40].copy_from_slice(&0x7f00_0000_1000u64.to_ne_bytes());
+        raw[40..44].copy_from_slice(&17u32.to_ne_bytes());
+        assert_eq!(Field { offset: 32, size: 8 }.read(&raw), Some(0x7f00_0000_1000));
+        assert_eq!(Field { offset: 40, size: 4 }.read(&raw), Some(17));
+        assert_eq!(Field { offset: 44, size: 8 }.read(&raw), None, "past the record's end");
     }
 }

@@ -36,14 +36,19 @@ static double now(void) {
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* The value of word w of page p of object o, as written. */
-static uint64_t value(int o, size_t p, uint64_t round) { return ((uint64_t)o << 40) ^ (p << 8) ^ round; }
+/* The value of word w of page p of object o, as written: never 0, so that no page the program
+ * wrote is all zeros. A kernel that splits a transparent huge page (Linux 6.12 on, as when a
+ * huge page's move finds no huge page free on the target) maps each all-zero subpage to the
+ * shared zero page, which move_pages reports as absent (-EFAULT): page 0 of cold object 0 was,
+ * when the value there was 0. */
+static uint64_t value(int o, size_t p, uint64_t round) { return ((uint64_t)(o + 1) << 40) ^ (p << 8) ^ round; }
 
 static void fill(uint64_t *obj, int o, uint64_t round) {
 	for (size_t p = 0; p < object_bytes / PAGE; p++) obj[p * (PAGE / 8)] = value(o, p, round);
 }
 
-/* Pages of the objects on `node`, and pages in all (absent pages are in neither). */
+/* Pages of the objects on `node`, and pages in all (absent pages are in neither; each is named,
+ * with the status move_pages gave it). */
 static void where(uint64_t **objs, int n, int node, long *on, long *all) {
 	size_t per = object_bytes / PAGE;
 	void **pages = malloc(per * sizeof(void *));
@@ -56,6 +61,7 @@ static void where(uint64_t **objs, int n, int node, long *on, long *all) {
 			exit(2);
 		}
 		for (size_t p = 0; p < per; p++) {
+			if (status[p] < 0) printf("objects-hotcold absent: object %d page %zu (%p): status %d\n", o, p, pages[p], status[p]);
 			if (status[p] >= 0) (*all)++;
 			if (status[p] == node) (*on)++;
 		}

@@ -6,14 +6,15 @@
 //! referenced if its region was accessed in the last aggregation interval. It sees reads and
 //! writes alike (soft-dirty still supplies the dirty bit). Where the fault sampler stands in for
 //! PEBS/IBS, it is also the source of read samples: each region's access count, scaled to the
-//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). A `stat`
-//! scheme that matches every region makes DAMON list its regions under sysfs's `tried_regions`;
-//! where asked for, they are read from DAMON's `damon_aggregated` trace event in a tracefs
-//! instance of Terrace's instead ([`crate::tracefs`], [`DamonReader`]).
+//! policy's ticks, as reads of every page in it. One kdamond serves both ([`Damon`]). Its regions
+//! are read from DAMON's `damon_aggregated` trace event through perf ([`crate::tracepoint`],
+//! [`DamonReader`]), or, where that cannot be had, from sysfs's `tried_regions`, which a `stat`
+//! scheme matching every region fills.
 
 use super::{LiveTracker, ScanView};
 use crate::process::ProcessError;
-use crate::tracefs::{Instance, Pipe};
+use crate::tracefs::{EventFormat, Field};
+use crate::tracepoint::{Record, TracepointEvents};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -348,19 +349,19 @@ impl Latest {
     }
 }
 
-/// DAMON's regions, read in a background thread: from sysfs's `tried_regions`, whose update
-/// blocks until the kdamond's next aggregation (up to 100 ms) and which costs a path lookup and
-/// read of three files per region, every interval; or, where asked for ([`REGIONS_ENV`]), from
-/// DAMON's `damon_aggregated` trace event (one event per region at every aggregation, as damo
-/// records them), which costs about half as much CPU. Either way the reading must not stall a
-/// policy's tick (hemem's is 10 ms).
+/// DAMON's regions, read in a background thread: from DAMON's `damon_aggregated` trace event
+/// (one event per region at every aggregation, as damo records them), read through perf's
+/// per-CPU tracepoint events ([`crate::tracepoint`]); or, where the kernel has no such event or
+/// perf refuses it, or where asked for ([`REGIONS_ENV`]), from sysfs's `tried_regions`, whose
+/// update blocks until the kdamond's next aggregation (up to 100 ms) and which costs a path
+/// lookup and read of three files per region, every interval. Either way the reading must not
+/// stall a policy's tick (hemem's is 10 ms).
 ///
-/// Sysfs is the default because enabling a trace event, and disabling it, patches the
-/// scheduler's code: ftrace records the command names of traced tasks, on by default and set
-/// for all instances at once (`options/record-cmd`), by hooking `sched_switch`, whose static
-/// key sits in `__schedule`. Real CPUs take that live patching in their stride; the emulated
-/// guest of the tests (QEMU's TCG) panicked in `__schedule` on an int3 of it three times in
-/// about ten boots (docs/live.md, "Recording a program").
+/// The trace event was read through a tracefs instance at first, and was not the default then:
+/// enabling an event there patches the scheduler's code (ftrace's command-name recording hooks
+/// `sched_switch`), and the emulated guest of the tests panicked in `__schedule` three times in
+/// about ten boots. perf's per-CPU events patch only the tracepoint's own call site; the guest
+/// took 317 enables and disables of them without a fault (docs/live.md, "Recording a program").
 pub struct DamonReader {
     latest: Arc<Mutex<Latest>>,
     stop: Arc<AtomicBool>,
@@ -368,8 +369,8 @@ pub struct DamonReader {
     samples_per_aggregation: u32,
 }
 
-/// The environment variable that, set to `trace-event`, makes a [`DamonReader`] read DAMON's
-/// trace event (sysfs where it cannot be had).
+/// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read DAMON's regions
+/// from sysfs rather than from its trace event.
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
 
 impl DamonReader {
@@ -388,8 +389,8 @@ impl DamonReader {
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (l, s) = (Arc::clone(&latest), Arc::clone(&stop));
-        let asked = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "trace-event");
-        let events = match asked.then(|| trace_events(&tracker)) {
+        let sysfs_asked = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "sysfs");
+        let events = match (!sysfs_asked).then(|| trace_events(&tracker)) {
             Some(Ok(events)) => Some(events),
             Some(Err(e)) => {
                 tracing::info!("DAMON: reading regions from sysfs, not from its trace event: {e}");
@@ -405,11 +406,7 @@ impl DamonReader {
             .spawn(move || {
                 // The tracker lives (and its kdamond runs) as long as this thread.
                 match events {
-                    Some((instance, pipe)) => {
-                        // The pipe is closed (in `read_events`) before its instance is removed.
-                        read_events(&l, &s, pipe, aggr_us);
-                        drop(instance);
-                    }
+                    Some((events, fields)) => read_events(&l, &s, events, fields, aggr_us),
                     None => read_sysfs(&tracker, &l, &s, aggr_us),
                 }
                 drop(tracker);
@@ -433,28 +430,44 @@ impl DamonReader {
     }
 }
 
-/// A tracefs instance with `damon:damon_aggregated` enabled for `tracker`'s kdamond alone (the
-/// host's own DAMON users, DAMON_RECLAIM and the like, emit the same event), and its pipe.
-fn trace_events(tracker: &DamonTracker) -> Result<(Instance, Pipe), String> {
-    let instance = Instance::create("damon", "damon_aggregated").map_err(|e| e.to_string())?;
+/// `damon:damon_aggregated` enabled for `tracker`'s kdamond alone (the host's own DAMON users,
+/// DAMON_RECLAIM and the like, emit the same event), and where its fields lie.
+fn trace_events(tracker: &DamonTracker) -> Result<(TracepointEvents, AggregatedFields), String> {
     let kdamond = tracker.thread_pid().map_err(|e| e.to_string())?;
-    instance
-        .enable("damon", "damon_aggregated", &format!("common_pid == {kdamond}"))
+    let events = TracepointEvents::open("damon", "damon_aggregated", &format!("common_pid == {kdamond}"))
         .map_err(|e| e.to_string())?;
-    let pipe = instance.pipe().map_err(|e| e.to_string())?;
-    Ok((instance, pipe))
+    let fields = AggregatedFields::of(&events.format)
+        .ok_or("this kernel's damon_aggregated lacks nr_regions, start, end or nr_accesses")?;
+    Ok((events, fields))
 }
 
 /// Reads `damon_aggregated` events until `stop`, publishing each whole aggregation in `latest`.
-fn read_events(latest: &Mutex<Latest>, stop: &AtomicBool, mut pipe: Pipe, aggr_us: u64) {
+fn read_events(
+    latest: &Mutex<Latest>,
+    stop: &AtomicBool,
+    mut events: TracepointEvents,
+    fields: AggregatedFields,
+    aggr_us: u64,
+) {
     let mut aggregation = Aggregation::default();
     let wait = std::time::Duration::from_micros(aggr_us.clamp(1_000, 200_000));
     while !stop.load(Ordering::Relaxed) {
-        let read = pipe.read_lines(wait, |line| {
-            if let Some(regions) = aggregation.push(line) {
-                latest.lock().expect("damon lock").publish(regions);
+        // A read with losses is dropped whole, with the aggregation under way: which records
+        // were lost is unknown, and the rest could join two aggregations into one of the right
+        // length.
+        let mut lost = false;
+        let read = events.read(wait, |record| match record {
+            Record::Lost(_) => lost = true,
+            Record::Event(raw) if !lost => {
+                if let Some(regions) = fields.parse(raw).and_then(|(n, r)| aggregation.push(n, r)) {
+                    latest.lock().expect("damon lock").publish(regions);
+                }
             }
+            Record::Event(_) => {}
         });
+        if lost {
+            aggregation.regions.clear();
+        }
         if let Err(e) = read {
             latest.lock().expect("damon lock").error =
                 Some(format!("DAMON: cannot read its trace events: {e}"));
@@ -476,38 +489,48 @@ fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool,
     }
 }
 
-/// One `damon_aggregated` event as tracefs prints it (the event's `format` file: "target_id=%lu
-/// nr_regions=%u %lu-%lu: %u %u", the last, the region's age, since Linux 6.3): the target's
-/// region count at this aggregation and the region.
-fn parse_aggregated(line: &str) -> Option<(u32, Region)> {
-    let (_, fields) = line.split_once("damon_aggregated: ")?;
-    let mut words = fields.split_whitespace();
-    let _target = words.next()?.strip_prefix("target_id=")?;
-    let nr_regions = words.next()?.strip_prefix("nr_regions=")?.parse().ok()?;
-    let (start, end) = words.next()?.strip_suffix(':')?.split_once('-')?;
-    let nr_accesses = words.next()?.parse().ok()?;
-    Some((nr_regions, Region { start: start.parse().ok()?, end: end.parse().ok()?, nr_accesses }))
+/// Where a `damon_aggregated` record's fields lie (its tracefs `format` file; mm/damon/core.c,
+/// `kdamond_reset_aggregated`, emits it).
+struct AggregatedFields {
+    nr_regions: Field,
+    start: Field,
+    end: Field,
+    nr_accesses: Field,
+}
+
+impl AggregatedFields {
+    fn of(format: &EventFormat) -> Option<Self> {
+        Some(AggregatedFields {
+            nr_regions: format.field("nr_regions")?,
+            start: format.field("start")?,
+            end: format.field("end")?,
+            nr_accesses: format.field("nr_accesses")?,
+        })
+    }
+
+    /// One record: the target's region count at this aggregation, and the region.
+    fn parse(&self, raw: &[u8]) -> Option<(u32, Region)> {
+        let region = Region {
+            start: self.start.read(raw)?,
+            end: self.end.read(raw)?,
+            nr_accesses: self.nr_accesses.read(raw)? as u32,
+        };
+        Some((self.nr_regions.read(raw)? as u32, region))
+    }
 }
 
 /// The events of one aggregation, gathered: DAMON emits one per region of its target, in
 /// address order, each carrying the target's region count (mm/damon/core.c,
 /// `kdamond_reset_aggregated`). An aggregation is whole when that many have come in order; one
-/// begun before the reading started, or with events lost (tracefs prints "[LOST n EVENTS]"),
-/// is dropped.
+/// begun before the reading started, or with events lost, is dropped.
 #[derive(Default)]
 struct Aggregation {
     regions: Vec<Region>,
 }
 
 impl Aggregation {
-    /// Takes one line of the pipe; returns the aggregation it completes.
-    fn push(&mut self, line: &str) -> Option<Vec<Region>> {
-        let Some((nr_regions, region)) = parse_aggregated(line) else {
-            if line.contains("LOST") {
-                self.regions.clear();
-            }
-            return None;
-        };
+    /// Takes one event; returns the aggregation it completes.
+    fn push(&mut self, nr_regions: u32, region: Region) -> Option<Vec<Region>> {
         // A region that starts below the last one's end begins the next aggregation.
         if self.regions.last().is_some_and(|last| region.start < last.end) {
             self.regions.clear();
@@ -687,52 +710,69 @@ fn read_samples(accessed: u32, per_aggregation: u32, ticks: u32) -> u32 {
 mod tests {
     use super::*;
 
-    /// A `damon_aggregated` event as tracefs's trace_pipe prints it (the task, CPU, flags and
-    /// timestamp, then the event's print format), by kdamond pid 77.
-    fn event(nr_regions: u32, start: u64, end: u64, nr_accesses: u32) -> String {
-        format!(
-            "       kdamond.0-77      [001] ..... 70123.456789: damon_aggregated: target_id=0 \
-             nr_regions={nr_regions} {start}-{end}: {nr_accesses} 4"
-        )
+    fn fields() -> AggregatedFields {
+        AggregatedFields::of(&EventFormat::parse(crate::tracefs::tests::DAMON_AGGREGATED).unwrap()).unwrap()
+    }
+
+    /// A `damon_aggregated` record as Linux 6.18 writes it, by kdamond pid 77.
+    fn record(nr_regions: u32, start: u64, end: u64, nr_accesses: u32) -> Vec<u8> {
+        let mut raw = vec![0u8; 48];
+        raw[4..8].copy_from_slice(&77i32.to_ne_bytes());
+        raw[16..20].copy_from_slice(&nr_regions.to_ne_bytes());
+        raw[24..32].copy_from_slice(&start.to_ne_bytes());
+        raw[32..40].copy_from_slice(&end.to_ne_bytes());
+        raw[40..44].copy_from_slice(&nr_accesses.to_ne_bytes());
+        raw[44..48].copy_from_slice(&4u32.to_ne_bytes());
+        raw
     }
 
     #[test]
-    fn an_aggregated_event_is_parsed_with_or_without_the_age() {
+    fn an_aggregated_record_is_read_where_the_format_puts_its_fields() {
         let r = |start, end, nr_accesses| Region { start, end, nr_accesses };
-        assert_eq!(parse_aggregated(&event(3, 4096, 81920, 7)), Some((3, r(4096, 81920, 7))));
-        // Before Linux 6.3 the event had no age.
-        let old = "kdamond.0-77 [000] .... 5.000000: damon_aggregated: target_id=0 nr_regions=10 0-4096: 20";
-        assert_eq!(parse_aggregated(old), Some((10, r(0, 4096, 20))));
-        assert_eq!(parse_aggregated("kdamond.0-77 [000] .... 5.0: damos_before_apply: ctx_idx=0"), None);
-        assert_eq!(
-            parse_aggregated("kdamond.0-77 [000] .... 5.0: damon_aggregated: target_id=0 nr_regions=x"),
-            None
-        );
+        assert_eq!(fields().parse(&record(3, 4096, 81920, 7)), Some((3, r(4096, 81920, 7))));
+        assert_eq!(fields().parse(&record(3, 4096, 81920, 7)[..40]), None, "cut short");
+        // Before Linux 6.3 the event had no age, and a kernel may lay the fields out otherwise.
+        let old = "ID: 5\n\tfield:unsigned int nr_regions;\toffset:8;\tsize:4;\tsigned:0;\n\
+                   \tfield:unsigned int nr_accesses;\toffset:12;\tsize:4;\tsigned:0;\n\
+                   \tfield:unsigned long start;\toffset:16;\tsize:8;\tsigned:0;\n\
+                   \tfield:unsigned long end;\toffset:24;\tsize:8;\tsigned:0;\n";
+        let mut raw = vec![0u8; 32];
+        raw[8..12].copy_from_slice(&10u32.to_ne_bytes());
+        raw[12..16].copy_from_slice(&20u32.to_ne_bytes());
+        raw[24..32].copy_from_slice(&4096u64.to_ne_bytes());
+        let old = AggregatedFields::of(&EventFormat::parse(old).unwrap()).unwrap();
+        assert_eq!(old.parse(&raw), Some((10, r(0, 4096, 20))));
+        let no_regions = "ID: 5\n\tfield:unsigned long start;\toffset:16;\tsize:8;\tsigned:0;\n";
+        assert!(AggregatedFields::of(&EventFormat::parse(no_regions).unwrap()).is_none());
     }
 
     #[test]
     fn only_whole_aggregations_in_address_order_are_taken() {
+        let f = fields();
         let mut a = Aggregation::default();
+        let mut push = |raw: Vec<u8>| {
+            let (n, r) = f.parse(&raw).unwrap();
+            a.push(n, r)
+        };
         // The reading began in the middle of an aggregation of three regions: its tail is dropped
         // when the next one starts over at a lower address.
-        assert_eq!(a.push(&event(3, 8192, 12288, 1)), None);
-        assert_eq!(a.push(&event(3, 0, 4096, 2)), None);
-        assert_eq!(a.push(&event(3, 4096, 8192, 0)), None);
-        let whole = a.push(&event(3, 8192, 12288, 5)).expect("three regions in order are whole");
+        assert_eq!(push(record(3, 8192, 12288, 1)), None);
+        assert_eq!(push(record(3, 0, 4096, 2)), None);
+        assert_eq!(push(record(3, 4096, 8192, 0)), None);
+        let whole = push(record(3, 8192, 12288, 5)).expect("three regions in order are whole");
         assert_eq!(
             whole.iter().map(|r| (r.start, r.nr_accesses)).collect::<Vec<_>>(),
             [(0, 2), (4096, 0), (8192, 5)]
         );
-        // Lost events: the aggregation under way is dropped, and the next whole one is taken.
-        assert_eq!(a.push(&event(2, 0, 4096, 1)), None);
-        assert_eq!(a.push("CPU:1 [LOST 18 EVENTS]"), None);
-        assert_eq!(a.push(&event(2, 4096, 8192, 1)), None);
-        assert_eq!(a.push(&event(2, 0, 4096, 3)), None);
-        assert_eq!(a.push("some other line"), None);
-        assert_eq!(a.push(&event(2, 4096, 8192, 9)).map(|r| r.len()), Some(2));
+        // A region missing (its record lost): the rest is dropped when the next one starts over.
+        assert_eq!(push(record(3, 0, 4096, 1)), None);
+        assert_eq!(push(record(3, 8192, 12288, 1)), None);
+        assert_eq!(push(record(3, 0, 4096, 3)), None);
+        assert_eq!(push(record(3, 4096, 8192, 3)), None);
+        assert_eq!(push(record(3, 8192, 12288, 9)).map(|r| r.len()), Some(3));
         // One region: every event is an aggregation.
-        assert_eq!(a.push(&event(1, 0, 1 << 30, 4)).map(|r| r[0].nr_accesses), Some(4));
-        assert_eq!(a.push(&event(1, 0, 1 << 30, 6)).map(|r| r[0].nr_accesses), Some(6));
+        assert_eq!(push(record(1, 0, 1 << 30, 4)).map(|r| r[0].nr_accesses), Some(4));
+        assert_eq!(push(record(1, 0, 1 << 30, 6)).map(|r| r[0].nr_accesses), Some(6));
     }
 
     /// Regions handed out as DAMON's aggregation number `seq`.
