@@ -5,6 +5,7 @@
 //! `--check` holds it to them like every other table. The seeds' figures and the causes of the
 //! rows outside are text of the doc (each cause measured in the section it names).
 
+use crate::reproduce::MTIER_POOL_THESIS;
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 
@@ -89,14 +90,6 @@ impl Unit {
     }
 }
 
-/// mtier's shootdown factors measured at the thesis's pool, outside the table for their time
-/// (docs/policies.md, "mtier §5.2").
-struct AtThesisPool {
-    terrace: &'static str,
-    ratio: &'static str,
-    within: bool,
-}
-
 struct Headline {
     section: &'static str,
     comparison: &'static str,
@@ -107,7 +100,6 @@ struct Headline {
     terrace: Source,
     /// The seed gives a lower bound ("over 22x"), met by any figure above it.
     lower_bound: bool,
-    at_thesis_pool: Option<AtThesisPool>,
     /// Why the row is outside ±30%, where it is (shown only then).
     cause: &'static str,
 }
@@ -174,15 +166,7 @@ fn render_rows(headlines: &[Headline], tables: &HashMap<String, Cells>) -> Resul
         } else {
             "no".to_string()
         };
-        let mut terrace = figures.iter().map(|f| f.0).collect::<Vec<_>>().join(", ");
-        let (mut ratio, mut within) = (ratio, within);
-        if let Some(p) = &h.at_thesis_pool {
-            terrace = format!("{terrace} ({} at the thesis's pool)", p.terrace);
-            ratio = format!("{ratio} ({} at the thesis's pool)", p.ratio);
-            if p.within && within == "no" {
-                within = "no (yes at the thesis's pool)".to_string();
-            }
-        }
+        let terrace = figures.iter().map(|f| f.0).collect::<Vec<_>>().join(", ");
         let cause = if within.starts_with("no") { h.cause } else { "" };
         rows.push(vec![
             h.section.to_string(),
@@ -255,7 +239,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "memory-mode" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -265,7 +248,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "kernel-tiering" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -275,7 +257,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("small"), column: "ambix" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -285,7 +266,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium"), column: "memory-mode" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -295,7 +275,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("large"), column: "memory-mode" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"Ambix §5.5.3\", cause (5): the model's first-touch is a stronger baseline (at large the seed's ADM-default starts FT and CG at 7% and 2% of accesses in DRAM, the model's at 34% and 20%)",
     },
     Headline {
@@ -305,7 +284,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "kernel-tiering" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -315,7 +293,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 60% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses; on MG ambix moves 1.0/2.5 GiB for 5/2 points of hit rate and loses 23%/27%; the stronger first-touch baseline (above)",
     },
     Headline {
@@ -325,7 +302,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "ambix" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -335,7 +311,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "ambix-noswitch" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -345,7 +320,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "kernel-tiering" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -355,7 +329,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "bfs", row: RowKey::First("mean"), column: "memory-mode" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -365,7 +338,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(0), column: "model" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -375,7 +347,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(1), column: "model" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -385,7 +356,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(2), column: "model" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -395,7 +365,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Aal,
         terrace: Source::One(Cell { table: "pmbench-seed", row: RowKey::Nth(3), column: "model" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"kernel-tiering on the simulator\", \"Disagreement with Ambix §5.5.1\" (\"the likely cause\"): the model's kswapd churns, promoting and demoting about 0.8 GB/s on pmbench-s25-r20, against the kernel's 211.7 MB/s promotion throughput on pmbench 80:20; a side run with slower demotion (before moves took time) gave pmbench-s25-r20 0.92x where the model then gave 0.59x",
     },
     Headline {
@@ -405,7 +374,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::Largest(&[Cell { table: "hpwp-gups-summary", row: RowKey::First("gups"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot16"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot32"), column: "hpwp vs hemem" }, Cell { table: "hpwp-gups-summary", row: RowKey::First("gups-hot64"), column: "hpwp vs hemem" }]),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -415,7 +383,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::Largest(&[Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "10%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "30%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "50%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "70%" }, Cell { table: "kvstore", row: RowKey::First("hpwp vs hemem"), column: "90%" }]),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -425,7 +392,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble-linux" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"Nimble Figs. 12 and 13 on the seed's own machine\": the seed splits every THP for its base-page configurations, so its programs then run on 4 KB pages; the model charges no TLB misses [inference]",
     },
     Headline {
@@ -435,7 +401,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble-exchange-4k" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "the same split THPs (\"Nimble Figs. 12 and 13 on the seed's own machine\")",
     },
     Headline {
@@ -445,7 +410,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble-thp" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -455,7 +419,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -465,7 +428,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "all-fast" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -475,7 +437,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Change,
         terrace: Source::One(Cell { table: "nimble-fig13-xeon", row: RowKey::First("mean over the sweep"), column: "nimble over nimble-linux" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -483,20 +444,18 @@ const HEADLINES: &[Headline] = &[
         comparison: "shootdowns of mtier-heavy over mtier's (factor)",
         seed: "8132x",
         unit: Unit::Factor,
-        terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::First("mtier-heavy"), column: "shootdowns over mtier's" }),
+        terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::Two("mtier-heavy", MTIER_POOL_THESIS), column: "shootdowns over mtier's" }),
         lower_bound: false,
-        at_thesis_pool: Some(AtThesisPool { terrace: "8922x", ratio: "1.10", within: true }),
-        cause: "\"mtier §5.2\": one flush serves an epoch's evictions, so the factor is about the pages one epoch moves; the table's pool is 256 pages against the thesis's 24,000, and measured at the thesis's size (23,424 pages) the factor is 8922x",
+        cause: "\"mtier §5.2\": one flush serves an epoch's evictions, so the factor is about the pages one epoch moves, that is about the pool",
     },
     Headline {
         section: "mtier §5.2.1, Table 5.1",
         comparison: "shootdowns of mtier-mbind over mtier's (factor)",
         seed: "2384x",
         unit: Unit::Factor,
-        terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::First("mtier-mbind"), column: "shootdowns over mtier's" }),
+        terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::Two("mtier-mbind", MTIER_POOL_THESIS), column: "shootdowns over mtier's" }),
         lower_bound: false,
-        at_thesis_pool: Some(AtThesisPool { terrace: "535x", ratio: "0.22", within: false }),
-        cause: "\"mtier §5.2\": the same pool size; and a 58.7 us move_pages call per page keeps mbind behind by more than an epoch (1142 pages moved against heavy's 18316; at the thesis's pool 77,695 against 1,729,630)",
+        cause: "\"mtier §5.2\": a 58.7 us move_pages call per page keeps mbind behind by more than an epoch, so it moves far fewer pages than heavy (the table's \"pages moved\"; the thesis: 204 million shootdowns against 694 million)",
     },
     Headline {
         section: "mtier §5.2.2, Fig. 5.5",
@@ -505,7 +464,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-move-cost", row: RowKey::First("mapping switch (mtier's eviction)"), column: "kernel migration over it" }),
         lower_bound: true,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -515,7 +473,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-move-cost", row: RowKey::First("copy + switch (mtier's promotion)"), column: "kernel migration over it" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -525,7 +482,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "12.5%" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -535,7 +491,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "25%" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -545,7 +500,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "50%" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -555,7 +509,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::List(&[Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "12.5%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "25%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects-sites", "50%"), column: "proactive over reactive" }]),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -565,7 +518,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::List(&[Cell { table: "objects-fig7", row: RowKey::Two("objects", "12.5%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects", "25%"), column: "proactive over reactive" }, Cell { table: "objects-fig7", row: RowKey::Two("objects", "50%"), column: "proactive over reactive" }]),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "",
     },
     Headline {
@@ -575,7 +527,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig8", row: RowKey::First("MD Priority (objects)"), column: "high priority: speedup over bound to DRAM" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"Reproducing Fig. 8\": at its start the policy's thread copies the other program's data out of the fast tier and its own in, page by page",
     },
     Headline {
@@ -585,7 +536,6 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig8", row: RowKey::First("MD Priority (objects)"), column: "low priority: speedup over bound to the slow tier" }),
         lower_bound: false,
-        at_thesis_pool: None,
         cause: "\"Reproducing Fig. 8\": the low-priority program runs alone for 71% of its run here, with a fast tier of 56% of its footprint; the seed gives neither its programs' lengths nor their sizes against its DRAM",
     },
 ];
@@ -617,16 +567,7 @@ mod tests {
     }
 
     fn headline(unit: Unit, seed: &'static str, terrace: Source, lower_bound: bool) -> Headline {
-        Headline {
-            section: "s",
-            comparison: "c",
-            seed,
-            unit,
-            terrace,
-            lower_bound,
-            at_thesis_pool: None,
-            cause: "why",
-        }
+        Headline { section: "s", comparison: "c", seed, unit, terrace, lower_bound, cause: "why" }
     }
 
     const A: Cell = Cell { table: "t", row: RowKey::First("a"), column: "v" };

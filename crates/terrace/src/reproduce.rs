@@ -60,19 +60,22 @@ struct Machine {
     profile: &'static str,
     /// A share of each footprint ("50%"); `None`: each workload's seed-sized fast tier.
     fast_capacity: Option<&'static str>,
-    /// The workloads' sizes divided by this (`--size-scale 1/shrink`; 1: as built), for a
-    /// workload whose seed-long runs are affordable only smaller.
-    shrink: u32,
+    /// The workloads' size scale as a fraction (numerator, denominator): `(1, 1)` as built,
+    /// `(1, 16)` for a workload whose seed-long runs are affordable only smaller, `(183, 2)` for
+    /// one run at its seed's size.
+    scale: (u32, u32),
 }
 
 /// The machine of every reproduction of a seed that ran on Optane: the default profile, each
 /// workload's seed-sized DRAM.
-const SEED_DRAM: Machine = Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, shrink: 1 };
+const SEED_DRAM: Machine =
+    Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, scale: (1, 1) };
 /// Nimble's end-to-end setting (§4.3) on the remote-socket profile: a remote socket as the slow
 /// tier, local memory half the footprint.
-const NIMBLE_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("50%"), shrink: 1 };
+const NIMBLE_MACHINE: Machine =
+    Machine { profile: "remote-socket", fast_capacity: Some("50%"), scale: (1, 1) };
 /// The same setting on Nimble's own machine (§4.1, Table 1: the nimble-xeon profile).
-const NIMBLE_XEON: Machine = Machine { profile: "nimble-xeon", fast_capacity: Some("50%"), shrink: 1 };
+const NIMBLE_XEON: Machine = Machine { profile: "nimble-xeon", fast_capacity: Some("50%"), scale: (1, 1) };
 
 /// Every table, in the doc's order.
 const TABLES: &[Table] = &[
@@ -209,10 +212,10 @@ const TABLES: &[Table] = &[
     Table {
         name: "mtier-shootdowns",
         what: "mtier §5.2.1, Table 5.1 and Fig. 5.4: TLB shootdowns of mtier, heavy and mbind",
-        runs: mtier_runs,
+        runs: mtier_shootdown_runs,
         render: mtier_shootdowns,
         machine: MTIER_MACHINE,
-        sweep: &[],
+        sweep: &[MTIER_THESIS_SIZE],
     },
     Table {
         name: "mtier-move-cost",
@@ -1063,7 +1066,7 @@ const NIMBLE_SWEEP_XEON: [Machine; 4] = nimble_sweep("nimble-xeon");
 
 const fn nimble_sweep(profile: &'static str) -> [Machine; 4] {
     const fn local(profile: &'static str, share: &'static str) -> Machine {
-        Machine { profile, fast_capacity: Some(share), shrink: 1 }
+        Machine { profile, fast_capacity: Some(share), scale: (1, 1) }
     }
     [local(profile, "12.5%"), local(profile, "25%"), local(profile, "50%"), local(profile, "87.5%")]
 }
@@ -1129,11 +1132,19 @@ fn nimble_fig13_over(runs: &Runs, sweep: &[Machine]) -> String {
 
 /// mtier's machine (§4.3): a remote socket as the slow tier, the pool 12.5% of the RSS (§5.5,
 /// Table 5.1's 98 MB of 784).
-const MTIER_MACHINE: Machine = Machine { profile: "remote-socket", fast_capacity: Some("12.5%"), shrink: 1 };
+const MTIER_MACHINE: Machine =
+    Machine { profile: "remote-socket", fast_capacity: Some("12.5%"), scale: (1, 1) };
+/// [`MTIER_MACHINE`] with the workload at the thesis's size (§4.2.2: two read-only sources of 48M
+/// doubles, 768 MB; 91.5 times the built-in 8 MiB), so that the pool is the thesis's too: 23,424
+/// pages (91.5 MiB) against Table 5.1's 98 MB. Table 5.1's factors are about the pages one epoch
+/// moves, that is about the pool (docs/policies.md, "mtier §5.2"). Only the shootdown table runs
+/// there: its three runs take about 2.5 CPU-minutes.
+const MTIER_THESIS_SIZE: Machine =
+    Machine { profile: "remote-socket", fast_capacity: Some("12.5%"), scale: (183, 2) };
 /// The pool sizes of §4.3, 98/196/392/1000 MB of a 784 MB RSS (the last is all of it).
 const MTIER_POOLS: [Machine; 4] = {
     const fn pool(share: &'static str) -> Machine {
-        Machine { profile: "remote-socket", fast_capacity: Some(share), shrink: 1 }
+        Machine { profile: "remote-socket", fast_capacity: Some(share), scale: (1, 1) }
     }
     [pool("12.5%"), pool("25%"), pool("50%"), pool("100%")]
 };
@@ -1160,6 +1171,10 @@ fn mtier_runs() -> Vec<(String, String)> {
     grid(&names(&MTIER_THREADS), &policies)
 }
 
+fn mtier_shootdown_runs() -> Vec<(String, String)> {
+    grid(&names(&[MTIER_WORKLOAD]), &MTIER_VARIANTS)
+}
+
 fn mtier_epoch_runs() -> Vec<(String, String)> {
     let mut policies: Vec<String> = vec![ALL_LOCAL.into(), ALL_REMOTE.into()];
     for e in MTIER_EPOCHS {
@@ -1175,10 +1190,13 @@ fn mtier_pool_runs() -> Vec<(String, String)> {
     grid(&names(&[MTIER_WORKLOAD]), &policies)
 }
 
-/// Table 5.1 and Fig. 5.4: shootdowns of each variant, and pages moved per shootdown.
+/// Table 5.1 and Fig. 5.4: shootdowns of each variant, and pages moved per shootdown, with the
+/// pool of this table's other runs and with the thesis's ([`MTIER_THESIS_SIZE`]).
 fn mtier_shootdowns(runs: &Runs) -> String {
     let header = [
         "variant",
+        "pool",
+        "pool pages",
         "shootdowns",
         "pages moved",
         "pages per shootdown",
@@ -1186,28 +1204,34 @@ fn mtier_shootdowns(runs: &Runs) -> String {
         "seed shootdowns (Table 5.1)",
         "seed, over mtier's",
     ];
-    let base = runs.get(MTIER_WORKLOAD, "mtier").tlb_shootdowns.max(1) as f64;
     let seed_base = 85_396.0;
-    let rows: Vec<Vec<String>> = MTIER_VARIANTS
-        .iter()
-        .zip(MTIER_SEED_SHOOTDOWNS)
-        .map(|(v, seed)| {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (pool, machine) in [(MTIER_POOL_BUILT_IN, MTIER_MACHINE), (MTIER_POOL_THESIS, MTIER_THESIS_SIZE)] {
+        let runs = runs.on(machine);
+        let base = runs.get(MTIER_WORKLOAD, "mtier").tlb_shootdowns.max(1) as f64;
+        for (v, seed) in MTIER_VARIANTS.iter().zip(MTIER_SEED_SHOOTDOWNS) {
             let r = runs.get(MTIER_WORKLOAD, v);
             let moved = r.pages_migrated + r.pages_not_done;
             let seed_n: f64 = seed.replace(',', "").parse().unwrap_or(f64::NAN);
-            vec![
+            rows.push(vec![
                 v.to_string(),
+                pool.to_string(),
+                (r.fast_capacity_bytes / 4096).to_string(),
                 r.tlb_shootdowns.to_string(),
                 moved.to_string(),
                 format!("{:.1}", moved as f64 / r.tlb_shootdowns.max(1) as f64),
                 format!("{:.0}x", r.tlb_shootdowns as f64 / base),
                 seed.to_string(),
                 format!("{:.0}x", seed_n / seed_base),
-            ]
-        })
-        .collect();
+            ]);
+        }
+    }
     md(&header, &rows)
 }
+
+/// The shootdown table's pools, as its "pool" column names them (the headlines read the thesis's).
+pub(crate) const MTIER_POOL_BUILT_IN: &str = "built-in size";
+pub(crate) const MTIER_POOL_THESIS: &str = "the thesis's";
 
 /// Fig. 5.5: what one 4 KiB page's movement costs the mover, by kind, from the model's
 /// remote-socket figures (docs/model.md §4, "Shadow copies").
@@ -1326,7 +1350,7 @@ fn mtier_threads(runs: &Runs) -> String {
 /// its size (4 MiB): its seed-long run (about 590 passes over memory) takes about a second so.
 const OBJECTS_CAPS: [Machine; 3] = {
     const fn cap(share: &'static str) -> Machine {
-        Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: Some(share), shrink: 16 }
+        Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: Some(share), scale: (1, 16) }
     }
     [cap("12.5%"), cap("25%"), cap("50%")]
 };
@@ -1420,7 +1444,7 @@ fn objects_fig7(runs: &Runs) -> String {
 /// of their size the other object tables run, with the workload's own fast tier (10/9 of the
 /// high-priority program).
 const OBJECTS_PAIR_MACHINE: Machine =
-    Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, shrink: 16 };
+    Machine { profile: terrace_sim::DEFAULT_PROFILE, fast_capacity: None, scale: (1, 16) };
 const OBJECTS_PAIR: &str = "objects-pair";
 /// Fig. 8's configurations (§5.5): the baseline binds each program to a tier; LTP is the kernel's
 /// tiering; MD Default is avg-best without priorities, MD Priority with them.
@@ -1621,10 +1645,10 @@ fn render(tables: &[&Table]) -> Result<Vec<String>> {
             pairs.len(),
             machine.profile,
             machine.fast_capacity.map(|f| format!(", fast tier {f} of each footprint")).unwrap_or_default(),
-            if machine.shrink > 1 {
-                format!(", workloads at 1/{} of their size", machine.shrink)
-            } else {
-                String::new()
+            match machine.scale {
+                (1, 1) => String::new(),
+                (1, d) => format!(", workloads at 1/{d} of their size"),
+                (n, d) => format!(", workloads at {} times their size", f64::from(n) / f64::from(d)),
             }
         );
         setups.push((machine, args, profile, pairs));
@@ -1676,7 +1700,7 @@ fn machine_args(machine: Machine) -> Result<MachineArgs> {
             .map_err(anyhow::Error::msg)?,
         slow_capacity: None,
         seed: 1,
-        size_scale: 1.0 / f64::from(machine.shrink),
+        size_scale: f64::from(machine.scale.0) / f64::from(machine.scale.1),
     })
 }
 

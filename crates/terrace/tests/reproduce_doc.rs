@@ -1,10 +1,11 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 444
-//! distinct simulations of `terrace reproduce --check docs/policies.md`, in parallel on all
-//! cores: about 11 CPU-minutes in the release profile (the NPB runs, at NPB's iteration counts, and
-//! Nimble's sweep are most of it): 289 s in a clean-clone CI run on the 2-core development
-//! machine, longer while other builds share it. In a debug build the simulations take about 7
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 527
+//! distinct simulations of `terrace reproduce --check docs/policies.md` (the count it prints), in
+//! parallel on all cores: about 7-11 CPU-minutes in the release profile (the NPB runs, at NPB's
+//! iteration counts, Nimble's sweep and mtier's shootdowns at the thesis's size are most of it;
+//! 6.8 CPU-minutes on 2026-11-29, niced beside a clean-clone CI run): 289 s in a clean-clone CI run
+//! on the 2-core development machine, longer while other builds share it. In a debug build the simulations take about 7
 //! times as long. It is ignored in a plain `cargo test` either way: scripts/test runs it by itself
 //! beside the guest tests (see the test). The other tests here take well under a second: they
 //! fail before any run.
