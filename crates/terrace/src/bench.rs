@@ -26,7 +26,8 @@ pub enum BenchCommand {
     /// exchange, beside the memcpy bandwidth measured in the same run; or the model's figures.
     Migrate(MigrateArgs),
     /// What computing the offline reference `optimal` costs beside a first-touch run of the same
-    /// workload (one core each), on the default suite; with --exhaustive, checks it against every
+    /// workload, in wall-clock time (first-touch on one core, optimal's candidates on every core)
+    /// and in CPU time, on the default suite; with --exhaustive, checks it against every
     /// static placement and registry policy on every built-in workload, profile and fast tier of
     /// 5% to 100% in 5% steps (long: hours on 2 cores).
     Ceiling(CeilingArgs),

@@ -11,6 +11,7 @@ mod doctor_cmd;
 mod grid;
 mod headlines;
 mod plots;
+mod process_cpu;
 mod profile_cmd;
 mod record_cmd;
 mod reproduce;

@@ -251,17 +251,6 @@ mod live {
         }
     }
 
-    /// CPU seconds (user and system) Terrace itself has used: its share of a recording's cost
-    /// (DAMON's kdamond, a kernel thread, is not counted).
-    fn own_cpu_seconds() -> f64 {
-        // SAFETY: getrusage fills the struct it is given; RUSAGE_SELF is always valid.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-        secs(u.ru_utime) + secs(u.ru_stime)
-    }
-
     /// A workload name from the program: its file name, printable, at most 64 bytes.
     fn name_of(program: &str) -> String {
         let base =
@@ -375,7 +364,8 @@ mod live {
             }
         };
         let seconds = started.elapsed().as_secs_f64();
-        let own_cpu = own_cpu_seconds();
+        // Terrace's share of the recording's cost (DAMON's kdamond, a kernel thread, is not counted).
+        let own_cpu = crate::process_cpu::own_cpu_seconds().unwrap_or(f64::NAN);
 
         let samples = interval_us / sample_us;
         let (label, resolution, estimate) = match tracker {
