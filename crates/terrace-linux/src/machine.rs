@@ -655,6 +655,14 @@ impl LiveMachine {
         *said = true;
         self.stats.nothing_present += 1;
         let (who, n, secs) = (self.program.who(), *count, since.elapsed().as_secs_f64());
+        // What the last scan found mapped, so that a warning about a program whose memory is
+        // there tells a mapping Terrace does not manage from pages it cannot read.
+        let (mappings, mapped) = self.members.iter().fold((0, 0), |(n, pages), m| {
+            m.scan
+                .memory()
+                .mapped_ranges()
+                .fold((n, pages), |(n, pages), (start, end)| (n + 1, pages + (end - start) / 4096))
+        });
         let maps = match self.program.pid {
             0 => "/proc/PID/maps of its processes".to_string(),
             pid => format!("/proc/{pid}/maps"),
@@ -662,7 +670,8 @@ impl LiveMachine {
         self.nothing_present_warning.warn(|| {
             format!(
                 "{who} has had no present page in the memory Terrace manages (its heap and private \
-                 anonymous mappings) for {n} observations ({secs:.1} s), so the policy has nothing to place: \
+                 anonymous mappings: {mappings} mapped, {mapped} pages) for {n} observations ({secs:.1} s), so \
+                 the policy has nothing to place: \
                  the program has not touched such memory yet, or keeps its data in files or shared memory \
                  (not managed), or its processes are not there (a daemonizing program leaves the tree \
                  terrace run manages: bind it with the daemon's --cgroup); see {maps}"
