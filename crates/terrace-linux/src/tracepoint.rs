@@ -70,7 +70,7 @@ pub struct TracepointEvents {
 }
 
 impl TracepointEvents {
-    /// Enables `system:event` on every possible CPU, recording only what `filter` (the trace
+    /// Enables `system:event` on every online CPU, recording only what `filter` (the trace
     /// event filter syntax, Documentation/trace/events.rst §5: `common_pid == 123`) lets through.
     pub fn open(system: &str, event: &str, filter: &str) -> Result<Self, TracepointError> {
         let format = EventFormat::load(system, event)?;
@@ -93,24 +93,25 @@ impl TracepointEvents {
                 .sample(SampleFlag::TIME | SampleFlag::RAW)
                 .enabled(false)
                 .build();
-            let mut counter = match counter {
+            let counter = match counter {
                 Ok(c) => c,
                 // A CPU gone offline since the listing.
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => continue,
                 Err(source) => return Err(TracepointError::Open { event: name, cpu, source }),
             };
-            // Filtered before it is enabled, so that nothing else is ever recorded.
+            // Filtered before it is enabled, so that nothing else is ever recorded, and enabled
+            // once its ring is mapped, so that nothing is lost before.
             // SAFETY: the fd is the counter's, open; the filter is a NUL-terminated string that
             // outlives the call.
             unsafe { set_filter_ioctl(counter.as_raw_fd(), c_filter.as_ptr()) }.map_err(|e| {
                 TracepointError::Filter { filter: filter.into(), event: name.clone(), source: e.into() }
             })?;
-            counter.enable().map_err(|source| TracepointError::Open { event: name.clone(), cpu, source })?;
-            let ring = counter.sampled(RING_BYTES).map_err(|source| TracepointError::Open {
+            let mut ring = counter.sampled(RING_BYTES).map_err(|source| TracepointError::Open {
                 event: name.clone(),
                 cpu,
                 source,
             })?;
+            ring.enable().map_err(|source| TracepointError::Open { event: name.clone(), cpu, source })?;
             rings.push(ring);
         }
         if rings.is_empty() {

@@ -75,7 +75,6 @@ impl PerfSampler {
     /// Opens `events` on every thread of `pid` and every online CPU, one sample per `period`
     /// events, user-mode accesses only.
     pub fn open(pid: i32, events: &[SampledEvent], period: u64) -> io::Result<Self> {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()).max(online_cpus());
         let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
@@ -84,7 +83,7 @@ impl PerfSampler {
         let mut rings = Vec::new();
         for ev in events {
             for &tid in &tids {
-                for cpu in 0..cpus {
+                for cpu in crate::topology::online_cpus() {
                     let mut b = (ev.make)();
                     b.observe_pid(tid)
                         .one_cpu(cpu)
@@ -161,13 +160,4 @@ impl LiveTracker for PerfSampler {
     fn address_space_replaced(&mut self, _pid: i32) -> Result<(), String> {
         Ok(())
     }
-}
-
-/// CPUs the kernel may run the target on (possible CPUs, so an event exists for each).
-fn online_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| crate::topology::parse_list(s.trim()).ok())
-        .and_then(|v| v.iter().max().map(|&m| m as usize + 1))
-        .unwrap_or(1)
 }
