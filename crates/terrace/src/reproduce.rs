@@ -1138,7 +1138,7 @@ const MTIER_MACHINE: Machine =
 /// doubles, 768 MB; 91.5 times the built-in 8 MiB), so that the pool is the thesis's too: 23,424
 /// pages (91.5 MiB) against Table 5.1's 98 MB. Table 5.1's factors are about the pages one epoch
 /// moves, that is about the pool (docs/policies.md, "mtier §5.2"). Only the shootdown table runs
-/// there: its three runs take about 2.5 CPU-minutes.
+/// there: its three runs take about a CPU-minute.
 const MTIER_THESIS_SIZE: Machine =
     Machine { profile: "remote-socket", fast_capacity: Some("12.5%"), scale: (183, 2) };
 /// The pool sizes of §4.3, 98/196/392/1000 MB of a 784 MB RSS (the last is all of it).
