@@ -18,8 +18,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    Applied, FreeRoom, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, Plan, Policy,
-    Requirements, TierId, TrackerRequest,
+    Applied, FreeRoom, MachineInfo, Move, MoveOptions, Mover, Observations, PageCounts, PageIdx, Plan,
+    Policy, Requirements, TierId, TrackerRequest,
 };
 
 pub const NAME: &str = "oracle";
@@ -70,7 +70,8 @@ pub struct Oracle {
     copy_ns: f64,
     /// Promotions the mover can still take on, carried from tick to tick (fractions included).
     allowance: f64,
-    ranked: Vec<(f64, PageIdx)>,
+    /// Every placed page's gain, kept between ticks for its allocation.
+    ranked: Vec<Ranked>,
 }
 
 impl Default for Oracle {
@@ -102,6 +103,137 @@ impl Oracle {
         let t = tier.index().max(1).min(self.read_gain_ns.len().saturating_sub(1));
         let (r, w) = (self.read_gain_ns.get(t), self.write_gain_ns.get(t));
         reads as f64 * r.copied().unwrap_or(0.0) + writes as f64 * w.copied().unwrap_or(0.0)
+    }
+}
+
+/// A page and its gain, ordered by falling gain and, on a tie, by rising page number: a strict
+/// order, so that every way of choosing below picks the same pages.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ranked(f64, PageIdx);
+
+impl Eq for Ranked {}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Oracle {
+    /// The target set is the `capacity` placed pages of most gain. Returns its pages outside the
+    /// fast tier with a gain, best first (the promotions), and the fast pages outside it, least
+    /// gain first (the victims), at most `limit` of each.
+    fn candidates(
+        &mut self,
+        placement: &[TierId],
+        future: &[PageCounts],
+        capacity: usize,
+        limit: usize,
+    ) -> (Vec<Ranked>, Vec<Ranked>) {
+        let (mut placed, mut fast) = (0, 0);
+        for &t in placement {
+            placed += t.is_placed() as usize;
+            fast += (t == TierId::FAST) as usize;
+        }
+        let target = capacity.min(placed);
+        match target.checked_sub(fast) {
+            // On most ticks the fast tier is full and the mover takes a few pages: then only the
+            // few best slow pages and the few worst fast ones matter, and keeping just those
+            // is several times cheaper than ordering the split of every page.
+            Some(free) if (limit + free) * 8 <= placed - fast => {
+                self.by_bounded_selection(placement, future, limit, free)
+            }
+            _ => self.by_partition(placement, future, target, limit),
+        }
+    }
+
+    /// [`Self::candidates`] by splitting all placed pages at the target.
+    fn by_partition(
+        &mut self,
+        placement: &[TierId],
+        future: &[PageCounts],
+        target: usize,
+        limit: usize,
+    ) -> (Vec<Ranked>, Vec<Ranked>) {
+        let mut ranked = std::mem::take(&mut self.ranked);
+        ranked.clear();
+        ranked.extend(
+            future
+                .iter()
+                .zip(placement)
+                .enumerate()
+                .filter(|(_, (_, t))| t.is_placed())
+                .map(|(i, (c, &t))| Ranked(self.page_gain(t, c.reads, c.writes), i as PageIdx)),
+        );
+        if target < ranked.len() {
+            ranked.select_nth_unstable(target);
+        }
+        let (inside, outside) = ranked.split_at(target);
+        let mut promote: Vec<Ranked> =
+            inside.iter().filter(|r| r.0 > 0.0 && placement[r.1 as usize] != TierId::FAST).copied().collect();
+        first_n_in_order(&mut promote, limit, Ranked::cmp);
+        let mut victims: Vec<Ranked> =
+            outside.iter().filter(|r| placement[r.1 as usize] == TierId::FAST).copied().collect();
+        first_n_in_order(&mut victims, limit, |a, b| b.cmp(a));
+        self.ranked = ranked;
+        (promote, victims)
+    }
+
+    /// [`Self::candidates`] from the `limit + free` best slow pages and the `limit` worst fast
+    /// ones, `free` being the room the target set has beyond the fast pages. The target set
+    /// takes a best-first prefix of each kind: the j-th best slow page is in it if j <= free,
+    /// or else if it beats the (j - free)-th worst fast page (the fast page it would displace
+    /// from the set's `target` places). The same pages as [`Self::by_partition`].
+    fn by_bounded_selection(
+        &self,
+        placement: &[TierId],
+        future: &[PageCounts],
+        limit: usize,
+        free: usize,
+    ) -> (Vec<Ranked>, Vec<Ranked>) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let keep = limit + free;
+        if limit == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        // The heaps' tops are the kept page an entrant would replace: the worst slow page kept,
+        // the best fast page kept.
+        let mut best_slow: BinaryHeap<Ranked> = BinaryHeap::with_capacity(keep + 1);
+        let mut worst_fast: BinaryHeap<Reverse<Ranked>> = BinaryHeap::with_capacity(limit + 1);
+        for (i, (c, &t)) in future.iter().zip(placement).enumerate() {
+            if !t.is_placed() {
+                continue;
+            }
+            let r = Ranked(self.page_gain(t, c.reads, c.writes), i as PageIdx);
+            if t == TierId::FAST {
+                if worst_fast.len() < limit {
+                    worst_fast.push(Reverse(r));
+                } else if let Some(mut top) = worst_fast.peek_mut().filter(|top| r > top.0) {
+                    *top = Reverse(r);
+                }
+            } else if best_slow.len() < keep {
+                best_slow.push(r);
+            } else if let Some(mut top) = best_slow.peek_mut().filter(|top| r < **top) {
+                *top = r;
+            }
+        }
+        let slow = best_slow.into_sorted_vec();
+        let victims: Vec<Ranked> = worst_fast.into_sorted_vec().into_iter().map(|r| r.0).collect();
+        let in_target = slow
+            .iter()
+            .enumerate()
+            .take_while(|&(j, s)| j < free || victims.get(j - free).is_some_and(|f| s < f))
+            .count();
+        let promote = slow[..in_target.min(limit)].iter().take_while(|r| r.0 > 0.0).copied().collect();
+        let victims = victims[..in_target.saturating_sub(free).min(limit)].to_vec();
+        (promote, victims)
     }
 }
 
@@ -152,26 +284,6 @@ impl Policy for Oracle {
         let Some(capacity) = self.fast_capacity else {
             return Plan::none();
         };
-        let mut ranked = std::mem::take(&mut self.ranked);
-        ranked.clear();
-        ranked.extend(
-            future
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| obs.placement[*i].is_placed())
-                .map(|(i, c)| (self.page_gain(obs.placement[i], c.reads, c.writes), i as PageIdx)),
-        );
-        self.ranked = ranked;
-        // The pages by falling gain, the lower page first on a tie: a strict order, so the
-        // target set and both lists below are the same as in a full sort of `ranked`. Only the
-        // split at the target and the two short lists are ordered (a full sort of every page
-        // on every tick was most of a run's time).
-        let order = |a: &(f64, PageIdx), b: &(f64, PageIdx)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        let target = (capacity as usize).min(self.ranked.len());
-        if target < self.ranked.len() {
-            self.ranked.select_nth_unstable_by(target, order);
-        }
-        let (inside, outside) = self.ranked.split_at(target);
         let (cost, limit) = match self.move_cost_ns {
             // The mover runs beside the program: what it can finish in half an interval bounds a plan
             // (a plan counts a promotion and its demotion). An interval shorter than two moves
@@ -185,30 +297,21 @@ impl Policy for Oracle {
             }
             None => (0.0, self.probe_moves),
         };
-        // Promote in falling gain; demote the least-gain fast pages outside the target set.
-        let mut promote: Vec<(f64, PageIdx)> = inside
-            .iter()
-            .filter(|(g, p)| *g > 0.0 && obs.placement[*p as usize] != TierId::FAST)
-            .copied()
-            .collect();
-        first_n_in_order(&mut promote, limit, order);
-        let mut victims: Vec<(f64, PageIdx)> =
-            outside.iter().filter(|(_, p)| obs.placement[*p as usize] == TierId::FAST).copied().collect();
-        first_n_in_order(&mut victims, limit, |a, b| order(b, a));
+        let (promote, victims) = self.candidates(obs.placement, future, capacity as usize, limit);
         let mut victims = victims.into_iter();
         let mut room = FreeRoom::new(obs.tiers);
         let mut free = room.free(TierId::FAST);
         let mut plan =
             Plan { options: MoveOptions::default(), reason: "future accesses".into(), ..Plan::none() };
         let mut demotions = Vec::new();
-        for &(gain, page) in promote.iter().take(limit) {
+        for &Ranked(gain, page) in promote.iter().take(limit) {
             if free > 0 {
                 if gain <= cost {
                     break;
                 }
                 free -= 1;
             } else {
-                let Some((victim_gain, victim)) = victims.next() else {
+                let Some(Ranked(victim_gain, victim)) = victims.next() else {
                     break;
                 };
                 if gain - victim_gain <= 2.0 * cost {
@@ -237,9 +340,9 @@ impl Policy for Oracle {
 }
 
 /// The first `n` of `list` in `order`, sorted, and the rest dropped.
-fn first_n_in_order<F>(list: &mut Vec<(f64, PageIdx)>, n: usize, order: F)
+fn first_n_in_order<F>(list: &mut Vec<Ranked>, n: usize, order: F)
 where
-    F: Fn(&(f64, PageIdx), &(f64, PageIdx)) -> std::cmp::Ordering,
+    F: Fn(&Ranked, &Ranked) -> std::cmp::Ordering,
 {
     if n < list.len() {
         list.select_nth_unstable_by(n, &order);
@@ -251,7 +354,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use terrace_model::{PageCounts, Tier, TierKind, TierStatus};
+    use proptest::prelude::*;
+    use terrace_model::{Tier, TierKind, TierStatus};
 
     fn machine(fast_pages: u64) -> MachineInfo {
         let tier = |id, lat, wbw, cap| Tier {
@@ -370,5 +474,57 @@ mod tests {
         reads.extend([1000; 100]);
         let plan = tick(&mut o, &placement, &reads);
         assert_eq!(plan.moves.iter().filter(|m| m.to == TierId::FAST).count(), 64);
+    }
+
+    /// A machine of `tiers` tiers (two or three) whose fast tier holds `fast_pages`.
+    fn tiered(tiers: usize, fast_pages: u64, pages: u64) -> MachineInfo {
+        let mut m = machine(fast_pages);
+        if tiers == 3 {
+            let mut middle = m.tiers[1].clone();
+            middle.read_latency_ns = Some(180.0);
+            middle.write_bandwidth_gb_s = Some(5.0);
+            m.tiers.insert(1, middle);
+            for (i, t) in m.tiers.iter_mut().enumerate() {
+                t.id = TierId(i as u8);
+            }
+        }
+        m.pages = pages;
+        m
+    }
+
+    proptest! {
+        /// Keeping the few best slow pages and worst fast ones picks exactly what splitting
+        /// every page at the target does, ties, unplaced pages and a middle tier included.
+        #[test]
+        fn the_bounded_selection_picks_what_the_partition_picks(
+            tiers in 2usize..=3,
+            pages in prop::collection::vec((0u8..4, 0u32..6, 0u32..3), 1..300),
+            capacity in 0usize..320,
+            limit in 0usize..40,
+        ) {
+            let tier = |t: u8| match t {
+                0 => TierId::UNPLACED,
+                t => TierId((t - 1).min(tiers as u8 - 1)),
+            };
+            let mut placement: Vec<TierId> = pages.iter().map(|&(t, _, _)| tier(t)).collect();
+            // The fast tier holds no more than its capacity.
+            let mut fast = 0;
+            for t in placement.iter_mut().filter(|t| **t == TierId::FAST) {
+                fast += 1;
+                if fast > capacity {
+                    *t = TierId::SLOW;
+                }
+            }
+            let future: Vec<PageCounts> =
+                pages.iter().map(|&(_, reads, writes)| PageCounts { reads, writes }).collect();
+            let mut o = Oracle::default();
+            o.start(&tiered(tiers, capacity as u64, pages.len() as u64));
+            let placed = placement.iter().filter(|t| t.is_placed()).count();
+            let fast = placement.iter().filter(|t| **t == TierId::FAST).count();
+            let target = capacity.min(placed);
+            let expected = o.by_partition(&placement, &future, target, limit);
+            prop_assert_eq!(&o.by_bounded_selection(&placement, &future, limit, target - fast), &expected);
+            prop_assert_eq!(&o.candidates(&placement, &future, capacity, limit), &expected);
+        }
     }
 }
