@@ -11,6 +11,7 @@
 //! (the replay loop). docs/model.md states every equation and the source of every number.
 #![forbid(unsafe_code)]
 
+mod access_buffer;
 pub mod bench_grid;
 pub mod corun;
 pub mod energy;

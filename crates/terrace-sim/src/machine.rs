@@ -142,6 +142,13 @@ pub struct SimMachine {
     corun: Option<CoRun>,
 }
 
+/// The machine's read-ahead buffer goes to the next machine of this thread (`access_buffer`).
+impl Drop for SimMachine {
+    fn drop(&mut self) {
+        crate::access_buffer::give_back(std::mem::take(&mut self.buf));
+    }
+}
+
 impl SimMachine {
     /// A machine for `source` with the fast tier's capacity and the last tier's in bytes (`None`
     /// = the profile's slow:fast ratio, and at least the footprint); a middle tier is its
@@ -218,7 +225,7 @@ impl SimMachine {
             info,
             profile,
             source,
-            buf: Vec::with_capacity(BATCH_ACCESSES),
+            buf: crate::access_buffer::take(BATCH_ACCESSES),
             pos: 0,
             source_done: false,
             page_shift: 12,
