@@ -9,7 +9,7 @@
 //! reports, and move every page to the current split, with the same moves and costs as any
 //! policy.
 
-use crate::{by_gain, future_split, split_in_order, walk, Step, TraceCounts};
+use crate::{by_gain, future_split, split_in_order, walk, walk_ahead, Step, TraceCounts};
 use terrace_model::{
     FreeRoom, InitialPlacement, MachineInfo, Move, MoveOptions, Mover, ObjectEvent, ObjectEventKind,
     Observations, PageIdx, Plan, Policy, Requirements, TierId, TrackerRequest,
@@ -272,7 +272,7 @@ impl ProgramWindows {
                 .collect(),
         };
         let mut cuts = vec![Cut::windows(c.events_per_window); c.programs.len()];
-        walk(source, |step| match step {
+        walk_ahead(source, |step| match step {
             Step::Fill(_) => {}
             Step::Event(e) => {
                 let p = e.program as usize;
