@@ -658,10 +658,9 @@ impl LiveMachine {
         // What the last scan found mapped, so that a warning about a program whose memory is
         // there tells a mapping Terrace does not manage from pages it cannot read.
         let (mappings, mapped) = self.members.iter().fold((0, 0), |(n, pages), m| {
-            m.scan
-                .memory()
-                .mapped_ranges()
-                .fold((n, pages), |(n, pages), (start, end)| (n + 1, pages + (end - start) / 4096))
+            m.scan.memory().mapped_ranges().fold((n, pages), |(n, pages), (start, end)| {
+                (n + 1, pages + (end - start) / crate::process::PAGE_BYTES)
+            })
         });
         let maps = match self.program.pid {
             0 => "/proc/PID/maps of its processes".to_string(),
