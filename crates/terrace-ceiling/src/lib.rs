@@ -764,7 +764,8 @@ mod tests {
     #[test]
     fn a_pass_with_the_stream_made_ahead_visits_what_a_pass_in_line_does() {
         let source = || terrace_workloads::build("objects-sites", 1, 1.0 / 64.0).unwrap();
-        let log = |pass: fn(Box<dyn AccessSource>, &mut dyn FnMut(Step<'_>))| {
+        type Pass = fn(Box<dyn AccessSource>, &mut dyn FnMut(Step<'_>));
+        let log = |pass: Pass| {
             let mut log: Vec<(bool, u64)> = Vec::new();
             pass(source(), &mut |step| match step {
                 Step::Fill(_) => {}
