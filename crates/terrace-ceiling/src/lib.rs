@@ -758,26 +758,61 @@ mod tests {
         assert_eq!(c.read_bytes, 10 * 64 + 128 + 8);
     }
 
+    /// A stream whose object events all come only once it has ended (which the trait allows for
+    /// events at its end): a pass must still visit them, after the last access.
+    struct EventsAtTheEnd(terrace_workloads::MemorySource, bool);
+
+    impl AccessSource for EventsAtTheEnd {
+        fn info(&self) -> &terrace_workloads::WorkloadInfo {
+            self.0.info()
+        }
+        fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
+            let n = self.0.fill(buf, max);
+            self.1 = n == 0;
+            n
+        }
+        fn take_object_events(&mut self, out: &mut Vec<ObjectEventAt>) {
+            if self.1 {
+                self.0.take_object_events(out);
+            }
+        }
+    }
+
     /// The stream made on a thread of its own is visited as the one made in line: the same
     /// accesses, each object event at the same place among them (a workload with thousands of
-    /// events over many batches).
+    /// events over many batches), and events that come only after the last access.
     #[test]
     fn a_pass_with_the_stream_made_ahead_visits_what_a_pass_in_line_does() {
-        let source = || terrace_workloads::build("objects-sites", 1, 1.0 / 64.0).unwrap();
         type Pass = fn(Box<dyn AccessSource>, &mut dyn FnMut(Step<'_>));
-        let log = |pass: Pass| {
+        let log = |source: Box<dyn AccessSource>, pass: Pass| {
             let mut log: Vec<(bool, u64)> = Vec::new();
-            pass(source(), &mut |step| match step {
+            pass(source, &mut |step| match step {
                 Step::Fill(_) => {}
                 Step::Event(e) => log.push((true, e.addr)),
                 Step::Access(a) => log.push((false, a.addr)),
             });
             log
         };
-        let in_line = log(|s, v| walk(s, v));
+        let objects = || terrace_workloads::build("objects-sites", 1, 1.0 / 64.0).unwrap();
+        let in_line = log(objects(), |s, v| walk(s, v));
         assert!(in_line.iter().filter(|(event, _)| *event).count() > 1000);
         assert!(in_line.len() > 4 * BATCH);
-        assert_eq!(log(|s, v| walk_ahead(s, v)), in_line);
+        assert_eq!(log(objects(), |s, v| walk_ahead(s, v)), in_line);
+
+        let late = || -> Box<dyn AccessSource> {
+            let mut source = objects();
+            let (mut accesses, mut events) = (Vec::new(), Vec::new());
+            while source.fill(&mut accesses, BATCH) > 0 {}
+            source.take_object_events(&mut events);
+            let info = source.info().clone();
+            Box::new(EventsAtTheEnd(
+                terrace_workloads::MemorySource::with_events(info, accesses, events),
+                false,
+            ))
+        };
+        let in_line = log(late(), |s, v| walk(s, v));
+        assert!(in_line.iter().filter(|(event, _)| *event).count() > 1000);
+        assert_eq!(log(late(), |s, v| walk_ahead(s, v)), in_line);
     }
 
     /// What `Search::try_all`'s order and bounds must not change: the run chosen is the one that
