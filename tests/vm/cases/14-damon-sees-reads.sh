@@ -4,6 +4,12 @@
 # too. Under age, the read set moves to node 0 with the written one, and most of the cold set
 # stays on node 1: DAMON's regions are adaptive, and one that straddles the edge of a hot set
 # makes some cold pages look referenced (about 10-15% here), so the bound is 75%, not 95%.
+# The read set must reach node 0; it need not stay there to the end. DAMON clears a page's
+# accessed bit without a TLB flush, and a read through a translation the TLB still holds sets it
+# again only once that entry is refilled, so a set read steadily can look idle for a while and age
+# then demotes it (5 idle intervals). Six runs in one guest on 2026-11-29: all six had the read
+# set on node 0 at 5 s; one saw it back on node 1 at 25 s and on node 0 again at 30 s, one on
+# node 1 from 25 s to the end (and so did one clean-clone CI run).
 . /lib/vmtest.sh
 kernel_balancing_off
 
@@ -17,7 +23,8 @@ grep -q 'DAMON: regions read from the damon_aggregated trace event' /tmp/log ||
 	fail "DAMON's regions were not read from its trace event: $(grep -m 3 'DAMON' /tmp/log)"
 read0=$(pages_at read 0)
 cold1=$(pages_at cold 1)
-[ -n "$read0" ] && [ "$read0" -ge 461 ] || fail "only ${read0:-0} of 512 read-only hot pages on node 0"
+first=$(first_report read 0 461)
+[ "$first" != "(never)" ] || fail "the read-only hot set never had 461 of its 512 pages on node 0 ($(grep 'read node' /tmp/out | tr '\n' ' '))"
 [ -n "$cold1" ] && [ "$cold1" -ge 1536 ] || fail "only ${cold1:-0} of 2048 cold pages stayed on node 1"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
-note "age with DAMON: read-only hot set $read0/512 on node0, cold $cold1/2048 on node1"
+note "age with DAMON: read-only hot set 90% on node0 by the $first report, ${read0:-0}/512 at the end; cold $cold1/2048 on node1"
