@@ -24,9 +24,11 @@
 
 pub mod check;
 pub mod phases;
+pub mod static_bound;
 
 use phases::{phase_splits, PhaseCounts, PhaseOrder, PhaseSplit, ProgramWindows, WindowSplit};
 use rayon::prelude::*;
+use static_bound::MediaUnits;
 use terrace_model::{
     Access, InitialPlacement, Machine, MachineInfo, Observations, Plan, Policy, Requirements, TierId,
 };
@@ -46,8 +48,11 @@ pub type SourceFactory<'a> = &'a (dyn Fn() -> Box<dyn AccessSource> + Sync);
 #[derive(Clone, Debug)]
 pub struct Candidate {
     pub name: String,
-    /// `None`: stopped once its clock passed the best run before it.
+    /// `None`: stopped once its clock passed the best run before it, or not run at all.
     pub runtime_ns: Option<f64>,
+    /// Not run: a static placement whose lower bound ([`static_bound`]) was already past the
+    /// best run before it.
+    pub bounded: bool,
 }
 
 /// The reference's result.
@@ -110,6 +115,11 @@ pub struct TraceCounts {
 impl TraceCounts {
     /// One pass over `source`.
     pub fn of(source: Box<dyn AccessSource>) -> Self {
+        Self::of_and(source, |_| {})
+    }
+
+    /// One pass over `source`, in which `also` sees every access too.
+    pub fn of_and(source: Box<dyn AccessSource>, mut also: impl FnMut(&Access)) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
         // One bit per 64-byte line and direction.
@@ -118,6 +128,7 @@ impl TraceCounts {
         walk_ahead(source, |step| match step {
             Step::Access(a) => {
                 c.count(a);
+                also(a);
                 let bits = &mut seen[a.kind.is_write() as usize];
                 let first = a.addr / LINE_BYTES;
                 let last = a.addr.saturating_add((a.size as u64).max(1) - 1) / LINE_BYTES;
@@ -522,15 +533,36 @@ fn family(
     v
 }
 
-/// One candidate's run on a fresh machine, `None` if it does not end before `limit_ns` (it is
-/// stopped once its clock reaches that).
+/// What the counting pass found that bounds a static candidate's run ([`static_bound`]).
+struct StaticBounds<'a> {
+    timing: &'a Timing,
+    counts: &'a TraceCounts,
+    units: MediaUnits,
+}
+
+/// How one candidate's run ended.
+enum Outcome {
+    Ran(Box<RunReport>),
+    /// Its clock reached the limit, or its clock and what is left of its trace did.
+    Stopped,
+    /// Not run: a static placement whose lower bound was at or past the limit.
+    Bounded,
+}
+
+/// How many times a static candidate's bound is checked over the best run's time.
+const CHECKS_PER_RUN: f64 = 64.0;
+
+/// One candidate's run on a fresh machine, stopped once its clock reaches `limit_ns`. A static
+/// placement ([`MediaUnits::static_floor`]) is not run if `bounds` show that it cannot end
+/// before then, and stopped once its clock and what is left of its trace show it.
 fn run_within(
     source: Box<dyn AccessSource>,
     policy: &mut dyn Policy,
     profile: &Profile,
     opts: &SimOptions,
     limit_ns: Option<f64>,
-) -> Result<Option<RunReport>, SimError> {
+    bounds: Option<&StaticBounds<'_>>,
+) -> Result<Outcome, SimError> {
     let w = source.info().clone();
     let fast = opts.fast_capacity.resolve(w.footprint_bytes, w.suggested_fast_bytes);
     let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
@@ -538,13 +570,31 @@ fn run_within(
     // The machine's clock is reported in whole nanoseconds, rounded down: a clock at or past the
     // limit rounded up is past the limit.
     let clock_limit = limit_ns.map_or(u64::MAX, |l| l.ceil() as u64);
-    let finished = terrace_model::drive_within(&mut machine, policy, clock_limit)?;
+    let floor = limit_ns.zip(bounds).and_then(|(limit, b)| {
+        let floor = b.units.static_floor(&mut machine, policy, b.timing, b.counts)?;
+        Some((limit, b.timing, floor, b.counts.instructions))
+    });
+    let finished = match floor {
+        Some((limit, timing, floor, instructions)) => {
+            if floor.run_ns(timing, instructions) >= limit {
+                return Ok(Outcome::Bounded);
+            }
+            let every = ((limit / CHECKS_PER_RUN) as u64).max(1);
+            terrace_model::drive_checked(&mut machine, policy, clock_limit, every, |m: &SimMachine, now| {
+                now as f64 + floor.left_ns(timing, m.tier_totals(), 0.0) >= limit
+            })?
+        }
+        None => terrace_model::drive_within(&mut machine, policy, clock_limit)?,
+    };
     if let Some(e) = machine.take_error() {
         return Err(e);
     }
     // A run can end a little past the clock it was driven to (its last slice, its movers'
     // drain): one that ends at or past the limit is as good as stopped.
-    Ok(finished.then(|| machine.report()).filter(|r| limit_ns.is_none_or(|l| r.runtime_ns < l)))
+    Ok(match finished.then(|| machine.report()).filter(|r| limit_ns.is_none_or(|l| r.runtime_ns < l)) {
+        Some(report) => Outcome::Ran(Box::new(report)),
+        None => Outcome::Stopped,
+    })
 }
 
 /// `optimal` on the workload `source` makes, on `profile` with `opts`: every candidate of the
@@ -563,16 +613,31 @@ fn optimal_below(
     limit_ns: Option<f64>,
 ) -> Result<Option<Ceiling>, SimError> {
     let info = machine_info(source(), profile, opts)?;
-    let counts = TraceCounts::of(source());
-    let timing = Timing::new(profile, info.threads);
     // Phases exist only where programs start and end during the run.
     let several = info.programs.len() > 1;
+    // The static candidates' bounds are for one program whose pages, once placed, stay placed.
+    let mut units = if several {
+        None
+    } else {
+        let footprint = source().info().footprint_bytes;
+        MediaUnits::new(footprint, profile.tiers.iter().map(|t| t.media_granularity_bytes as u64))
+    };
+    let started = std::time::Instant::now();
+    let counts = TraceCounts::of_and(source(), |a| {
+        if let Some(u) = units.as_mut() {
+            u.count(a);
+        }
+    });
+    tracing::debug!("optimal: counting pass in {:.3} s", started.elapsed().as_secs_f64());
+    let timing = Timing::new(profile, info.threads);
+    let bound = units.map(|units| StaticBounds { timing: &timing, counts: &counts, units });
     let phases = if several { phase_counts(source, &counts, None) } else { Vec::new() };
     let quiet = SimOptions { progress: None, ..opts.clone() };
     let mut search = Search {
         candidates: Vec::new(),
         best: None,
         accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
+        bound,
     };
     // Several programs: first the splits per window of each program's own allocations.
     let mut first: Vec<Box<dyn Policy>> = Vec::new();
@@ -592,7 +657,7 @@ fn optimal_below(
         search.accesses_processed += paced.iter().map(|(_, p)| p.accesses()).sum::<u64>();
         search.try_all(source, phase_members(&info, &timing, &paced, "paced-"), profile, &quiet, limit_ns)?;
     }
-    let Search { candidates, best, accesses_processed } = search;
+    let Search { candidates, best, accesses_processed, .. } = search;
     let Some((chosen, mut report)) = best else { return Ok(None) };
     if let Some(p) = &opts.progress {
         p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
@@ -610,13 +675,15 @@ fn optimal_below(
 }
 
 /// The candidates run so far and the best complete run among them.
-struct Search {
+struct Search<'a> {
     candidates: Vec<Candidate>,
     best: Option<(String, RunReport)>,
     accesses_processed: u64,
+    /// What bounds a static candidate's run, for a trace it holds for.
+    bound: Option<StaticBounds<'a>>,
 }
 
-impl Search {
+impl Search<'_> {
     /// Runs `policies`, each on a fresh machine and stopped once its clock passes the best complete
     /// run before it (or `limit_ns`): one at a time until a run completes, then the rest in
     /// parallel below that run's time. Their outcomes are taken in the list's order, so the run
@@ -638,16 +705,17 @@ impl Search {
         while self.best.is_none() {
             let Some(mut p) = policies.next() else { return Ok(()) };
             let started = std::time::Instant::now();
-            let run = run_within(source(), p.as_mut(), profile, opts, limit_ns);
+            let run = run_within(source(), p.as_mut(), profile, opts, limit_ns, self.bound.as_ref());
             self.take(p.name(), run, started.elapsed())?;
         }
         let limit = self.best.as_ref().map(|(_, b)| b.runtime_ns);
+        let bound = self.bound.as_ref();
         let runs: Vec<_> = policies
             .collect::<Vec<_>>()
             .into_par_iter()
             .map(|mut p| {
                 let started = std::time::Instant::now();
-                let run = run_within(source(), p.as_mut(), profile, opts, limit);
+                let run = run_within(source(), p.as_mut(), profile, opts, limit, bound);
                 (p.name().to_string(), run, started.elapsed())
             })
             .collect();
@@ -662,7 +730,7 @@ impl Search {
     fn take(
         &mut self,
         name: &str,
-        run: Result<Option<RunReport>, SimError>,
+        run: Result<Outcome, SimError>,
         took: std::time::Duration,
     ) -> Result<(), SimError> {
         let run = match run {
@@ -671,17 +739,22 @@ impl Search {
             Err(SimError::Unsupported(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        tracing::debug!(
-            "optimal: candidate {name} {} in {:.3} s",
-            run.as_ref().map_or("stopped".to_string(), |r| format!("ran {:.3} ms", r.runtime_ns / 1e6)),
-            took.as_secs_f64()
-        );
-        self.candidates
-            .push(Candidate { name: name.to_string(), runtime_ns: run.as_ref().map(|r| r.runtime_ns) });
-        if let Some(report) = run {
+        let how = match &run {
+            Outcome::Ran(r) => format!("ran {:.3} ms", r.runtime_ns / 1e6),
+            Outcome::Stopped => "stopped".to_string(),
+            Outcome::Bounded => "bounded".to_string(),
+        };
+        tracing::debug!("optimal: candidate {name} {how} in {:.3} s", took.as_secs_f64());
+        let runtime_ns = match &run {
+            Outcome::Ran(r) => Some(r.runtime_ns),
+            _ => None,
+        };
+        let bounded = matches!(run, Outcome::Bounded);
+        self.candidates.push(Candidate { name: name.to_string(), runtime_ns, bounded });
+        if let Outcome::Ran(report) = run {
             self.accesses_processed += report.accesses;
             if self.best.as_ref().is_none_or(|(_, b)| report.runtime_ns < b.runtime_ns) {
-                self.best = Some((name.to_string(), report));
+                self.best = Some((name.to_string(), *report));
             }
         }
         Ok(())
@@ -838,8 +911,9 @@ mod tests {
             let timing = Timing::new(&profile, info.threads);
             let mut ends: Vec<(String, f64)> = Vec::new();
             for mut p in family(&info, &timing, &counts, &[]) {
-                match run_within(source(), p.as_mut(), &profile, &opts, None) {
-                    Ok(run) => ends.push((p.name().to_string(), run.unwrap().runtime_ns)),
+                match run_within(source(), p.as_mut(), &profile, &opts, None, None) {
+                    Ok(Outcome::Ran(run)) => ends.push((p.name().to_string(), run.runtime_ns)),
+                    Ok(_) => panic!("{} did not run to its end without a limit", p.name()),
                     Err(SimError::Unsupported(_)) => {}
                     Err(e) => panic!("{e}"),
                 }

@@ -33,6 +33,20 @@ pub fn drive_within(
     policy: &mut dyn Policy,
     limit_ns: u64,
 ) -> Result<bool, DriveError> {
+    drive_checked(machine, policy, limit_ns, u64::MAX, |_, _| false)
+}
+
+/// [`drive_within`], also stopped where `stop(machine, now_ns)` says so: it is asked between
+/// stretches of the run, after each tick and, for a policy without ticks, every `every_ns` of
+/// the machine's clock. The offline reference stops a static placement once what is left of its
+/// trace cannot take less than the time the best run so far has over its clock.
+pub fn drive_checked<M: Machine + ?Sized>(
+    machine: &mut M,
+    policy: &mut dyn Policy,
+    limit_ns: u64,
+    every_ns: u64,
+    mut stop: impl FnMut(&M, u64) -> bool,
+) -> Result<bool, DriveError> {
     let req = policy.requirements(machine.info());
     let refuse = |source| DriveError::Unsupported { policy: policy.name().to_string(), source };
     let tiers = &machine.info().tiers;
@@ -48,7 +62,7 @@ pub fn drive_within(
     machine.prepare(&req).map_err(refuse)?;
     policy.start(machine.info());
     let mut events = Vec::new();
-    let mut deliver = |machine: &mut dyn Machine, policy: &mut dyn Policy| {
+    let mut deliver = |machine: &mut M, policy: &mut dyn Policy| {
         events.clear();
         machine.take_object_events(&mut events);
         for e in &events {
@@ -56,14 +70,18 @@ pub fn drive_within(
         }
     };
     let Some(tick_ns) = req.tick_ns else {
-        while let Progress::Running { now_ns } = machine.advance(limit_ns) {
+        let mut next = every_ns;
+        loop {
+            let progress = machine.advance(next.min(limit_ns));
             deliver(machine, policy);
-            if now_ns >= limit_ns {
-                return Ok(false);
+            match progress {
+                Progress::Finished { .. } => return Ok(true),
+                Progress::Running { now_ns } if now_ns >= limit_ns || stop(machine, now_ns) => {
+                    return Ok(false)
+                }
+                Progress::Running { now_ns } => next = now_ns.saturating_add(every_ns),
             }
         }
-        deliver(machine, policy);
-        return Ok(true);
     };
     // Seed periods are real time; a scaled-down run ticks proportionally faster (MachineInfo::scale).
     let scale = machine.info().scale;
@@ -74,7 +92,7 @@ pub fn drive_within(
         deliver(machine, policy);
         match progress {
             Progress::Finished { .. } => return Ok(true),
-            Progress::Running { now_ns } if now_ns >= limit_ns => return Ok(false),
+            Progress::Running { now_ns } if now_ns >= limit_ns || stop(machine, now_ns) => return Ok(false),
             Progress::Running { now_ns } => {
                 let plan = {
                     let obs = machine.observe();

@@ -22,7 +22,7 @@ pub mod policy;
 pub mod tier;
 
 pub use access::{Access, AccessKind, ObjectEvent, ObjectEventKind};
-pub use drive::{drive, drive_within, DriveError};
+pub use drive::{drive, drive_checked, drive_within, DriveError};
 pub use machine::{Machine, MachineError, MachineInfo, ProgramInfo, Progress};
 pub use mechanism::{Mechanism, Mechanisms};
 pub use mover::Mover;

@@ -296,6 +296,11 @@ impl SimMachine {
         &self.placement
     }
 
+    /// Each tier's traffic so far, fastest first (what [`Self::report`] gives, without the rest).
+    pub fn tier_totals(&self) -> &[TierTotals] {
+        &self.totals
+    }
+
     /// The run's report so far.
     pub fn report(&self) -> RunReport {
         let mut tiers = self.totals.clone();
@@ -1078,8 +1083,10 @@ pub fn hint_fault_ns(profile: &Profile) -> f64 {
 }
 
 /// Streams one thread keeps open per direction: enough for STREAM's triad (two read streams,
-/// one write stream) and a few more, like a hardware prefetcher's stream table.
-const STREAMS_PER_THREAD: usize = 4;
+/// one write stream) and a few more, like a hardware prefetcher's stream table. The most units
+/// of one direction a thread can have open at any moment (`optimal`'s bound for static
+/// placements counts on it).
+pub const STREAMS_PER_THREAD: usize = 4;
 
 /// An empty stream slot: far from every real unit (units are addresses over 64 or more, tagged
 /// with a tier below 128).

@@ -25,7 +25,7 @@ pub fn cost(profile: &str, size_scale: f64) -> Result<()> {
     );
     let cpu = || crate::process_cpu::own_cpu_seconds().unwrap_or(f64::NAN);
     let (mut first_touch_s, mut optimal_s, mut optimal_cpu_s) = (0.0, 0.0, 0.0);
-    let (mut runs, mut complete) = (0, 0);
+    let (mut runs, mut complete, mut bounded) = (0, 0, 0);
     for workload in terrace_workloads::DEFAULT_SUITE {
         terrace_workloads::build(workload, 1, size_scale)?;
         let source = || terrace_workloads::build(workload, 1, size_scale).expect("built above");
@@ -46,17 +46,19 @@ pub fn cost(profile: &str, size_scale: f64) -> Result<()> {
         );
         runs += ceiling.candidates.len();
         complete += ceiling.candidates.iter().filter(|c| c.runtime_ns.is_some()).count();
+        bounded += ceiling.candidates.iter().filter(|c| c.bounded).count();
         first_touch_s += ft_s;
         optimal_s += opt_s;
         optimal_cpu_s += opt_cpu;
     }
     println!(
         "the suite: optimal costs {:.1}x first-touch in wall-clock time on {cores} core{} and {:.1}x in CPU time (a \
-         counting pass and {runs} candidate runs, {complete} of them to the end, the others stopped once they could \
-         not win; the goal is 5x)",
+         counting pass and {runs} candidates: {complete} run to the end, {} stopped once they could not win, \
+         {bounded} not run since their floor showed they could not; the goal is 5x)",
         optimal_s / first_touch_s,
         if cores == 1 { "" } else { "s" },
-        optimal_cpu_s / first_touch_s
+        optimal_cpu_s / first_touch_s,
+        runs - complete - bounded
     );
     Ok(())
 }
