@@ -115,20 +115,20 @@ pub struct TraceCounts {
 impl TraceCounts {
     /// One pass over `source`.
     pub fn of(source: Box<dyn AccessSource>) -> Self {
-        Self::of_and(source, |_| {})
+        Self::of_and(source, None)
     }
 
-    /// One pass over `source`, in which `also` sees every access too.
-    pub fn of_and(source: Box<dyn AccessSource>, mut also: impl FnMut(&Access)) -> Self {
+    /// One pass over `source`, in which `also` sees every access too, in order, on a thread of
+    /// its own ([`walk_ahead`]).
+    pub fn of_and(source: Box<dyn AccessSource>, also: Option<SideVisitor<'_>>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
         // One bit per 64-byte line and direction.
         let words = (pages * 4096 / LINE_BYTES as usize).div_ceil(64);
         let mut seen = [vec![0u64; words], vec![0u64; words]];
-        walk_ahead(source, |step| match step {
+        walk_ahead(source, also, |step| match step {
             Step::Access(a) => {
                 c.count(a);
-                also(a);
                 let bits = &mut seen[a.kind.is_write() as usize];
                 let first = a.addr / LINE_BYTES;
                 let last = a.addr.saturating_add((a.size as u64).max(1) - 1) / LINE_BYTES;
@@ -170,6 +170,9 @@ impl TraceCounts {
     }
 }
 
+/// A visitor of a pass's batches of accesses, in order, on a thread of its own ([`walk_ahead`]).
+pub type SideVisitor<'a> = &'a mut (dyn FnMut(&[Access]) + Send);
+
 /// What a counting pass meets, in stream order ([`walk`]).
 pub(crate) enum Step<'a> {
     /// Before each fill: the stream, to be told the programs' clocks.
@@ -199,22 +202,48 @@ pub(crate) fn walk(mut source: Box<dyn AccessSource>, mut visit: impl FnMut(Step
 /// is made on a thread of its own, up to two batches ahead of the visitor, so that the pass
 /// takes about the longer of making the stream and visiting it rather than the two together.
 /// `optimal` runs it before any candidate, when the other cores have nothing else to do; on the
-/// default suite at size scale 0.25 a generator takes 35-50% of the counting pass.
-pub(crate) fn walk_ahead(mut source: Box<dyn AccessSource>, mut visit: impl FnMut(Step<'_>)) {
-    let (to_visitor, made) = std::sync::mpsc::sync_channel::<(Vec<Access>, Vec<ObjectEventAt>)>(2);
-    let (to_maker, emptied) = std::sync::mpsc::channel::<Vec<Access>>();
+/// default suite at size scale 0.25 a generator takes 35-50% of the counting pass. `side`, if
+/// any, sees each batch of accesses too, in order, on a third thread (the media units the static
+/// candidates' floors need, which cost about as much as the rest of the visit on gups).
+pub(crate) fn walk_ahead(
+    mut source: Box<dyn AccessSource>,
+    side: Option<SideVisitor<'_>>,
+    mut visit: impl FnMut(Step<'_>),
+) {
+    type Batch = std::sync::Arc<Vec<Access>>;
+    let (to_visitor, made) = std::sync::mpsc::sync_channel::<(Batch, Vec<ObjectEventAt>)>(8);
+    let (to_side, for_side) = std::sync::mpsc::sync_channel::<Batch>(8);
+    // Batches come back from the visitor and the side; the last to let one go frees it for reuse.
+    let (to_maker, emptied) = std::sync::mpsc::channel::<Batch>();
+    let has_side = side.is_some();
     std::thread::scope(|scope| {
         scope.spawn(move || loop {
-            let mut buf = emptied.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            let mut buf = std::iter::from_fn(|| emptied.try_recv().ok())
+                .find_map(|b| Batch::try_unwrap(b).ok())
+                .unwrap_or_else(|| Vec::with_capacity(BATCH));
             buf.clear();
             let filled = source.fill(&mut buf, BATCH);
             let mut events = Vec::new();
             source.take_object_events(&mut events);
-            // The visitor has stopped listening only if it panicked.
-            if to_visitor.send((buf, events)).is_err() || filled == 0 {
+            let buf = Batch::new(buf);
+            // The visitor or the side has stopped listening only if it panicked.
+            let side_gone = has_side && to_side.send(buf.clone()).is_err();
+            if to_visitor.send((buf, events)).is_err() || side_gone || filled == 0 {
                 break;
             }
         });
+        if let Some(side) = side {
+            let to_maker = to_maker.clone();
+            scope.spawn(move || {
+                for buf in for_side.iter() {
+                    if buf.is_empty() {
+                        break;
+                    }
+                    side(&buf);
+                    let _ = to_maker.send(buf);
+                }
+            });
+        }
         let mut in_order = InOrder::default();
         for (buf, mut events) in made.iter() {
             in_order.events.append(&mut events);
@@ -549,49 +578,79 @@ enum Outcome {
     Bounded,
 }
 
-/// How many times a static candidate's bound is checked over the best run's time.
+/// How many times a candidate's clock is checked against the limit over the run's length.
 const CHECKS_PER_RUN: f64 = 64.0;
 
-/// One candidate's run on a fresh machine, stopped once its clock reaches `limit_ns`. A static
-/// placement ([`MediaUnits::static_floor`]) is not run if `bounds` show that it cannot end
-/// before then, and stopped once its clock and what is left of its trace show it.
+/// The time a candidate must beat, ns: the best complete run before it in the family's order,
+/// or the caller's limit; infinite while there is neither. A candidate started before the run
+/// that sets it has ended reads it as it goes.
+struct Limit {
+    ns: std::sync::atomic::AtomicU64,
+    /// How often, in the machine's clock, a candidate without ticks reads it: a 64th of a lower
+    /// bound on any run.
+    every_ns: u64,
+}
+
+impl Limit {
+    fn new(ns: Option<f64>, lower_bound_ns: f64) -> Self {
+        let ns = std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits());
+        Limit { ns, every_ns: ((lower_bound_ns / CHECKS_PER_RUN) as u64).max(1) }
+    }
+
+    fn get(&self) -> f64 {
+        f64::from_bits(self.ns.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn lower_to(&self, ns: f64) {
+        if ns < self.get() {
+            self.ns.store(ns.to_bits(), std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// One candidate's run on a fresh machine, stopped once its clock reaches `limit`. A static
+/// placement ([`MediaUnits::static_floor`]) is not run if `bounds` show that it cannot end before
+/// then, and stopped once its clock and the floor of what is left of its trace show it.
 fn run_within(
     source: Box<dyn AccessSource>,
     policy: &mut dyn Policy,
     profile: &Profile,
     opts: &SimOptions,
-    limit_ns: Option<f64>,
+    limit: &Limit,
     bounds: Option<&StaticBounds<'_>>,
 ) -> Result<Outcome, SimError> {
     let w = source.info().clone();
     let fast = opts.fast_capacity.resolve(w.footprint_bytes, w.suggested_fast_bytes);
     let mut machine = SimMachine::new(profile.clone(), source, fast, opts.slow_capacity)?;
     machine.set_policy_name(policy.name());
+    let at_start = limit.get();
     // The machine's clock is reported in whole nanoseconds, rounded down: a clock at or past the
     // limit rounded up is past the limit.
-    let clock_limit = limit_ns.map_or(u64::MAX, |l| l.ceil() as u64);
-    let floor = limit_ns.zip(bounds).and_then(|(limit, b)| {
+    let clock_limit = if at_start.is_finite() { at_start.ceil() as u64 } else { u64::MAX };
+    let floor = bounds.filter(|_| at_start.is_finite()).and_then(|b| {
         let floor = b.units.static_floor(&mut machine, policy, b.timing, b.counts)?;
-        Some((limit, b.timing, floor, b.counts.instructions))
+        Some((b.timing, floor, b.counts.instructions))
     });
     let finished = match floor {
-        Some((limit, timing, floor, instructions)) => {
-            if floor.run_ns(timing, instructions) >= limit {
+        Some((timing, floor, instructions)) => {
+            if floor.run_ns(timing, instructions) >= at_start {
                 return Ok(Outcome::Bounded);
             }
-            let every = ((limit / CHECKS_PER_RUN) as u64).max(1);
+            let every = ((at_start / CHECKS_PER_RUN) as u64).max(1);
             terrace_model::drive_checked(&mut machine, policy, clock_limit, every, |m: &SimMachine, now| {
-                now as f64 + floor.left_ns(timing, m.tier_totals(), 0.0) >= limit
+                now as f64 + floor.left_ns(timing, m.tier_totals(), 0.0) >= limit.get()
             })?
         }
-        None => terrace_model::drive_within(&mut machine, policy, clock_limit)?,
+        None => terrace_model::drive_checked(&mut machine, policy, clock_limit, limit.every_ns, |_, now| {
+            now as f64 >= limit.get()
+        })?,
     };
     if let Some(e) = machine.take_error() {
         return Err(e);
     }
     // A run can end a little past the clock it was driven to (its last slice, its movers'
     // drain): one that ends at or past the limit is as good as stopped.
-    Ok(match finished.then(|| machine.report()).filter(|r| limit_ns.is_none_or(|l| r.runtime_ns < l)) {
+    Ok(match finished.then(|| machine.report()).filter(|r| r.runtime_ns < limit.get()) {
         Some(report) => Outcome::Ran(Box::new(report)),
         None => Outcome::Stopped,
     })
@@ -623,11 +682,10 @@ fn optimal_below(
         MediaUnits::new(footprint, profile.tiers.iter().map(|t| t.media_granularity_bytes as u64))
     };
     let started = std::time::Instant::now();
-    let counts = TraceCounts::of_and(source(), |a| {
-        if let Some(u) = units.as_mut() {
-            u.count(a);
-        }
-    });
+    let mut count_units =
+        units.as_mut().map(|u| move |batch: &[Access]| batch.iter().for_each(|a| u.count(a)));
+    let counts =
+        TraceCounts::of_and(source(), count_units.as_mut().map(|f| f as &mut (dyn FnMut(&[Access]) + Send)));
     tracing::debug!("optimal: counting pass in {:.3} s", started.elapsed().as_secs_f64());
     let timing = Timing::new(profile, info.threads);
     let bound = units.map(|units| StaticBounds { timing: &timing, counts: &counts, units });
@@ -638,6 +696,8 @@ fn optimal_below(
         best: None,
         accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
         bound,
+        info: &info,
+        lower_bound_ns: lower_bound_ns(&timing, &counts),
     };
     // Several programs: first the splits per window of each program's own allocations.
     let mut first: Vec<Box<dyn Policy>> = Vec::new();
@@ -657,13 +717,12 @@ fn optimal_below(
         search.accesses_processed += paced.iter().map(|(_, p)| p.accesses()).sum::<u64>();
         search.try_all(source, phase_members(&info, &timing, &paced, "paced-"), profile, &quiet, limit_ns)?;
     }
-    let Search { candidates, best, accesses_processed, .. } = search;
+    let Search { candidates, best, accesses_processed, lower_bound_ns, .. } = search;
     let Some((chosen, mut report)) = best else { return Ok(None) };
     if let Some(p) = &opts.progress {
         p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
     }
     report.policy = NAME.to_string();
-    let lower_bound_ns = lower_bound_ns(&timing, &counts);
     Ok(Some(Ceiling {
         report,
         chosen,
@@ -681,12 +740,18 @@ struct Search<'a> {
     accesses_processed: u64,
     /// What bounds a static candidate's run, for a trace it holds for.
     bound: Option<StaticBounds<'a>>,
+    /// The machine, as the candidates see it before their runs.
+    info: &'a MachineInfo,
+    /// A lower bound on any run ([`lower_bound_ns`]).
+    lower_bound_ns: f64,
 }
 
 impl Search<'_> {
     /// Runs `policies`, each on a fresh machine and stopped once its clock passes the best complete
     /// run before it (or `limit_ns`): one at a time until a run completes, then the rest in
-    /// parallel below that run's time. Their outcomes are taken in the list's order, so the run
+    /// parallel below that run's time. The candidates no floor bounds (those that move pages or
+    /// cache them) start at once, beside the first, and read the limit as it comes, so that no
+    /// core waits for the first run. Their outcomes are taken in the list's order, so the run
     /// chosen is the one the list would give run one after another (the fastest, the earlier on
     /// a tie): a candidate stopped there under a bound tightened by an earlier one could not have
     /// won, and here it runs on to a time that does not win either. Only the work differs: a
@@ -701,25 +766,50 @@ impl Search<'_> {
         opts: &SimOptions,
         limit_ns: Option<f64>,
     ) -> Result<(), SimError> {
-        let mut policies = policies.into_iter();
-        while self.best.is_none() {
-            let Some(mut p) = policies.next() else { return Ok(()) };
-            let started = std::time::Instant::now();
-            let run = run_within(source(), p.as_mut(), profile, opts, limit_ns, self.bound.as_ref());
-            self.take(p.name(), run, started.elapsed())?;
-        }
-        let limit = self.best.as_ref().map(|(_, b)| b.runtime_ns);
+        let limit = Limit::new(limit_ns, self.lower_bound_ns);
         let bound = self.bound.as_ref();
-        let runs: Vec<_> = policies
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|mut p| {
-                let started = std::time::Instant::now();
-                let run = run_within(source(), p.as_mut(), profile, opts, limit, bound);
-                (p.name().to_string(), run, started.elapsed())
-            })
-            .collect();
-        for (name, run, took) in runs {
+        let run = |p: &mut Box<dyn Policy>| {
+            let started = std::time::Instant::now();
+            let run = run_within(source(), p.as_mut(), profile, opts, &limit, bound);
+            (p.name().to_string(), run, started.elapsed())
+        };
+        // Each with its place in the list: the first, those no floor bounds, the static rest.
+        let (first, rest): (Vec<_>, Vec<_>) = policies.into_iter().enumerate().partition(|(i, _)| *i == 0);
+        let tiers = self.info.tiers.len();
+        let (early, statics): (Vec<_>, Vec<_>) =
+            rest.into_iter().partition(|(_, p)| !static_bound::is_static(&p.requirements(self.info), tiers));
+        let outcomes = std::sync::Mutex::new(Vec::new());
+        rayon::scope(|scope| {
+            for (i, mut p) in early {
+                let (outcomes, run) = (&outcomes, &run);
+                scope.spawn(move |_| {
+                    let outcome = run(&mut p);
+                    outcomes.lock().expect("no run panics").push((i, outcome));
+                });
+            }
+            let mut firsts = first.into_iter().chain(statics);
+            // One at a time until a run completes ...
+            let mut done = Vec::new();
+            for (i, mut p) in firsts.by_ref() {
+                let outcome = run(&mut p);
+                let completed = match &outcome.1 {
+                    Ok(Outcome::Ran(r)) => Some(r.runtime_ns),
+                    _ => None,
+                };
+                done.push((i, outcome));
+                if let Some(ns) = completed {
+                    limit.lower_to(ns);
+                    break;
+                }
+            }
+            // ... then the rest in parallel below its time.
+            let rest: Vec<_> = firsts.collect();
+            done.extend(rest.into_par_iter().map(|(i, mut p)| (i, run(&mut p))).collect::<Vec<_>>());
+            outcomes.lock().expect("no run panics").extend(done);
+        });
+        let mut outcomes = outcomes.into_inner().expect("no run panics");
+        outcomes.sort_by_key(|(i, _)| *i);
+        for (_, (name, run, took)) in outcomes {
             self.take(&name, run, took)?;
         }
         Ok(())
@@ -853,11 +943,14 @@ mod tests {
 
     /// The stream made on a thread of its own is visited as the one made in line: the same
     /// accesses, each object event at the same place among them (a workload with thousands of
-    /// events over many batches), and events that come only after the last access.
+    /// events over many batches), and events that come only after the last access; and a side
+    /// visitor sees every access, in order.
     #[test]
     fn a_pass_with_the_stream_made_ahead_visits_what_a_pass_in_line_does() {
-        type Pass = fn(Box<dyn AccessSource>, &mut dyn FnMut(Step<'_>));
-        let log = |source: Box<dyn AccessSource>, pass: Pass| {
+        fn log(
+            source: Box<dyn AccessSource>,
+            pass: impl FnOnce(Box<dyn AccessSource>, &mut dyn FnMut(Step<'_>)),
+        ) -> Vec<(bool, u64)> {
             let mut log: Vec<(bool, u64)> = Vec::new();
             pass(source, &mut |step| match step {
                 Step::Fill(_) => {}
@@ -865,12 +958,17 @@ mod tests {
                 Step::Access(a) => log.push((false, a.addr)),
             });
             log
-        };
+        }
         let objects = || terrace_workloads::build("objects-sites", 1, 1.0 / 64.0).unwrap();
         let in_line = log(objects(), |s, v| walk(s, v));
         assert!(in_line.iter().filter(|(event, _)| *event).count() > 1000);
         assert!(in_line.len() > 4 * BATCH);
-        assert_eq!(log(objects(), |s, v| walk_ahead(s, v)), in_line);
+        assert_eq!(log(objects(), |s, v| walk_ahead(s, None, v)), in_line);
+        let mut side: Vec<u64> = Vec::new();
+        let mut record = |batch: &[Access]| side.extend(batch.iter().map(|a| a.addr));
+        assert_eq!(log(objects(), |s, v| walk_ahead(s, Some(&mut record), v)), in_line);
+        let accesses: Vec<u64> = in_line.iter().filter(|(event, _)| !event).map(|(_, addr)| *addr).collect();
+        assert_eq!(side, accesses);
 
         let late = || -> Box<dyn AccessSource> {
             let mut source = objects();
@@ -885,7 +983,7 @@ mod tests {
         };
         let in_line = log(late(), |s, v| walk(s, v));
         assert!(in_line.iter().filter(|(event, _)| *event).count() > 1000);
-        assert_eq!(log(late(), |s, v| walk_ahead(s, v)), in_line);
+        assert_eq!(log(late(), |s, v| walk_ahead(s, None, v)), in_line);
     }
 
     /// What `Search::try_all`'s order and bounds must not change: the run chosen is the one that
@@ -911,7 +1009,14 @@ mod tests {
             let timing = Timing::new(&profile, info.threads);
             let mut ends: Vec<(String, f64)> = Vec::new();
             for mut p in family(&info, &timing, &counts, &[]) {
-                match run_within(source(), p.as_mut(), &profile, &opts, None, None) {
+                match run_within(
+                    source(),
+                    p.as_mut(),
+                    &profile,
+                    &opts,
+                    &Limit::new(None, f64::INFINITY),
+                    None,
+                ) {
                     Ok(Outcome::Ran(run)) => ends.push((p.name().to_string(), run.runtime_ns)),
                     Ok(_) => panic!("{} did not run to its end without a limit", p.name()),
                     Err(SimError::Unsupported(_)) => {}

@@ -272,7 +272,7 @@ impl ProgramWindows {
                 .collect(),
         };
         let mut cuts = vec![Cut::windows(c.events_per_window); c.programs.len()];
-        walk_ahead(source, |step| match step {
+        walk_ahead(source, None, |step| match step {
             Step::Fill(_) => {}
             Step::Event(e) => {
                 let p = e.program as usize;

@@ -16,7 +16,7 @@
 //! each page's distinct units per window and direction ([`MediaUnits`]); a candidate's
 //! [`Floor`] sums them over the pages its placement puts in each tier.
 
-use terrace_model::{Access, Machine, MemoryMode, PageIdx, PageSize, Policy, TierId};
+use terrace_model::{Access, Machine, MemoryMode, PageIdx, PageSize, Policy, Requirements, TierId};
 use terrace_sim::machine::STREAMS_PER_THREAD;
 use terrace_sim::timing::Timing;
 use terrace_sim::{SimMachine, TierTotals};
@@ -68,8 +68,9 @@ struct PageUnits {
 /// long ones. A granularity is 64 B to 4 KiB (the profile's valid range), so a page holds at most
 /// 64 units of any, and a `u64` marks those a window has touched.
 pub struct MediaUnits {
-    /// The tiers' granularities' shifts (log2 of their bytes), each once.
-    shifts: Vec<u32>,
+    /// The tiers' granularities' shifts (log2 of their bytes), each once, the last repeated to
+    /// fill the array (so that an access's loop over them has a fixed length).
+    shifts: [u32; MAX_SHIFTS],
     pages: Vec<PageUnits>,
     /// The pages in the order of their first touch.
     first_touches: Vec<PageIdx>,
@@ -93,8 +94,9 @@ impl MediaUnits {
         if pages.checked_mul(std::mem::size_of::<PageUnits>() as u64)? > MEMORY_BUDGET {
             return None;
         }
+        let last = *shifts.last()?;
         Some(MediaUnits {
-            shifts,
+            shifts: std::array::from_fn(|i| shifts.get(i).copied().unwrap_or(last)),
             pages: vec![PageUnits::default(); pages as usize],
             first_touches: Vec::new(),
             accesses: 0,
@@ -118,7 +120,7 @@ impl MediaUnits {
         let keep = |w: u32, now: u32| ((w == now) as u64).wrapping_neg();
         let (keep_short, keep_long) = (keep(p.window[0], short), keep(p.window[1], long));
         p.window = [short, long];
-        for (s, &shift) in self.shifts.iter().enumerate() {
+        for (s, shift) in self.shifts.into_iter().enumerate() {
             p.short_marks[s][0] &= keep_short;
             p.short_marks[s][1] &= keep_short;
             let (bit, marks) = (1u64 << (offset >> shift), &mut p.short_marks[s][d]);
@@ -147,9 +149,7 @@ impl MediaUnits {
     }
 
     /// What a run of `policy` on `machine` must at least do on each tier, if the policy is one
-    /// whose placement the first touches alone decide: it never ticks (so it never moves a
-    /// page), uses 4 KiB pages and the tiers as flat memory, and the machine would not refuse it
-    /// (else `None`). Sets the machine up for the policy (`Machine::prepare`, which the run does
+    /// whose placement the first touches alone decide ([`is_static`]; else `None`). Sets the machine up for the policy (`Machine::prepare`, which the run does
     /// again from the start) to place the pages by the machine's own rule, in the order of their
     /// first touch. `counts` is the same trace's; a trace with object events has none either,
     /// since a freed page is placed afresh at its next touch (and several programs' starts and
@@ -162,14 +162,7 @@ impl MediaUnits {
         counts: &TraceCounts,
     ) -> Option<Floor> {
         let req = policy.requirements(machine.info());
-        let tiers = machine.info().tiers.len();
-        let is_static = counts.object_events == 0
-            && req.tick_ns.is_none()
-            && req.memory_mode == MemoryMode::Flat
-            && req.page_size == PageSize::Base4K
-            && req.required_mechanisms().is_empty()
-            && req.max_tiers.is_none_or(|m| tiers <= m);
-        if !is_static {
+        if counts.object_events > 0 || !is_static(&req, machine.info().tiers.len()) {
             return None;
         }
         machine.prepare(&req).ok()?;
@@ -217,6 +210,17 @@ impl MediaUnits {
         }
         floor
     }
+}
+
+/// Whether a policy of these requirements places each page at its first touch by its rule alone
+/// and never moves it, on a machine of `tiers` tiers that would run it: it never ticks, uses
+/// 4 KiB pages and the tiers as flat memory, needs no mechanism and manages that many tiers.
+pub fn is_static(req: &Requirements, tiers: usize) -> bool {
+    req.tick_ns.is_none()
+        && req.memory_mode == MemoryMode::Flat
+        && req.page_size == PageSize::Base4K
+        && req.required_mechanisms().is_empty()
+        && req.max_tiers.is_none_or(|m| tiers <= m)
 }
 
 /// What a static placement's run must at least do on each tier ([`MediaUnits::floor`]): its
@@ -276,7 +280,10 @@ mod tests {
         let mut units =
             MediaUnits::new(footprint, profile.tiers.iter().map(|t| t.media_granularity_bytes as u64))
                 .unwrap();
-        let counts = TraceCounts::of_and(source, |a| units.count(a));
+        let counts = TraceCounts::of_and(
+            source,
+            Some(&mut |batch: &[terrace_model::Access]| batch.iter().for_each(|a| units.count(a))),
+        );
         (counts, units)
     }
 
