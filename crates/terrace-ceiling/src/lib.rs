@@ -748,16 +748,15 @@ struct Search<'a> {
 
 impl Search<'_> {
     /// Runs `policies`, each on a fresh machine and stopped once its clock passes the best complete
-    /// run before it (or `limit_ns`): one at a time until a run completes, then the rest in
-    /// parallel below that run's time. The candidates no floor bounds (those that move pages or
-    /// cache them) start at once, beside the first, and read the limit as it comes, so that no
-    /// core waits for the first run. Their outcomes are taken in the list's order, so the run
-    /// chosen is the one the list would give run one after another (the fastest, the earlier on
-    /// a tie): a candidate stopped there under a bound tightened by an earlier one could not have
-    /// won, and here it runs on to a time that does not win either. Only the work differs: a
-    /// little more (no bound tightens within the parallel part; the first candidate is the
-    /// likeliest winner, which it is on four of the five default workloads), spread over the
-    /// cores.
+    /// run so far (or `limit_ns`): the first alone (with no limit yet, until one is known), then
+    /// the static rest in parallel, each run's completion lowering the limit for those still
+    /// going. The candidates no floor bounds (those that move pages or cache them) start at once,
+    /// beside the first, and read the limit as it comes, so that no core waits for the first run.
+    /// Outcomes are taken in the list's order, so the run chosen is the one the list would give
+    /// run one after another (the fastest, the earlier on a tie): a candidate is stopped only
+    /// once it cannot beat a complete run, or tie one after it in the list (whose time stops it
+    /// only a nanosecond past). Only the work differs, and which losing candidates are reported
+    /// complete rather than stopped.
     fn try_all(
         &mut self,
         source: SourceFactory<'_>,
@@ -768,9 +767,16 @@ impl Search<'_> {
     ) -> Result<(), SimError> {
         let limit = Limit::new(limit_ns, self.lower_bound_ns);
         let bound = self.bound.as_ref();
-        let run = |p: &mut Box<dyn Policy>| {
+        let run = |i: usize, p: &mut Box<dyn Policy>| {
             let started = std::time::Instant::now();
             let run = run_within(source(), p.as_mut(), profile, opts, &limit, bound);
+            if let Ok(Outcome::Ran(r)) = &run {
+                // A complete run lowers the limit for every run still going. Every other is
+                // after the first in the list, so the first's time stops them at it; a later
+                // one's stops a run only once past it by a nanosecond, so that a run before it
+                // in the list that ties it still completes and wins the tie.
+                limit.lower_to(if i == 0 { r.runtime_ns } else { r.runtime_ns + 1.0 });
+            }
             (p.name().to_string(), run, started.elapsed())
         };
         // Each with its place in the list: the first, those no floor bounds, the static rest.
@@ -783,28 +789,22 @@ impl Search<'_> {
             for (i, mut p) in early {
                 let (outcomes, run) = (&outcomes, &run);
                 scope.spawn(move |_| {
-                    let outcome = run(&mut p);
+                    let outcome = run(i, &mut p);
                     outcomes.lock().expect("no run panics").push((i, outcome));
                 });
             }
             let mut firsts = first.into_iter().chain(statics);
-            // One at a time until a run completes ...
+            // One at a time until there is a limit ...
             let mut done = Vec::new();
             for (i, mut p) in firsts.by_ref() {
-                let outcome = run(&mut p);
-                let completed = match &outcome.1 {
-                    Ok(Outcome::Ran(r)) => Some(r.runtime_ns),
-                    _ => None,
-                };
-                done.push((i, outcome));
-                if let Some(ns) = completed {
-                    limit.lower_to(ns);
+                done.push((i, run(i, &mut p)));
+                if limit.get().is_finite() {
                     break;
                 }
             }
-            // ... then the rest in parallel below its time.
+            // ... then the rest in parallel below it.
             let rest: Vec<_> = firsts.collect();
-            done.extend(rest.into_par_iter().map(|(i, mut p)| (i, run(&mut p))).collect::<Vec<_>>());
+            done.extend(rest.into_par_iter().map(|(i, mut p)| (i, run(i, &mut p))).collect::<Vec<_>>());
             outcomes.lock().expect("no run panics").extend(done);
         });
         let mut outcomes = outcomes.into_inner().expect("no run panics");
