@@ -765,7 +765,9 @@ impl Search<'_> {
         opts: &SimOptions,
         limit_ns: Option<f64>,
     ) -> Result<(), SimError> {
-        let limit = Limit::new(limit_ns, self.lower_bound_ns);
+        // The best run so far (of an earlier call) bounds these too.
+        let best = self.best.as_ref().map(|(_, b)| b.runtime_ns);
+        let limit = Limit::new(best.into_iter().chain(limit_ns).reduce(f64::min), self.lower_bound_ns);
         let bound = self.bound.as_ref();
         let run = |i: usize, p: &mut Box<dyn Policy>| {
             let started = std::time::Instant::now();
