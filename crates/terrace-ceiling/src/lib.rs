@@ -21,6 +21,10 @@
 //!
 //! It is a ceiling over that family by construction and over the registry by test
 //! (tests/ceiling_beats_every_policy.rs). It is not the true optimum with migration costs.
+//!
+//! A candidate that can no longer win is stopped, or not run: its clock has passed the best
+//! complete run, or, for a static placement, its clock and a floor under what is left of its
+//! trace have ([`static_bound`]).
 
 pub mod check;
 pub mod phases;
