@@ -123,7 +123,7 @@ impl TraceCounts {
     }
 
     /// One pass over `source`, in which `also` sees every access too, in order, on a thread of
-    /// its own ([`walk_ahead`]).
+    /// its own (`walk_ahead`).
     pub fn of_and(source: Box<dyn AccessSource>, also: Option<SideVisitor<'_>>) -> Self {
         let pages = source.info().footprint_bytes.div_ceil(4096) as usize;
         let mut c = TraceCounts { reads: vec![0; pages], writes: vec![0; pages], ..Default::default() };
@@ -174,7 +174,7 @@ impl TraceCounts {
     }
 }
 
-/// A visitor of a pass's batches of accesses, in order, on a thread of its own ([`walk_ahead`]).
+/// A visitor of a pass's batches of accesses, in order, on a thread of its own (`walk_ahead`).
 pub type SideVisitor<'a> = &'a mut (dyn FnMut(&[Access]) + Send);
 
 /// What a counting pass meets, in stream order ([`walk`]).
@@ -372,7 +372,8 @@ pub(crate) fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
 }
 
 /// Each page's tier in the static split by total future accesses: pages in falling order of
-/// their gain ([`by_gain`]), each tier filled to its capacity in that order, fastest first. Pages never touched go to the slowest tier.
+/// their gain (`by_gain`), each tier filled to its capacity in that order, fastest first. Pages
+/// never touched go to the slowest tier.
 pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
     // In falling gain, the untouched pages (gain 0) stand between those the fast tier helps and
     // any it would slow: only those before them are placed.

@@ -223,7 +223,7 @@ impl Policy for PhaseSplit {
         }
     }
 
-    /// Every placed page to where the phase's split puts it ([`moves_toward`]).
+    /// Every placed page to where the phase's split puts it (`moves_toward`).
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
         let Some(split) = self.splits.get(self.phase.min(self.splits.len().saturating_sub(1))) else {
             return Plan::none();

@@ -1,4 +1,5 @@
-//! Lower bounds on the run time of a static placement (docs/model.md §12, "Cost"): `optimal`
+//! Lower bounds on the run time of a static placement (docs/model.md §12, "Floors of static
+//! placements"): `optimal`
 //! does not run a static candidate whose bound is already past the best run before it, and
 //! stops one once its clock and the bound on what is left of its trace are.
 //!
@@ -23,18 +24,18 @@ use terrace_sim::{SimMachine, TierTotals};
 
 use crate::TraceCounts;
 
-/// The short and the long window's lengths, accesses (log2). A window loses a unit touched
-/// again within it (a random program's units, which a stream slot holds only briefly) and the
-/// units open at its start (up to [`STREAMS_PER_THREAD`] per thread and direction). Of a
-/// footprint of `n` units touched at random by `t` threads, a window of `w` accesses loses about
-/// `w^2 / 2n` to the first and `4t` to the second, least where `w = sqrt(8tn)`: 4,096 for gups at
-/// size scale 0.25 on optane-2019 (16 threads, 128 Ki units of 256 B), whose static placements'
-/// floors it puts within 5-19% of their runs (a length fitted to each footprint at size scale
-/// 1/64 tightened some floors and loosened others as much). The long window, 65,536 accesses, is
-/// for streams of small accesses, which open few units per access: it counts 64-byte lines
-/// alone, whose bytes bound a coarser unit's too (a unit of `2^k` lines is moved whole, at least
-/// 64 B for each of its lines touched), and on a stream, where every line of a unit is touched,
-/// are the same.
+/// The short and the long window's lengths, accesses (log2). A window loses a unit touched again
+/// within it (a random program's units, which a stream slot holds only briefly) and the units open
+/// at its start (up to [`STREAMS_PER_THREAD`] per thread and direction). Of a footprint of `n`
+/// units touched at random by `t` threads, a window of `w` accesses loses about `w^2 / 2n` to the
+/// first and `4t` to the second, least where `w = sqrt(8tn)`: 4,096 for gups at size scale 0.25 on
+/// optane-2019 (16 threads, 128 Ki units of 256 B), where the floors of the interleaves,
+/// first-touch and all-slow come to 0.84-0.96 of their runs (a length fitted to each footprint at
+/// size scale 1/64 tightened some floors and loosened others as much). The long window, 65,536
+/// accesses, is for streams of small accesses, which open few units per access: it counts 64-byte
+/// lines alone, whose bytes bound a coarser unit's too (a unit of `2^k` lines is moved whole, at
+/// least 64 B for each of its lines touched), and on a stream, where every line of a unit is
+/// touched, are the same.
 const WINDOWS: [u32; 2] = [12, 16];
 
 /// Most memory the counts may take, bytes: above it (a footprint of some tens of GiB) the bound
@@ -81,8 +82,8 @@ pub struct MediaUnits {
 
 impl MediaUnits {
     /// Counts for a footprint of `footprint_bytes` on tiers of these media granularities (bytes),
-    /// or `None` if one is outside 64 B to 4 KiB, there are more than [`MAX_SHIFTS`] or they
-    /// would take more than [`MEMORY_BUDGET`].
+    /// or `None` if one is outside 64 B to 4 KiB, there are more than `MAX_SHIFTS` or they
+    /// would take more than `MEMORY_BUDGET`.
     pub fn new(footprint_bytes: u64, granularities: impl IntoIterator<Item = u64>) -> Option<Self> {
         let mut shifts: Vec<u32> = granularities.into_iter().map(|g| g.max(1).ilog2()).collect();
         shifts.sort_unstable();
@@ -149,11 +150,11 @@ impl MediaUnits {
     }
 
     /// What a run of `policy` on `machine` must at least do on each tier, if the policy is one
-    /// whose placement the first touches alone decide ([`is_static`]; else `None`). Sets the machine up for the policy (`Machine::prepare`, which the run does
-    /// again from the start) to place the pages by the machine's own rule, in the order of their
-    /// first touch. `counts` is the same trace's; a trace with object events has none either,
-    /// since a freed page is placed afresh at its next touch (and several programs' starts and
-    /// ends are such events).
+    /// whose placement the first touches alone decide ([`is_static`]; else `None`). Sets the
+    /// machine up for the policy (`Machine::prepare`, which the run does again from the start) to
+    /// place the pages by the machine's own rule, in the order of their first touch. `counts` is
+    /// the same trace's; a trace with object events has no floor either, since a freed page is
+    /// placed afresh at its next touch (and several programs' starts and ends are such events).
     pub fn static_floor(
         &self,
         machine: &mut SimMachine,
@@ -223,7 +224,7 @@ pub fn is_static(req: &Requirements, tiers: usize) -> bool {
         && req.max_tiers.is_none_or(|m| tiers <= m)
 }
 
-/// What a static placement's run must at least do on each tier ([`MediaUnits::floor`]): its
+/// What a static placement's run must at least do on each tier ([`MediaUnits::static_floor`]): its
 /// reads there, exactly, and at least these media bytes read and written. A run is at least the
 /// sum of its slices, and a slice (docs/model.md §3) at least its latency path at idle latency
 /// and each tier's bandwidth path; so the run is at least the larger of every read at its tier's
@@ -463,7 +464,10 @@ mod tests {
         fn the_floors_hold_on_any_trace(
             pages in 4u64..48,
             threads in 1u8..40,
-            steps in proptest::collection::vec((any::<u64>(), 0usize..7, any::<u8>(), any::<bool>(), 0u32..200, 0u8..4), 1..400),
+            steps in proptest::collection::vec(
+                (any::<u64>(), 0usize..7, any::<u8>(), any::<bool>(), 0u32..200, 0u8..4),
+                1..400,
+            ),
             profile in 0usize..3,
             percent in 0.0f64..100.0,
         ) {
@@ -495,7 +499,8 @@ mod tests {
                 recording: None,
             };
             let accesses = std::sync::Arc::new(accesses);
-            let source = || -> Box<dyn AccessSource> { Box::new(MemorySource::new(info.clone(), accesses.clone())) };
+            let source =
+                || -> Box<dyn AccessSource> { Box::new(MemorySource::new(info.clone(), accesses.clone())) };
             let profile = Profile::load(["optane-2019", "cxl", "three-tier"][profile]).unwrap();
             let opts = SimOptions { fast_capacity: Capacity::Percent(percent), ..SimOptions::default() };
             let machine = crate::machine_info(source(), &profile, &opts).unwrap();
