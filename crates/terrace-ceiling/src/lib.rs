@@ -548,15 +548,8 @@ fn family(
     // the slow tier, which lowers the fast tier's loaded latency (§3) enough to beat every
     // placement by a few parts per million (mtier-stream-t1 at 100%); it is in the family so
     // that the reference is no slower than the registry's hardware cache either.
-    v.extend([
-        registered("first-touch"),
-        registered("oracle"),
-        // The oracle again with a tenth of its default horizon: where objects are freed and
-        // their pages reused, or the hot set moves within the default horizon, 100 ticks'
-        // counts average a page over lives and phases it does not share (docs/model.md §12:
-        // at 1/64 size it runs `objects-sites` at a 25% fast tier in 21.7 ms, the default in 33.5).
-        registered(&format!("oracle:horizon={SHORT_HORIZON_TICKS}")),
-    ]);
+    v.push(registered("first-touch"));
+    v.extend(oracles());
     // Several programs: each program's hot set moves as its objects come and go, and a program's
     // start or end changes every page's worth at once, so which horizon follows that best
     // varies more than for one (docs/model.md §12).
@@ -590,16 +583,20 @@ const CHECKS_PER_RUN: f64 = 64.0;
 /// or the caller's limit; infinite while there is neither. A candidate started before the run
 /// that sets it has ended reads it as it goes.
 struct Limit {
+    /// The time's bits: a non-negative `f64`'s order is its bits' order, so the least of two
+    /// times is the least of their bits.
     ns: std::sync::atomic::AtomicU64,
     /// How often, in the machine's clock, a candidate without ticks reads it: a 64th of a lower
-    /// bound on any run.
-    every_ns: u64,
+    /// bound on any run, once the counting pass has given one.
+    every_ns: std::sync::atomic::AtomicU64,
 }
 
 impl Limit {
-    fn new(ns: Option<f64>, lower_bound_ns: f64) -> Self {
-        let ns = std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits());
-        Limit { ns, every_ns: ((lower_bound_ns / CHECKS_PER_RUN) as u64).max(1) }
+    fn new(ns: Option<f64>) -> Self {
+        Limit {
+            ns: std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits()),
+            every_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
     }
 
     fn get(&self) -> f64 {
@@ -607,9 +604,16 @@ impl Limit {
     }
 
     fn lower_to(&self, ns: f64) {
-        if ns < self.get() {
-            self.ns.store(ns.to_bits(), std::sync::atomic::Ordering::Relaxed);
-        }
+        self.ns.fetch_min(ns.max(0.0).to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn every_ns(&self) -> u64 {
+        self.every_ns.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn check_every_64th_of(&self, lower_bound_ns: f64) {
+        let every = ((lower_bound_ns / CHECKS_PER_RUN) as u64).max(1);
+        self.every_ns.store(every, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -646,9 +650,11 @@ fn run_within(
                 now as f64 + floor.left_ns(timing, m.tier_totals(), 0.0) >= limit.get()
             })?
         }
-        None => terrace_model::drive_checked(&mut machine, policy, clock_limit, limit.every_ns, |_, now| {
-            now as f64 >= limit.get()
-        })?,
+        None => {
+            terrace_model::drive_checked(&mut machine, policy, clock_limit, limit.every_ns(), |_, now| {
+                now as f64 >= limit.get()
+            })?
+        }
     };
     if let Some(e) = machine.take_error() {
         return Err(e);
@@ -679,64 +685,141 @@ fn optimal_below(
     let info = machine_info(source(), profile, opts)?;
     // Phases exist only where programs start and end during the run.
     let several = info.programs.len() > 1;
-    // The static candidates' bounds are for one program whose pages, once placed, stay placed.
-    let mut units = if several {
-        None
-    } else {
-        let footprint = source().info().footprint_bytes;
-        MediaUnits::new(footprint, profile.tiers.iter().map(|t| t.media_granularity_bytes as u64))
-    };
-    let started = std::time::Instant::now();
-    let mut count_units =
-        units.as_mut().map(|u| move |batch: &[Access]| batch.iter().for_each(|a| u.count(a)));
-    let counts =
-        TraceCounts::of_and(source(), count_units.as_mut().map(|f| f as &mut (dyn FnMut(&[Access]) + Send)));
-    tracing::debug!("optimal: counting pass in {:.3} s", started.elapsed().as_secs_f64());
-    let timing = Timing::new(profile, info.threads);
-    let bound = units.map(|units| StaticBounds { timing: &timing, counts: &counts, units });
-    let phases = if several { phase_counts(source, &counts, None) } else { Vec::new() };
     let quiet = SimOptions { progress: None, ..opts.clone() };
-    let mut search = Search {
-        candidates: Vec::new(),
-        best: None,
-        accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
-        bound,
-        info: &info,
-        lower_bound_ns: lower_bound_ns(&timing, &counts),
-    };
-    // Several programs: first the splits per window of each program's own allocations.
-    let mut first: Vec<Box<dyn Policy>> = Vec::new();
-    if several {
-        for k in WINDOWS_PER_RUN {
-            let windows = ProgramWindows::of(source(), (counts.object_events / k).max(1));
-            first.push(Box::new(WindowSplit::new(&format!("window-split:{k}"), windows, &info, &timing)));
-            search.accesses_processed += counts.accesses;
+    let limit = Limit::new(limit_ns);
+    // One program: the oracles need no counting pass and read the limit at each tick, so they
+    // start at once, beside it (the one at the default horizon is the family's longest run, and
+    // would otherwise hold the end up). Several programs: the paced phases need every first
+    // outcome before they start, so everything waits for the pass.
+    let early: Vec<Box<dyn Policy>> = if several { Vec::new() } else { oracles() };
+    let early_names: Vec<String> = early.iter().map(|p| p.name().to_string()).collect();
+    let (to_search, early_outcomes) = std::sync::mpsc::channel();
+    // Read by this call alone, but the scope's body may run on another thread of the pool.
+    let early_outcomes = std::sync::Mutex::new(early_outcomes);
+    let mut to_search = Some(to_search);
+    rayon::scope(|scope| {
+        let sender = to_search.take().expect("the scope's body runs once");
+        for mut p in early {
+            let (to_search, limit, quiet) = (sender.clone(), &limit, &quiet);
+            scope.spawn(move |_| {
+                let started = std::time::Instant::now();
+                let run = run_within(source(), p.as_mut(), profile, quiet, limit, None);
+                if let Ok(Outcome::Ran(r)) = &run {
+                    // Not the family's first: see `Search::try_all`.
+                    limit.lower_to(r.runtime_ns + 1.0);
+                }
+                let _ =
+                    to_search.send((p.name().to_string(), (p.name().to_string(), run, started.elapsed())));
+            });
         }
-    }
-    first.extend(family(&info, &timing, &counts, &phases));
-    search.try_all(source, first, profile, &quiet, limit_ns)?;
-    // Several programs: the phases again, counted with each program's pace in the best run so
-    // far, so that where each program is at each start and end is as in that run.
-    if let Some(pace) = search.best.as_ref().and_then(|(_, b)| pace_of(b, &phases)) {
-        let paced = phase_counts(source, &counts, Some(&pace));
-        search.accesses_processed += paced.iter().map(|(_, p)| p.accesses()).sum::<u64>();
-        search.try_all(source, phase_members(&info, &timing, &paced, "paced-"), profile, &quiet, limit_ns)?;
-    }
-    let Search { candidates, best, accesses_processed, lower_bound_ns, .. } = search;
-    let Some((chosen, mut report)) = best else { return Ok(None) };
-    if let Some(p) = &opts.progress {
-        p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
-    }
-    report.policy = NAME.to_string();
-    Ok(Some(Ceiling {
-        report,
-        chosen,
-        candidates,
-        from_smaller_fast_tier: false,
-        lower_bound_ns,
-        accesses_processed,
-    }))
+        // Once every early run has sent its outcome (or panicked), the channel is closed.
+        drop(sender);
+        // The static candidates' bounds are for one program whose pages, once placed, stay placed.
+        let mut units = if several {
+            None
+        } else {
+            let footprint = source().info().footprint_bytes;
+            MediaUnits::new(footprint, profile.tiers.iter().map(|t| t.media_granularity_bytes as u64))
+        };
+        let started = std::time::Instant::now();
+        let mut count_units =
+            units.as_mut().map(|u| move |batch: &[Access]| batch.iter().for_each(|a| u.count(a)));
+        let counts = TraceCounts::of_and(source(), count_units.as_mut().map(|f| f as SideVisitor<'_>));
+        tracing::debug!("optimal: counting pass in {:.3} s", started.elapsed().as_secs_f64());
+        let timing = Timing::new(profile, info.threads);
+        let lower_bound_ns = lower_bound_ns(&timing, &counts);
+        limit.check_every_64th_of(lower_bound_ns);
+        let bound = units.map(|units| StaticBounds { timing: &timing, counts: &counts, units });
+        let phases = if several { phase_counts(source, &counts, None) } else { Vec::new() };
+        let mut search = Search {
+            candidates: Vec::new(),
+            best: None,
+            accesses_processed: counts.accesses + phases.iter().map(|(_, p)| p.accesses()).sum::<u64>(),
+            bound,
+            info: &info,
+            limit: &limit,
+        };
+        // Several programs: first the splits per window of each program's own allocations.
+        let mut first: Vec<Box<dyn Policy>> = Vec::new();
+        if several {
+            for k in WINDOWS_PER_RUN {
+                let windows = ProgramWindows::of(source(), (counts.object_events / k).max(1));
+                first.push(Box::new(WindowSplit::new(&format!("window-split:{k}"), windows, &info, &timing)));
+                search.accesses_processed += counts.accesses;
+            }
+        }
+        first.extend(family(&info, &timing, &counts, &phases));
+        // Each candidate at its place in the family, those started early by name.
+        let names: Vec<String> = first.iter().map(|p| p.name().to_string()).collect();
+        let place =
+            |name: &str| names.iter().position(|n| n == name).expect("the early ones are of the family");
+        let rest: Vec<(usize, Box<dyn Policy>)> = first
+            .into_iter()
+            .enumerate()
+            .filter(|(_, p)| !early_names.iter().any(|n| n == p.name()))
+            .collect();
+        let mut outcomes = search.try_all(source, rest, profile, &quiet);
+        // The early runs: this thread runs what its queue holds while it waits, since on one core
+        // they may be there still.
+        let mut early_done = 0;
+        while early_done < early_names.len() {
+            match early_outcomes.lock().expect("no run panics").try_recv() {
+                Ok((name, outcome)) => {
+                    outcomes.push((place(&name), outcome));
+                    early_done += 1;
+                }
+                // A run panicked: the scope passes the panic on when it ends.
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    if !matches!(rayon::yield_now(), Some(rayon::Yield::Executed)) {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
+                }
+            }
+        }
+        search.take_all(outcomes)?;
+        // Several programs: the phases again, counted with each program's pace in the best run so
+        // far, so that where each program is at each start and end is as in that run.
+        if let Some(pace) = search.best.as_ref().and_then(|(_, b)| pace_of(b, &phases)) {
+            let paced = phase_counts(source, &counts, Some(&pace));
+            search.accesses_processed += paced.iter().map(|(_, p)| p.accesses()).sum::<u64>();
+            let paced: Vec<_> =
+                phase_members(&info, &timing, &paced, "paced-").into_iter().enumerate().collect();
+            let outcomes = search.try_all(source, paced, profile, &quiet);
+            search.take_all(outcomes)?;
+        }
+        let Search { candidates, best, accesses_processed, .. } = search;
+        let Some((chosen, mut report)) = best else { return Ok(None) };
+        if let Some(p) = &opts.progress {
+            p.fetch_add(report.accesses, std::sync::atomic::Ordering::Relaxed);
+        }
+        report.policy = NAME.to_string();
+        Ok(Some(Ceiling {
+            report,
+            chosen,
+            candidates,
+            from_smaller_fast_tier: false,
+            lower_bound_ns,
+            accesses_processed,
+        }))
+    })
 }
+
+/// The family's oracles at the default and the short horizon, in its order.
+fn oracles() -> Vec<Box<dyn Policy>> {
+    let registered = |spec: &str| terrace_policy::build(spec).expect("the family's registry policies build");
+    vec![
+        registered("oracle"),
+        // The oracle again with a tenth of its default horizon: where objects are freed and
+        // their pages reused, or the hot set moves within the default horizon, 100 ticks'
+        // counts average a page over lives and phases it does not share (docs/model.md §12:
+        // at 1/64 size it runs `objects-sites` at a 25% fast tier in 21.7 ms, the default in 33.5).
+        registered(&format!("oracle:horizon={SHORT_HORIZON_TICKS}")),
+    ]
+}
+
+/// How a candidate's run ended, with its name and how long it took.
+type Run = (String, Result<Outcome, SimError>, std::time::Duration);
 
 /// The candidates run so far and the best complete run among them.
 struct Search<'a> {
@@ -747,50 +830,46 @@ struct Search<'a> {
     bound: Option<StaticBounds<'a>>,
     /// The machine, as the candidates see it before their runs.
     info: &'a MachineInfo,
-    /// A lower bound on any run ([`lower_bound_ns`]).
-    lower_bound_ns: f64,
+    /// The time to beat, shared by every run.
+    limit: &'a Limit,
 }
 
 impl Search<'_> {
-    /// Runs `policies`, each on a fresh machine and stopped once its clock passes the best complete
-    /// run so far (or `limit_ns`): the first alone (with no limit yet, until one is known), then
-    /// the static rest in parallel, each run's completion lowering the limit for those still
-    /// going. The candidates no floor bounds (those that move pages or cache them) start at once,
-    /// beside the first, and read the limit as it comes, so that no core waits for the first run.
-    /// Outcomes are taken in the list's order, so the run chosen is the one the list would give
-    /// run one after another (the fastest, the earlier on a tie): a candidate is stopped only
-    /// once it cannot beat a complete run, or tie one after it in the list (whose time stops it
-    /// only a nanosecond past). Only the work differs, and which losing candidates are reported
-    /// complete rather than stopped.
+    /// Runs `policies`, each at its place in the family and on a fresh machine, stopped once its
+    /// clock passes the best complete run so far (or the caller's limit): the first alone (until
+    /// a limit is known), then the static rest in parallel, each run's completion lowering the
+    /// limit for those still going. The candidates no floor bounds (those that move pages or
+    /// cache them) start at once, beside the first, and read the limit as it comes, so that no
+    /// core waits for the first run. [`Self::take_all`] takes the outcomes in the family's
+    /// order, so the run chosen is the one the family would give run one after another (the
+    /// fastest, the earlier on a tie): a candidate is stopped only once it cannot beat a complete
+    /// run, or tie one after it in the family (whose time stops it only a nanosecond past). Only
+    /// the work differs, and which losing candidates are reported complete rather than stopped.
     fn try_all(
-        &mut self,
+        &self,
         source: SourceFactory<'_>,
-        policies: Vec<Box<dyn Policy>>,
+        policies: Vec<(usize, Box<dyn Policy>)>,
         profile: &Profile,
         opts: &SimOptions,
-        limit_ns: Option<f64>,
-    ) -> Result<(), SimError> {
-        // The best run so far (of an earlier call) bounds these too.
-        let best = self.best.as_ref().map(|(_, b)| b.runtime_ns);
-        let limit = Limit::new(best.into_iter().chain(limit_ns).reduce(f64::min), self.lower_bound_ns);
-        let bound = self.bound.as_ref();
+    ) -> Vec<(usize, Run)> {
+        let (limit, bound) = (self.limit, self.bound.as_ref());
         let run = |i: usize, p: &mut Box<dyn Policy>| {
             let started = std::time::Instant::now();
-            let run = run_within(source(), p.as_mut(), profile, opts, &limit, bound);
+            let run = run_within(source(), p.as_mut(), profile, opts, limit, bound);
             if let Ok(Outcome::Ran(r)) = &run {
                 // A complete run lowers the limit for every run still going. Every other is
-                // after the first in the list, so the first's time stops them at it; a later
-                // one's stops a run only once past it by a nanosecond, so that a run before it
-                // in the list that ties it still completes and wins the tie.
+                // after the family's first, so the first's time stops them at it; a later one's
+                // stops a run only once past it by a nanosecond, so that a run before it in the
+                // family that ties it still completes and wins the tie.
                 limit.lower_to(if i == 0 { r.runtime_ns } else { r.runtime_ns + 1.0 });
             }
             (p.name().to_string(), run, started.elapsed())
         };
-        // Each with its place in the list: the first, those no floor bounds, the static rest.
-        let (first, rest): (Vec<_>, Vec<_>) = policies.into_iter().enumerate().partition(|(i, _)| *i == 0);
         let tiers = self.info.tiers.len();
+        let mut policies = policies.into_iter();
+        let first = policies.next();
         let (early, statics): (Vec<_>, Vec<_>) =
-            rest.into_iter().partition(|(_, p)| !static_bound::is_static(&p.requirements(self.info), tiers));
+            policies.partition(|(_, p)| !static_bound::is_static(&p.requirements(self.info), tiers));
         let outcomes = std::sync::Mutex::new(Vec::new());
         rayon::scope(|scope| {
             for (i, mut p) in early {
@@ -814,7 +893,12 @@ impl Search<'_> {
             done.extend(rest.into_par_iter().map(|(i, mut p)| (i, run(i, &mut p))).collect::<Vec<_>>());
             outcomes.lock().expect("no run panics").extend(done);
         });
-        let mut outcomes = outcomes.into_inner().expect("no run panics");
+        outcomes.into_inner().expect("no run panics")
+    }
+
+    /// Records the outcomes in the family's order: each complete run becomes the best if it is
+    /// faster than the best so far.
+    fn take_all(&mut self, mut outcomes: Vec<(usize, Run)>) -> Result<(), SimError> {
         outcomes.sort_by_key(|(i, _)| *i);
         for (_, (name, run, took)) in outcomes {
             self.take(&name, run, took)?;
@@ -1016,14 +1100,7 @@ mod tests {
             let timing = Timing::new(&profile, info.threads);
             let mut ends: Vec<(String, f64)> = Vec::new();
             for mut p in family(&info, &timing, &counts, &[]) {
-                match run_within(
-                    source(),
-                    p.as_mut(),
-                    &profile,
-                    &opts,
-                    &Limit::new(None, f64::INFINITY),
-                    None,
-                ) {
+                match run_within(source(), p.as_mut(), &profile, &opts, &Limit::new(None), None) {
                     Ok(Outcome::Ran(run)) => ends.push((p.name().to_string(), run.runtime_ns)),
                     Ok(_) => panic!("{} did not run to its end without a limit", p.name()),
                     Err(SimError::Unsupported(_)) => {}
