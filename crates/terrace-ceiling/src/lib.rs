@@ -576,7 +576,9 @@ enum Outcome {
     Bounded,
 }
 
-/// How many times a candidate's clock is checked against the limit over the run's length.
+/// How many times a candidate's clock is checked against the limit over the run's length: a
+/// candidate that cannot win stops at most a 64th of that length late, and a check costs a
+/// stretch's end and a floor's few sums.
 const CHECKS_PER_RUN: f64 = 64.0;
 
 /// The time a candidate must beat, ns: the best complete run before it in the family's order,
@@ -1010,6 +1012,23 @@ mod tests {
         let c = TraceCounts::of(Box::new(terrace_workloads::MemorySource::new(info, v)));
         assert_eq!((c.read_accesses, c.lines_read, c.lines_written), (12, 3, 1));
         assert_eq!(c.read_bytes, 10 * 64 + 128 + 8);
+    }
+
+    /// The shared limit keeps the least time any run gave it, whatever the order (a time's bits
+    /// order as the time does), and starts at the caller's or at none.
+    #[test]
+    fn the_limit_keeps_the_least_time() {
+        let limit = Limit::new(None);
+        assert_eq!(limit.get(), f64::INFINITY);
+        for ns in [7.5e6, 1e-300, 3.0e9, 0.25, f64::INFINITY] {
+            limit.lower_to(ns);
+        }
+        assert_eq!(limit.get(), 1e-300);
+        let limit = Limit::new(Some(2.0e6));
+        limit.lower_to(2.5e6);
+        assert_eq!(limit.get(), 2.0e6);
+        limit.lower_to(1.5e6 + 1.0);
+        assert_eq!(limit.get(), 1.5e6 + 1.0);
     }
 
     /// A stream whose object events all come only once it has ended (which the trait allows for
