@@ -203,7 +203,7 @@ pub(crate) fn walk(mut source: Box<dyn AccessSource>, mut visit: impl FnMut(Step
 }
 
 /// [`walk`] for a visitor that tells the stream nothing (it meets no [`Step::Fill`]): the stream
-/// is made on a thread of its own, up to two batches ahead of the visitor, so that the pass
+/// is made on a thread of its own, up to eight batches ahead of the visitor, so that the pass
 /// takes about the longer of making the stream and visiting it rather than the two together.
 /// `optimal` runs it before any candidate, when the other cores have nothing else to do; on the
 /// default suite at size scale 0.25 a generator takes 35-50% of the counting pass. `side`, if
@@ -704,14 +704,9 @@ fn optimal_below(
         for mut p in early {
             let (to_search, limit, quiet) = (sender.clone(), &limit, &quiet);
             scope.spawn(move |_| {
-                let started = std::time::Instant::now();
-                let run = run_within(source(), p.as_mut(), profile, quiet, limit, None);
-                if let Ok(Outcome::Ran(r)) = &run {
-                    // Not the family's first: see `Search::try_all`.
-                    limit.lower_to(r.runtime_ns + 1.0);
-                }
-                let _ =
-                    to_search.send((p.name().to_string(), (p.name().to_string(), run, started.elapsed())));
+                // Not the family's first.
+                let run = run_candidate(source, p.as_mut(), false, profile, quiet, limit, None);
+                let _ = to_search.send((p.name().to_string(), run));
             });
         }
         // Once every early run has sent its outcome (or panicked), the channel is closed.
@@ -823,6 +818,27 @@ fn oracles() -> Vec<Box<dyn Policy>> {
 /// How a candidate's run ended, with its name and how long it took.
 type Run = (String, Result<Outcome, SimError>, std::time::Duration);
 
+/// [`run_within`] for the candidate `policy`, timed; a complete run lowers the limit for every
+/// run still going. Every other candidate is after the family's `first`, so the first's time
+/// stops them at it; a later one's stops a run only once past it by a nanosecond, so that a run
+/// before it in the family that ties it still completes and wins the tie.
+fn run_candidate(
+    source: SourceFactory<'_>,
+    policy: &mut dyn Policy,
+    first: bool,
+    profile: &Profile,
+    opts: &SimOptions,
+    limit: &Limit,
+    bounds: Option<&StaticBounds<'_>>,
+) -> Run {
+    let started = std::time::Instant::now();
+    let run = run_within(source(), policy, profile, opts, limit, bounds);
+    if let Ok(Outcome::Ran(r)) = &run {
+        limit.lower_to(if first { r.runtime_ns } else { r.runtime_ns + 1.0 });
+    }
+    (policy.name().to_string(), run, started.elapsed())
+}
+
 /// The candidates run so far and the best complete run among them.
 struct Search<'a> {
     candidates: Vec<Candidate>,
@@ -856,16 +872,7 @@ impl Search<'_> {
     ) -> Vec<(usize, Run)> {
         let (limit, bound) = (self.limit, self.bound.as_ref());
         let run = |i: usize, p: &mut Box<dyn Policy>| {
-            let started = std::time::Instant::now();
-            let run = run_within(source(), p.as_mut(), profile, opts, limit, bound);
-            if let Ok(Outcome::Ran(r)) = &run {
-                // A complete run lowers the limit for every run still going. Every other is
-                // after the family's first, so the first's time stops them at it; a later one's
-                // stops a run only once past it by a nanosecond, so that a run before it in the
-                // family that ties it still completes and wins the tie.
-                limit.lower_to(if i == 0 { r.runtime_ns } else { r.runtime_ns + 1.0 });
-            }
-            (p.name().to_string(), run, started.elapsed())
+            run_candidate(source, p.as_mut(), i == 0, profile, opts, limit, bound)
         };
         let tiers = self.info.tiers.len();
         let mut policies = policies.into_iter();

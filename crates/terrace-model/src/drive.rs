@@ -238,6 +238,29 @@ mod tests {
         assert_eq!(m.observed_at, [300, 600, 900]);
     }
 
+    /// The check is asked every `every_ns` of a run without ticks and after each tick of one
+    /// with them, sees the clock, and stops the run where it says so.
+    #[test]
+    fn a_check_is_asked_between_stretches_and_stops_the_run() {
+        let mut m = Clock::new(1_000, 1.0);
+        let mut asked = Vec::new();
+        let stopped = !drive_checked(&mut m, &mut Ticker(None, vec![]), u64::MAX, 150, |_, now| {
+            asked.push(now);
+            now >= 400
+        })
+        .unwrap();
+        assert!(stopped);
+        assert_eq!(asked, [150, 300, 450]);
+        let mut m = Clock::new(1_000, 1.0);
+        let mut asked = Vec::new();
+        assert!(drive_checked(&mut m, &mut Ticker(Some(300), vec![]), u64::MAX, 7, |_, now| {
+            asked.push(now);
+            false
+        })
+        .unwrap());
+        assert_eq!(asked, [300, 600, 900], "after each tick, not every 7 ns");
+    }
+
     #[test]
     fn a_policy_without_a_period_is_never_asked() {
         let mut m = Clock::new(1_000, 1.0);
