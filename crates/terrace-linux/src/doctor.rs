@@ -546,12 +546,23 @@ mod live {
             Ok(()) => TrackerCheck {
                 kind: TrackerKind::UffdWp,
                 available: true,
-                detail: "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP; `terrace run` \
-                         creates the program's descriptor at its first exec, and a new one inside what a \
-                         wrapper execs (env, numactl, sh -c 'exec ...'), stopping it with ptrace for a few \
-                         system calls (refused if a debugger traces it or it has a seccomp filter of its own: \
-                         sampling stops)"
-                    .into(),
+                detail: format!(
+                    "userfaultfd opened and UFFDIO_API granted UFFD_FEATURE_PAGEFAULT_FLAG_WP; `terrace run` \
+                     creates the program's descriptor at its first exec, and a new one inside what a \
+                     wrapper execs (env, numactl, sh -c 'exec ...'), stopping it with ptrace for a few \
+                     system calls (refused if a debugger traces it or it has a seccomp filter of its own: \
+                     sampling stops); {}",
+                    match crate::userfaultfd::probe_kernel_resolved() {
+                        Ok(()) => "the kernel resolves sampled writes itself (UFFD_FEATURE_WP_ASYNC, read back \
+                                   with PAGEMAP_SCAN), so where no copy is write-protected a sampled write \
+                                   never waits for Terrace"
+                            .to_string(),
+                        Err(e) => format!(
+                            "sampled writes wait for Terrace's handler thread: the kernel cannot resolve \
+                             them itself ({e})"
+                        ),
+                    }
+                ),
                 enable: None,
             },
             Err(u) => TrackerCheck {

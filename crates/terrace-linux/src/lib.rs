@@ -27,6 +27,7 @@ pub mod migrate;
 pub mod numa_sys;
 pub mod object_runtime;
 pub mod page_space;
+pub mod pagemap_scan;
 pub mod placement_scan;
 pub mod probes;
 pub mod process;

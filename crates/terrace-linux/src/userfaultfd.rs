@@ -18,6 +18,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const UFFD_API: u64 = 0xAA;
 /// Fault messages say whether a fault was a write-protect fault.
 pub const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
+/// Write-protect faults resolved by the kernel itself: the write goes on at once and leaves the
+/// page's uffd-wp bit clear for PAGEMAP_SCAN to report (Linux 6.7; [`crate::pagemap_scan`]).
+pub const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
 const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
 const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
@@ -205,6 +208,58 @@ pub fn probe_write_protect() -> Result<(), Unavailable> {
             enable: "use a kernel with CONFIG_HAVE_ARCH_USERFAULTFD_WP (5.7+ on x86-64)",
         }),
     }
+}
+
+/// Whether write-protect faults can be resolved by the kernel (`UFFD_FEATURE_WP_ASYNC`) and the
+/// written pages read back with PAGEMAP_SCAN, both Linux 6.7: tried once on a page of this
+/// process (protect, write, scan), then remembered. The error says which step failed.
+pub fn probe_kernel_resolved() -> Result<(), String> {
+    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    ANSWER.get_or_init(try_kernel_resolved).clone()
+}
+
+fn try_kernel_resolved() -> Result<(), String> {
+    use nix::sys::mman::{mmap_anonymous, munmap, MapFlags, ProtFlags};
+    let uffd = Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .map_err(|e| format!("userfaultfd() failed: {e}"))?;
+    match uffd.handshake(UFFD_FEATURE_WP_ASYNC) {
+        Ok(f) if f & UFFD_FEATURE_WP_ASYNC != 0 => {}
+        Ok(_) => return Err("userfaultfd does not offer UFFD_FEATURE_WP_ASYNC (Linux 6.7+)".into()),
+        Err(e) => {
+            return Err(format!("UFFDIO_API with UFFD_FEATURE_WP_ASYNC failed ({e}): Linux 6.7+ has it"))
+        }
+    }
+    let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+    let len = std::num::NonZeroUsize::new(4096).expect("non-zero");
+    // SAFETY: a fresh private anonymous page, used only here and unmapped below.
+    let page = unsafe { mmap_anonymous(None, len, rw, MapFlags::MAP_PRIVATE) }
+        .map_err(|e| format!("mmap failed: {e}"))?;
+    let addr = page.as_ptr() as u64;
+    let result = (|| {
+        // SAFETY: the page is ours and mapped read-write.
+        unsafe { std::ptr::write_volatile(page.as_ptr().cast::<u8>(), 1) };
+        uffd.register_wp(addr, 4096).map_err(|e| format!("UFFDIO_REGISTER for write-protect failed: {e}"))?;
+        uffd.write_protect(addr, 4096, true).map_err(|e| format!("UFFDIO_WRITEPROTECT failed: {e}"))?;
+        let scan =
+            crate::pagemap_scan::PagemapScan::open("self").map_err(|e| format!("/proc/self/pagemap: {e}"))?;
+        let mut written = Vec::new();
+        scan.written(addr, addr + 4096, &mut written)
+            .map_err(|e| format!("PAGEMAP_SCAN failed ({e}): Linux 6.7+ has it"))?;
+        if !written.is_empty() {
+            return Err("PAGEMAP_SCAN reported a protected page as written".into());
+        }
+        // SAFETY: as above; the kernel resolves the write-protect fault itself.
+        unsafe { std::ptr::write_volatile(page.as_ptr().cast::<u8>(), 2) };
+        scan.written(addr, addr + 4096, &mut written).map_err(|e| format!("PAGEMAP_SCAN failed: {e}"))?;
+        if written != [(addr, addr + 4096)] {
+            return Err("PAGEMAP_SCAN did not report a written page as written".into());
+        }
+        Ok(())
+    })();
+    drop(uffd);
+    // SAFETY: unmapping the page mapped above, no longer used.
+    let _ = unsafe { munmap(page, 4096) };
+    result
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use super::damon::{self, Damon, Regions};
 use super::idle_page::IdlePage;
 use super::perf_sampler::{self, PerfSampler};
 use super::soft_dirty::{self, SoftDirty};
-use super::write_faults::FaultTracker;
+use super::write_faults::{FaultSampling, FaultTracker};
 use super::{LiveTracker, TrackerSet};
 use crate::config::{ReferencedSource, SamplingSource, TrackerConfig};
 use crate::huge_view::HUGE_BYTES;
@@ -37,15 +37,11 @@ pub trait Kernel {
     fn start_damon(&self, pid: i32) -> Result<Box<dyn Regions>, String>;
     /// The perf sampler on every thread of `pid`, one sample in `period`.
     fn open_perf(&self, pid: i32, period: u64) -> Result<Box<dyn LiveTracker>, String>;
-    /// The fault sampler on the program's userfaultfd, in units of `unit` bytes, `per_epoch` of
-    /// them protected each `epoch` if `sampling` (else it only guards copies).
+    /// The fault sampler on the program's userfaultfd, as `how` says ([`FaultTracker::start`]).
     fn start_fault_sampler(
         &self,
         uffd: Userfaultfd,
-        unit: u64,
-        per_epoch: usize,
-        epoch: Duration,
-        sampling: bool,
+        how: FaultSampling,
     ) -> Result<Box<dyn LiveTracker>, String>;
 }
 
@@ -78,12 +74,9 @@ impl Kernel for HostKernel {
     fn start_fault_sampler(
         &self,
         uffd: Userfaultfd,
-        unit: u64,
-        per_epoch: usize,
-        epoch: Duration,
-        sampling: bool,
+        how: FaultSampling,
     ) -> Result<Box<dyn LiveTracker>, String> {
-        Ok(Box::new(FaultTracker::start(uffd, unit, per_epoch, epoch, sampling).map_err(|e| e.to_string())?))
+        Ok(Box::new(FaultTracker::start(uffd, how).map_err(|e| e.to_string())?))
     }
 }
 
@@ -310,7 +303,17 @@ pub fn build(
         };
         let unit = if program.huge { HUGE_BYTES } else { PAGE_BYTES };
         let faults = kernel
-            .start_fault_sampler(fd, unit, choice.fault_sample, choice.fault_epoch, faults_sample)
+            .start_fault_sampler(
+                fd,
+                FaultSampling {
+                    pid,
+                    unit,
+                    per_epoch: choice.fault_sample,
+                    epoch: choice.fault_epoch,
+                    sampling: faults_sample,
+                    guard_copies: req.mechanisms.contains(&Mechanism::WriteProtectedCopies),
+                },
+            )
             .map_err(|e| MachineError::MissingTracker {
                 tracker: "access sampling",
                 hint: format!("the fault sampler could not start ({e}); `terrace doctor` checks userfaultfd"),
@@ -477,12 +480,9 @@ impl Kernel for WithoutDamon<'_> {
     fn start_fault_sampler(
         &self,
         uffd: Userfaultfd,
-        unit: u64,
-        per_epoch: usize,
-        epoch: Duration,
-        sampling: bool,
+        how: FaultSampling,
     ) -> Result<Box<dyn LiveTracker>, String> {
-        self.0.start_fault_sampler(uffd, unit, per_epoch, epoch, sampling)
+        self.0.start_fault_sampler(uffd, how)
     }
 }
 
@@ -591,14 +591,15 @@ mod tests {
         fn start_fault_sampler(
             &self,
             _: Userfaultfd,
-            unit: u64,
-            per_epoch: usize,
-            epoch: Duration,
-            sampling: bool,
+            how: FaultSampling,
         ) -> Result<Box<dyn LiveTracker>, String> {
-            assert!(unit == PAGE_BYTES || unit == HUGE_BYTES);
-            assert_eq!((per_epoch, epoch), (256, Duration::from_millis(250)));
-            Ok(Box::new(Named(if sampling { "fault sampler" } else { "fault sampler (copies only)" })))
+            assert!(how.unit == PAGE_BYTES || how.unit == HUGE_BYTES);
+            assert_eq!((how.per_epoch, how.epoch), (256, Duration::from_millis(250)));
+            Ok(Box::new(Named(match (how.sampling, how.guard_copies) {
+                (true, true) => "fault sampler, guarding copies",
+                (true, false) => "fault sampler",
+                (false, _) => "fault sampler (copies only)",
+            })))
         }
     }
 
@@ -663,7 +664,10 @@ mod tests {
             assert_eq!(built_for(&k, &page_bits(), c, None, true), Ok(vec!["soft-dirty"]));
         }
         assert_eq!(built_for(&k, &sampling(), auto(), None, true), Ok(vec![]));
-        assert_eq!(built_for(&k, &sampling(), auto(), fd(), true), Ok(vec!["fault sampler"]));
+        assert_eq!(
+            built_for(&k, &sampling(), auto(), fd(), true),
+            Ok(vec!["fault sampler, guarding copies"])
+        );
         assert_eq!(k.kdamonds.get(), 0, "no kdamond for a later process");
     }
 
@@ -689,7 +693,7 @@ mod tests {
         let e = check(&k, &sampling(), Attach::Running, SamplingSource::Auto).unwrap_err().to_string();
         assert_eq!(e, format!("this machine has no access sampling tracker: {USERFAULTFD_NEEDS_RUN}"));
         // No DAMON: writes only.
-        assert_eq!(built(&k, &sampling(), auto(), fd()), Ok(vec!["fault sampler"]));
+        assert_eq!(built(&k, &sampling(), auto(), fd()), Ok(vec!["fault sampler, guarding copies"]));
         // Started without a userfaultfd (it could not be created in the program).
         let e = built(&k, &sampling(), auto(), None).unwrap_err();
         assert_eq!(e, format!("this machine has no access sampling tracker: {USERFAULTFD_NEEDS_RUN}"));
@@ -746,7 +750,10 @@ mod tests {
             "this machine has no idle-page bitmap tracker: /sys/kernel/mm/page_idle/bitmap is missing"
         );
         // Sampling: the fault sampler's writes, then DAMON's reads.
-        assert_eq!(built(&k, &sampling(), auto(), fd()), Ok(vec!["fault sampler", "DAMON (reads)"]));
+        assert_eq!(
+            built(&k, &sampling(), auto(), fd()),
+            Ok(vec!["fault sampler, guarding copies", "DAMON (reads)"])
+        );
         // Both at once: one kdamond for the referenced bit and the reads, after the fault sampler.
         let both = Requirements {
             trackers: vec![TrackerRequest::page_bits(), TrackerRequest::sampling(19_997)],
@@ -754,13 +761,13 @@ mod tests {
         };
         assert_eq!(
             built(&k, &both, auto(), fd()),
-            Ok(vec!["soft-dirty", "fault sampler", "DAMON (referenced, reads)"])
+            Ok(vec!["soft-dirty", "fault sampler, guarding copies", "DAMON (referenced, reads)"])
         );
         assert_eq!(k.kdamonds.get(), 4);
         // A kdamond that will not start (another user has DAMON): soft-dirty alone, writes alone.
         let busy = Fake { damon_start: Err("DAMON is already in use here (1 kdamonds exist)"), ..guest() };
         assert_eq!(built(&busy, &page_bits(), auto(), None), Ok(vec!["soft-dirty"]));
-        assert_eq!(built(&busy, &sampling(), auto(), fd()), Ok(vec!["fault sampler"]));
+        assert_eq!(built(&busy, &sampling(), auto(), fd()), Ok(vec!["fault sampler, guarding copies"]));
     }
 
     #[test]
@@ -810,7 +817,10 @@ mod tests {
         assert_eq!(e, format!("this machine has no access sampling tracker: {FAULTS_NEED_RUN}"));
         // perf_event_open failing after all: auto falls back to the fault sampler, perf refuses.
         let broken = Fake { perf_open: Err("Permission denied (os error 13)"), ..pebs() };
-        assert_eq!(built(&broken, &sampling(), auto(), fd()), Ok(vec!["fault sampler", "DAMON (reads)"]));
+        assert_eq!(
+            built(&broken, &sampling(), auto(), fd()),
+            Ok(vec!["fault sampler, guarding copies", "DAMON (reads)"])
+        );
         let e = built(&broken, &no_copies, auto(), None).unwrap_err();
         assert_eq!(e, format!("this machine has no access sampling tracker: {USERFAULTFD_NEEDS_RUN}"));
         let e = built(&broken, &sampling(), choice(ReferencedSource::Auto, SamplingSource::Perf), fd())

@@ -3,11 +3,18 @@
 //! x86-64), no performance counters needed; it is the live twin of the simulator's sampling
 //! tracker for writes (docs/live.md, "Access sampling").
 //!
-//! A handler thread resolves every fault at once: it records the page and lifts the protection,
-//! which wakes the writer, so a write is delayed, never lost. The same descriptor protects pages
-//! while the migrator copies them (HPWP §5.3: "write-protects the page during migration");
-//! a write to such a page waits until its copy is done. If Terrace dies, the kernel closes the
-//! descriptor, which lifts every protection and wakes every waiter.
+//! Who lifts a sampled page's protection when the program writes to it ([`Resolver`]):
+//! - a handler thread of Terrace's, which reads every fault and lifts the protection at once,
+//!   waking the writer, so a write is delayed, never lost. The same descriptor protects pages
+//!   while the migrator copies them (HPWP §5.3: "write-protects the page during migration");
+//!   a write to such a page waits until its copy is done. Each sampled write waits for a round
+//!   trip through Terrace.
+//! - where no copy needs guarding and the kernel can (Linux 6.7), the kernel itself, at the fault
+//!   (`UFFD_FEATURE_WP_ASYNC`): the write goes on without waiting for Terrace, and the sampler
+//!   reads which sampled units were written with PAGEMAP_SCAN ([`crate::pagemap_scan`]).
+//!
+//! If Terrace dies, the kernel closes the descriptor, which lifts every protection and wakes
+//! every waiter.
 //!
 //! A userfaultfd acts on one address space: when the program execs, the tracker has a new one
 //! made inside the new program ([`crate::remote_syscall::create_userfaultfd_in_running`]) and the
@@ -16,7 +23,8 @@
 use super::{LiveTracker, ScanView};
 use crate::machine::LiveStats;
 use crate::migrate::CopyGuard;
-use crate::userfaultfd::{Userfaultfd, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP};
+use crate::pagemap_scan::PagemapScan;
+use crate::userfaultfd::{Userfaultfd, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP, UFFD_FEATURE_WP_ASYNC};
 use crate::warn_limit::WarnLimit;
 use rand_core::{Rng as _, SeedableRng};
 use std::collections::HashSet;
@@ -49,6 +57,8 @@ struct Shared {
     registered: Mutex<Vec<(u64, u64)>>,
     unit: u64,
     stop: AtomicBool,
+    /// Whether a failed PAGEMAP_SCAN was reported (once).
+    scan_failed: AtomicBool,
 }
 
 impl Shared {
@@ -110,6 +120,43 @@ impl Shared {
         }
     }
 
+    /// Takes the armed units the program wrote since the last call, as PAGEMAP_SCAN reports
+    /// them after the kernel resolved their faults: one call per run of adjacent armed units.
+    /// A unit the program unmapped, mapped again (registered at the next tick) and touched also
+    /// reads as written, its new pages being unprotected: an access, if not always a write; the
+    /// handler, which sees no fault there, reports nothing.
+    fn collect_kernel_resolved(&self, pagemap: &PagemapScan) {
+        let mut st = self.state.lock().expect("sampler lock");
+        let mut armed: Vec<u64> = st.armed.iter().copied().collect();
+        armed.sort_unstable();
+        let mut regions = Vec::new();
+        let mut i = 0;
+        while i < armed.len() {
+            let mut j = i + 1;
+            while j < armed.len() && armed[j] == armed[j - 1] + self.unit {
+                j += 1;
+            }
+            if let Err(e) = pagemap.written(armed[i], armed[j - 1] + self.unit, &mut regions) {
+                // ESRCH: the program is gone, which the machine sees by itself.
+                if e.raw_os_error() != Some(libc::ESRCH) && !self.scan_failed.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("fault sampler: PAGEMAP_SCAN failed ({e}), so writes go unsampled");
+                }
+                return;
+            }
+            i = j;
+        }
+        for (start, end) in regions {
+            let mut base = start & !(self.unit - 1);
+            while base < end {
+                if st.armed.remove(&base) {
+                    st.written.push(base);
+                    st.faults += 1;
+                }
+                base += self.unit;
+            }
+        }
+    }
+
     fn handle(&self, faults: &[WriteFault]) {
         let mut st = self.state.lock().expect("sampler lock");
         for f in faults {
@@ -145,26 +192,62 @@ pub struct FaultCounts {
     pub held_for_copy: u64,
 }
 
+/// Who lifts a sampled unit's protection when the program writes to it.
+enum Resolver {
+    /// Terrace's handler thread, reading each fault message (while running: `Some`).
+    Handler(Option<JoinHandle<()>>),
+    /// The kernel, at the fault; the written units are read from the pagemap of `pid`.
+    Kernel { pagemap: PagemapScan, pid: i32 },
+}
+
 pub struct WriteFaultSampler {
     shared: Arc<Shared>,
-    handler: Option<JoinHandle<()>>,
+    resolver: Resolver,
     rng: rand_xoshiro::Xoshiro256PlusPlus,
 }
 
 impl WriteFaultSampler {
     /// Takes a userfaultfd of the target's address space; `unit` is the sampling and protection
     /// granule in bytes (4 KiB, or 2 MiB so transparent huge pages are never split).
+    ///
+    /// Its handler thread resolves the faults, so it can also guard copies.
     pub fn start(uffd: Userfaultfd, unit: u64) -> io::Result<Self> {
         assert!(unit.is_power_of_two() && unit >= 4096, "unit must be a page-size power of two");
-        let shared = Self::shared(uffd, unit, State::default())?;
+        let shared = Self::shared(uffd, unit, State::default(), UFFD_FEATURE_PAGEFAULT_FLAG_WP)?;
         let handler = Self::spawn_handler(Arc::clone(&shared))?;
-        Ok(WriteFaultSampler { shared, handler: Some(handler), rng: SeedableRng::seed_from_u64(0x7e77ace) })
+        Ok(WriteFaultSampler {
+            shared,
+            resolver: Resolver::Handler(Some(handler)),
+            rng: SeedableRng::seed_from_u64(0x7e77ace),
+        })
     }
 
-    /// What the handler and the sampler share, on `uffd` after its API handshake.
-    fn shared(uffd: Userfaultfd, unit: u64, state: State) -> io::Result<Arc<Shared>> {
-        let granted = uffd.handshake(UFFD_FEATURE_PAGEFAULT_FLAG_WP)?;
-        if granted & UFFD_FEATURE_PAGEFAULT_FLAG_WP == 0 {
+    /// [`Self::start`] with the kernel resolving the faults, for a userfaultfd of process `pid`:
+    /// no write waits for Terrace, and no copy can be guarded ([`Self::begin_copy`] protects
+    /// nothing). Fails if the kernel lacks `UFFD_FEATURE_WP_ASYNC` or the pagemap cannot be
+    /// opened ([`crate::userfaultfd::probe_kernel_resolved`] asks first).
+    pub fn start_kernel_resolved(uffd: Userfaultfd, unit: u64, pid: i32) -> io::Result<Self> {
+        assert!(unit.is_power_of_two() && unit >= 4096, "unit must be a page-size power of two");
+        let pagemap = PagemapScan::open(&pid.to_string())?;
+        let shared = Self::shared(uffd, unit, State::default(), UFFD_FEATURE_WP_ASYNC)?;
+        Ok(WriteFaultSampler {
+            shared,
+            resolver: Resolver::Kernel { pagemap, pid },
+            rng: SeedableRng::seed_from_u64(0x7e77ace),
+        })
+    }
+
+    /// Whether the kernel resolves the faults (no write waits for Terrace; copies are not
+    /// guarded).
+    pub fn kernel_resolved(&self) -> bool {
+        matches!(self.resolver, Resolver::Kernel { .. })
+    }
+
+    /// What the handler and the sampler share, on `uffd` after its API handshake asking for
+    /// `feature` (write-protect fault messages, or faults the kernel resolves).
+    fn shared(uffd: Userfaultfd, unit: u64, state: State, feature: u64) -> io::Result<Arc<Shared>> {
+        let granted = uffd.handshake(feature)?;
+        if granted & feature == 0 {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "no userfaultfd write-protect faults"));
         }
         Ok(Arc::new(Shared {
@@ -173,6 +256,7 @@ impl WriteFaultSampler {
             registered: Mutex::new(Vec::new()),
             unit,
             stop: AtomicBool::new(false),
+            scan_failed: AtomicBool::new(false),
         }))
     }
 
@@ -203,13 +287,25 @@ impl WriteFaultSampler {
     pub fn follow(&mut self, uffd: Userfaultfd) -> io::Result<()> {
         let counts = self.counts();
         let state = State { faults: counts.faults, held: counts.held_for_copy, ..State::default() };
-        let shared = Self::shared(uffd, self.shared.unit, state)?;
-        let handler = Self::spawn_handler(Arc::clone(&shared))?;
-        let old = std::mem::replace(&mut self.shared, shared);
-        let old_handler = self.handler.replace(handler);
-        old.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = old_handler {
-            let _ = h.join();
+        let unit = self.shared.unit;
+        let resolver = match &self.resolver {
+            Resolver::Handler(_) => {
+                let shared = Self::shared(uffd, unit, state, UFFD_FEATURE_PAGEFAULT_FLAG_WP)?;
+                let handler = Self::spawn_handler(Arc::clone(&shared))?;
+                let old = std::mem::replace(&mut self.shared, shared);
+                old.stop.store(true, Ordering::Relaxed);
+                Resolver::Handler(Some(handler))
+            }
+            &Resolver::Kernel { pid, .. } => {
+                // The pagemap file, like the descriptor, belongs to the address space it was
+                // opened in.
+                let pagemap = PagemapScan::open(&pid.to_string())?;
+                self.shared = Self::shared(uffd, unit, state, UFFD_FEATURE_WP_ASYNC)?;
+                Resolver::Kernel { pagemap, pid }
+            }
+        };
+        if let Resolver::Handler(Some(old_handler)) = std::mem::replace(&mut self.resolver, resolver) {
+            let _ = old_handler.join();
         }
         Ok(())
     }
@@ -268,8 +364,12 @@ impl WriteFaultSampler {
         st.armed.extend(new.into_iter().filter(|&b| registered.iter().any(|&(s, e)| b < e && b + unit > s)));
     }
 
-    /// The units written since the last call (each sampled write once).
+    /// The units written since the last call (each sampled write once). Where the kernel
+    /// resolves the faults, this reads them from the page table.
     pub fn take_written(&self) -> Vec<u64> {
+        if let Resolver::Kernel { pagemap, .. } = &self.resolver {
+            self.shared.collect_kernel_resolved(pagemap);
+        }
         std::mem::take(&mut self.shared.state.lock().expect("sampler lock").written)
     }
 
@@ -284,8 +384,12 @@ impl WriteFaultSampler {
     }
 
     /// Write-protects the units holding `addrs` for a copy: writes to them wait until
-    /// [`Self::end_copy`].
+    /// [`Self::end_copy`]. Where the kernel resolves the faults no write would wait, so nothing
+    /// is protected.
     pub fn begin_copy(&self, addrs: impl IntoIterator<Item = u64>) -> Vec<u64> {
+        if self.kernel_resolved() {
+            return Vec::new();
+        }
         let mut st = self.shared.state.lock().expect("sampler lock");
         let mut bases: Vec<u64> = addrs.into_iter().map(|a| a & !(self.shared.unit - 1)).collect();
         bases.sort_unstable();
@@ -321,14 +425,14 @@ impl Drop for WriteFaultSampler {
             }
         }
         self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handler.take() {
-            let _ = h.join();
+        if let Resolver::Handler(handler) = &mut self.resolver {
+            if let Some(h) = handler.take() {
+                let _ = h.join();
+            }
         }
     }
 }
 
-/// The fault sampler as the live machine runs it: for access sampling where there is no perf
-/// sampler (its writes; DAMON's regions give the reads), and to write-protect copies.
 /// The fault sampler's default epoch. A sampled unit written in an epoch costs the program one
 /// fault (a round trip through the handler thread), and re-arming rewrites the sampled units'
 /// page-table entries and flushes the TLB of every CPU the program runs on. With the policy's
@@ -347,6 +451,31 @@ fn rearm_interval(epoch: Duration, took: Duration) -> Duration {
     crate::cpu_budget::spaced(epoch, took, 4 * epoch)
 }
 
+/// How often a kernel-resolved sampler reads the writes back, per epoch: a write is reported at
+/// most a tenth of an epoch after it (the handler reports it at the next tick), for a
+/// PAGEMAP_SCAN call per run of armed units each time.
+const CHECKS_PER_EPOCH: u32 = 10;
+
+/// What the fault sampler is started for ([`FaultTracker::start`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultSampling {
+    /// The program's pid.
+    pub pid: i32,
+    /// The sampling and protection granule, bytes (4 KiB, or 2 MiB for a 2 MiB policy).
+    pub unit: u64,
+    /// Units protected per epoch.
+    pub per_epoch: usize,
+    /// How long a sample stays armed.
+    pub epoch: Duration,
+    /// Whether it samples writes (else it only guards copies).
+    pub sampling: bool,
+    /// Whether the policy's copies are write-protected (HPWP §5.3): then Terrace's handler must
+    /// resolve the faults, since only it can hold a write until a copy ends.
+    pub guard_copies: bool,
+}
+
+/// The fault sampler as the live machine runs it: for access sampling where there is no perf
+/// sampler (its writes; DAMON's regions give the reads), and to write-protect copies.
 pub struct FaultTracker {
     sampler: WriteFaultSampler,
     /// Units protected per epoch.
@@ -356,6 +485,8 @@ pub struct FaultTracker {
     /// When the sample now armed was drawn, and how long drawing and protecting it took.
     armed_at: Option<Instant>,
     rearm_took: Duration,
+    /// When the written units were last read back (kernel-resolved faults only).
+    checked_at: Option<Instant>,
     /// Whether it samples (else it only guards copies).
     sampling: bool,
     /// Set when the program exec'd and no descriptor could be made in the new program: the one
@@ -371,23 +502,34 @@ pub struct FaultTracker {
 }
 
 impl FaultTracker {
-    /// Starts the sampler on a userfaultfd of the program ([`WriteFaultSampler::start`]):
-    /// protecting `per_epoch` units of `unit` bytes every `epoch` if `sampling`, else only
-    /// guarding copies.
-    pub fn start(
-        uffd: Userfaultfd,
-        unit: u64,
-        per_epoch: usize,
-        epoch: Duration,
-        sampling: bool,
-    ) -> io::Result<Self> {
+    /// Starts the sampler on a userfaultfd of the program: protecting `per_epoch` units of
+    /// `unit` bytes every `epoch` if `sampling`, else only guarding copies. The kernel resolves
+    /// the faults where it can and no copy is guarded
+    /// ([`WriteFaultSampler::start_kernel_resolved`]); else Terrace's handler thread does
+    /// ([`WriteFaultSampler::start`]).
+    pub fn start(uffd: Userfaultfd, how: FaultSampling) -> io::Result<Self> {
+        let kernel = how.sampling && !how.guard_copies && crate::userfaultfd::probe_kernel_resolved().is_ok();
+        let sampler = if kernel {
+            WriteFaultSampler::start_kernel_resolved(uffd, how.unit, how.pid)?
+        } else {
+            WriteFaultSampler::start(uffd, how.unit)?
+        };
+        tracing::info!(
+            "fault sampler: write faults resolved by {}",
+            if kernel {
+                "the kernel (UFFD_FEATURE_WP_ASYNC), read back with PAGEMAP_SCAN"
+            } else {
+                "Terrace's handler thread"
+            }
+        );
         Ok(FaultTracker {
-            sampler: WriteFaultSampler::start(uffd, unit)?,
-            per_epoch: per_epoch.max(1),
-            epoch,
+            sampler,
+            per_epoch: how.per_epoch.max(1),
+            epoch: how.epoch,
             armed_at: None,
             rearm_took: Duration::ZERO,
-            sampling,
+            checked_at: None,
+            sampling: how.sampling,
             lost: false,
             new_descriptor: crate::remote_syscall::create_userfaultfd_in_running,
             refused: 0,
@@ -440,12 +582,22 @@ impl LiveTracker for FaultTracker {
         if !self.sampling {
             return;
         }
-        for base in self.sampler.take_written() {
-            if let Some(page) = scan.policy_page(base) {
-                samples.push(Sample { page, kind: AccessKind::Write });
+        let rearm = self.armed_at.is_none_or(|t| t.elapsed() >= rearm_interval(self.epoch, self.rearm_took));
+        // Writes the handler resolved are in memory already; those the kernel resolved are read
+        // from the page table, which is worth a call only every tenth of an epoch, and always
+        // before the sample is drawn again.
+        let check = !self.sampler.kernel_resolved()
+            || rearm
+            || self.checked_at.is_none_or(|t| t.elapsed() >= self.epoch / CHECKS_PER_EPOCH);
+        if check {
+            self.checked_at = Some(Instant::now());
+            for base in self.sampler.take_written() {
+                if let Some(page) = scan.policy_page(base) {
+                    samples.push(Sample { page, kind: AccessKind::Write });
+                }
             }
         }
-        if self.armed_at.is_none_or(|t| t.elapsed() >= rearm_interval(self.epoch, self.rearm_took)) {
+        if rearm {
             let now = Instant::now();
             self.armed_at = Some(now);
             self.sampler.rearm(&scan.present_units(), self.per_epoch);
@@ -486,7 +638,7 @@ impl LiveTracker for FaultTracker {
     }
 
     fn copy_guard(&self) -> Option<&dyn CopyGuard> {
-        (!self.lost).then_some(&self.sampler as &dyn CopyGuard)
+        (!self.lost && !self.sampler.kernel_resolved()).then_some(&self.sampler as &dyn CopyGuard)
     }
 
     fn report(&self, stats: &mut LiveStats) {
@@ -568,6 +720,90 @@ mod tests {
         unsafe { libc::munmap(p.cast(), len) };
     }
 
+    /// A sampler of this process whose faults the kernel resolves; the test fails if the kernel
+    /// cannot.
+    fn kernel_resolved_sampler() -> WriteFaultSampler {
+        if let Err(e) = crate::userfaultfd::probe_kernel_resolved() {
+            panic!("the kernel cannot resolve write-protect faults ({e}); this test {NEEDS_KERNEL_RESOLVED}");
+        }
+        let uffd = Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK).unwrap();
+        WriteFaultSampler::start_kernel_resolved(uffd, 4096, std::process::id() as i32).unwrap()
+    }
+
+    const NEEDS_KERNEL_RESOLVED: &str =
+        "needs UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN (Linux 6.7): runs in the guest";
+
+    /// Where the kernel resolves the faults: each written sampled page is read back once, the
+    /// writes land, unsampled pages are never reported, nothing is held for a copy, and a new
+    /// epoch samples again; after `follow` (an exec) it goes on with the new descriptor.
+    #[test]
+    #[ignore = "needs UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN (Linux 6.7): runs in the guest"]
+    fn kernel_resolved_writes_are_read_back_once_and_never_wait() {
+        let mut sampler = kernel_resolved_sampler();
+        assert!(sampler.kernel_resolved());
+        let (p, len) = anon(16);
+        // SAFETY: p..p+len is our mapping; every page is touched so it is present.
+        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
+        mem.fill(1);
+        let base = p as u64;
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
+        let pages: Vec<u64> = (0..16).map(|i| base + i * 4096).collect();
+        // Pages 0-7 sampled (runs of adjacent units), 8-15 not.
+        sampler.rearm(&pages[..8], 8);
+        for (i, v) in [(0usize, 7u8), (3, 8), (3, 9), (5, 10), (9, 11), (12, 12)] {
+            mem[i * 4096 + 1] = v;
+        }
+        let mut written = sampler.take_written();
+        written.sort_unstable();
+        assert_eq!(written, vec![pages[0], pages[3], pages[5]]);
+        assert!(sampler.take_written().is_empty(), "a write was read back twice");
+        assert_eq!((mem[1], mem[3 * 4096 + 1], mem[5 * 4096 + 1], mem[9 * 4096 + 1]), (7, 9, 10, 11));
+        assert_eq!(sampler.counts().faults, 3);
+        assert!(sampler.begin_copy([pages[6]]).is_empty(), "a copy cannot be guarded");
+        // A new epoch: still-armed pages stay armed, written ones are armed again.
+        sampler.rearm(&pages[..8], 8);
+        mem[3 * 4096] = 13;
+        mem[6 * 4096] = 14;
+        let mut written = sampler.take_written();
+        written.sort_unstable();
+        assert_eq!(written, vec![pages[3], pages[6]]);
+        // An exec: a new descriptor, ranges registered anew, the counts go on.
+        sampler.follow(Userfaultfd::from_fd(descriptor_here(0).unwrap())).unwrap();
+        assert!(sampler.kernel_resolved());
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
+        sampler.rearm(&pages[8..], 8);
+        mem[10 * 4096] = 15;
+        assert_eq!(sampler.take_written(), vec![pages[10]]);
+        assert_eq!(sampler.counts().faults, 6);
+        drop(sampler);
+        mem[4096 * 15] = 16;
+        assert_eq!((mem[10 * 4096], mem[4096 * 15]), (15, 16));
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(p.cast(), len) };
+    }
+
+    /// The tracker lets the kernel resolve the faults only where no copy needs guarding.
+    #[test]
+    #[ignore = "needs UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN (Linux 6.7): runs in the guest"]
+    fn the_kernel_resolves_the_faults_unless_copies_are_guarded() {
+        kernel_resolved_sampler();
+        let how = |guard_copies| FaultSampling {
+            pid: std::process::id() as i32,
+            unit: 4096,
+            per_epoch: 8,
+            epoch: DEFAULT_EPOCH,
+            sampling: true,
+            guard_copies,
+        };
+        let fd = || Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK).unwrap();
+        let t = FaultTracker::start(fd(), how(false)).unwrap();
+        assert!(t.sampler.kernel_resolved() && t.copy_guard().is_none());
+        let t = FaultTracker::start(fd(), how(true)).unwrap();
+        assert!(!t.sampler.kernel_resolved() && t.copy_guard().is_some());
+        let t = FaultTracker::start(fd(), FaultSampling { sampling: false, ..how(true) }).unwrap();
+        assert!(!t.sampler.kernel_resolved() && t.copy_guard().is_some());
+    }
+
     /// A userfaultfd of this process, as `create_userfaultfd_in_running` makes one in the program.
     fn descriptor_here(_pid: i32) -> io::Result<OwnedFd> {
         use std::os::fd::FromRawFd;
@@ -636,7 +872,15 @@ mod tests {
     #[ignore = "needs userfaultfd write-protect: runs in the guest (tests/vm)"]
     fn the_tracker_follows_an_exec_or_says_why_it_cannot() {
         let uffd = Userfaultfd::new_here(libc::O_CLOEXEC | libc::O_NONBLOCK).unwrap();
-        let mut t = FaultTracker::start(uffd, 4096, 8, DEFAULT_EPOCH, true).unwrap();
+        let how = FaultSampling {
+            pid: std::process::id() as i32,
+            unit: 4096,
+            per_epoch: 8,
+            epoch: DEFAULT_EPOCH,
+            sampling: true,
+            guard_copies: true,
+        };
+        let mut t = FaultTracker::start(uffd, how).unwrap();
         t.new_descriptor = descriptor_here;
         assert_eq!(t.address_space_replaced(1), Ok(()));
         assert!(t.copy_guard().is_some());
