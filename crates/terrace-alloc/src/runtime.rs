@@ -2,7 +2,7 @@
 
 use core::cell::Cell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use terrace_alloc_ring::{Event, EventKind, RingRef};
 
@@ -128,6 +128,7 @@ fn attach_ring() {
         }
         match RingRef::from_raw(p.cast(), len) {
             Some(r) => {
+                FOLIOS_UNASKED.store(folios_unasked(), Ordering::Relaxed);
                 r.note_attached();
                 PRIORITY.store(priority_from_env(), Ordering::Relaxed);
                 // Announced before the ring is visible to the other threads (release below), so
@@ -143,6 +144,62 @@ fn attach_ring() {
             }
         }
     }
+}
+
+/// Whether the kernel may give an anonymous mapping a large folio it was not asked for
+/// (transparent huge pages set to "always", at the PMD size or at any multi-size THP size):
+/// only then can a folio span two objects, so only then is [`map_object`]'s MADV_NOHUGEPAGE
+/// worth its system call, one per fresh mapping (25,000 in the sqlite3 run of `terrace bench
+/// tracking`). Read when the runtime attaches; where the files cannot be read it is assumed.
+static FOLIOS_UNASKED: AtomicBool = AtomicBool::new(true);
+
+/// The setting a THP `enabled` file selects (the bracketed word), into `buf`; None if the file
+/// is missing, Some(empty) if it cannot be read or parsed.
+fn thp_setting<'a>(path: &core::ffi::CStr, buf: &'a mut [u8; 96]) -> Option<&'a [u8]> {
+    // SAFETY: open/read/close of a sysfs file into a stack buffer; results checked.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return if errno() == libc::ENOENT { None } else { Some(&[]) };
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = &buf[..n.max(0) as usize];
+    let open = text.iter().position(|&c| c == b'[');
+    let close = text.iter().position(|&c| c == b']');
+    Some(match (open, close) {
+        (Some(a), Some(b)) if a < b => &text[a + 1..b],
+        _ => &[],
+    })
+}
+
+/// See [`FOLIOS_UNASKED`]. An unreadable file counts as "always".
+fn folios_unasked() -> bool {
+    let mut buf = [0u8; 96];
+    match thp_setting(c"/sys/kernel/mm/transparent_hugepage/enabled", &mut buf) {
+        None => return false, // a kernel without transparent huge pages
+        Some(w) if w != b"madvise" && w != b"never" => return true,
+        Some(_) => {}
+    }
+    // Multi-size THP (Linux 6.8): a size set to "always" is used unasked; "inherit" follows the
+    // top-level setting, which is not "always" here.
+    const SIZES: [&core::ffi::CStr; 9] = [
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-8kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-16kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-32kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-128kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-256kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-512kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-1024kB/enabled",
+        c"/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled",
+    ];
+    SIZES.iter().any(|path| {
+        let mut buf = [0u8; 96];
+        matches!(thp_setting(path, &mut buf), Some(w) if w != b"madvise" && w != b"never" && w != b"inherit")
+    })
 }
 
 #[inline]
@@ -284,8 +341,9 @@ const HUGE: usize = 2 << 20;
 /// other. Adjacent anonymous mappings merge into one VMA, in which the kernel may fault in (or
 /// khugepaged collapse) a huge page across the boundary; tests/vm case 41 saw a demotion of 14
 /// pages move 3,584 pages of hot objects beside them. So an object under 2 MiB gets
-/// MADV_NOHUGEPAGE (it could only have a huge page by sharing one), and a larger object starts on
-/// a 2 MiB boundary, so that its huge pages lie inside it (docs/objects-runtime.md, "Huge pages").
+/// MADV_NOHUGEPAGE (it could only have a huge page by sharing one) where the kernel gives huge
+/// pages unasked ([`FOLIOS_UNASKED`]), and a larger object starts on a 2 MiB boundary, so that
+/// its huge pages lie inside it (docs/objects-runtime.md, "Huge pages").
 fn map_object(len: usize, align: usize, own_folios: bool) -> *mut u8 {
     let align = if own_folios && len >= HUGE { align.max(HUGE) } else { align };
     let p = if align <= PAGE {
@@ -306,7 +364,7 @@ fn map_object(len: usize, align: usize, own_folios: bool) -> *mut u8 {
         }
         start as *mut u8
     };
-    if own_folios && len < HUGE && !p.is_null() {
+    if own_folios && len < HUGE && !p.is_null() && FOLIOS_UNASKED.load(Ordering::Relaxed) {
         let saved = errno();
         // SAFETY: advice over a mapping just made and not yet handed out. It fails only on a
         // kernel without transparent huge pages, where there is nothing to keep apart.
@@ -344,11 +402,12 @@ fn bind(p: usize, len: usize, node: u32) -> bool {
 /// A new object of `size` bytes (at least THRESHOLD) aligned to `align` (a power of two) in its
 /// own mapping, recorded and reported; null if the runtime cannot take it (mapping or table
 /// full), and the caller then asks the system allocator. Zero-filled if `zero` (a fresh mapping
-/// is; a cached one is cleared). Call inside the guard.
-pub fn alloc_large(size: usize, align: usize, zero: bool) -> *mut c_void {
+/// is; a cached one is cleared). `entry_cfa` as for [`site::id`]. Call inside the guard.
+#[inline(always)]
+pub fn alloc_large(size: usize, align: usize, zero: bool, entry_cfa: usize) -> *mut c_void {
     let Some(len) = round_page(size) else { return core::ptr::null_mut() };
     let ring = ring();
-    let site = if ring.is_some() { site::id() } else { 0 };
+    let site = if ring.is_some() { site::id(entry_cfa) } else { 0 };
     let advice = ring.and_then(|r| r.advice(site));
     // Unadvised page-aligned objects are mapped at their cache class's size, so that their
     // mappings can be reused; advised ones always get a fresh mapping (first touch on the node).
@@ -403,15 +462,15 @@ pub fn free_large(p: usize, e: &table::Entry) {
 
 /// Resizes a runtime object to `new` bytes (at least THRESHOLD): in place when the pages allow,
 /// else by mremap (which moves the pages, and their memory policy, without copying). Null with
-/// the object intact if it cannot. Call inside the guard.
-pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_void {
+/// the object intact if it cannot. `entry_cfa` as for [`site::id`]. Call inside the guard.
+pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize, entry_cfa: usize) -> *mut c_void {
     let Some(new_len) = round_page(new) else { return core::ptr::null_mut() };
     let len = e.len();
     let flags = e.map_len.load(Ordering::Acquire) & table::BOUND;
     let old_size = e.size.load(Ordering::Acquire);
     let old_site = e.site.load(Ordering::Acquire);
     let ring = ring();
-    let site = if ring.is_some() { site::id() } else { 0 };
+    let site = if ring.is_some() { site::id(entry_cfa) } else { 0 };
     if new_len <= len {
         if new_len < len {
             unmap(p + new_len, len - new_len);
@@ -447,7 +506,7 @@ pub fn realloc_large(p: usize, e: &'static table::Entry, new: usize) -> *mut c_v
         // Terrace's fault sampler had registered with its userfaultfd (tests/vm case 39, the
         // threaded program). Grow as the system allocator does then: a new object, a copy, and
         // the old one freed; null (the object intact) only if there is no memory for the copy.
-        let q = alloc_large(new, PAGE, false);
+        let q = alloc_large(new, PAGE, false, entry_cfa);
         if q.is_null() {
             return q;
         }

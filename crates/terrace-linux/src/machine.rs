@@ -1223,6 +1223,10 @@ impl Machine for LiveMachine {
             if now >= until_ns {
                 return Progress::Running { now_ns: now };
             }
+            if let Some(objects) = self.objects.as_mut() {
+                // Every 20 ms at most, so the ring never fills between two ticks.
+                objects.pump(self.full_scans);
+            }
             std::thread::sleep(Duration::from_nanos((until_ns - now).min(20_000_000)));
         }
     }
