@@ -82,6 +82,15 @@ pub fn tracker_label(log: &str) -> String {
     if log.contains(" with DAMON for ") {
         return "DAMON vaddr (terrace record)".into();
     }
+    // `terrace record`'s summary: "terrace: recorded WHAT with TRACKER for N s (...".
+    if let Some(tracker) = log.lines().find_map(|l| {
+        let rest = l.strip_prefix("terrace: recorded ")?;
+        let (head, _) = rest.split_once(" s (")?;
+        let (head, _) = head.rsplit_once(" for ")?;
+        Some(head.rsplit_once(" with ")?.1)
+    }) {
+        return format!("{tracker} (terrace record)");
+    }
     for line in log.lines() {
         if let Some(i) = line.find("access sampling") {
             let rest = &line[i..];
@@ -459,6 +468,9 @@ mod tests {
             "page-table bits (dirty from soft-dirty, referenced from DAMON regions)"
         );
         assert_eq!(tracker_label(""), "none");
+        let log = "terrace: recorded sort x with userfaultfd write-protection for 1.2 s (0.02 s of Terrace's CPU): \
+                   12 intervals\n";
+        assert_eq!(tracker_label(log), "userfaultfd write-protection (terrace record)");
         let log = "INFO single-node dry run\nterrace: policy age cannot run here: this machine has no page-table bits tracker: no soft-dirty\n";
         assert_eq!(refusal(log), "this machine has no page-table bits tracker: no soft-dirty");
     }

@@ -24,8 +24,9 @@ pub struct RecordArgs {
     #[arg(long, short)]
     pub output: PathBuf,
     /// The tracker: `auto` picks the first the host offers, in the order damon, sampler (the
-    /// CPU's load and store sampling), idle-page, soft-dirty, passing over DAMON while another
-    /// kdamond runs (docs/live.md, "Recording a program").
+    /// CPU's load and store sampling), idle-page, soft-dirty, uffd-wp (userfaultfd's
+    /// asynchronous write-protection, Linux 6.7: writes only, as soft-dirty), passing over DAMON
+    /// while another kdamond runs (docs/live.md, "Recording a program").
     #[arg(long, value_enum, default_value_t = TrackerName::Auto)]
     pub tracker: TrackerName,
     /// Milliseconds between observations (DAMON's aggregation interval).
@@ -40,7 +41,8 @@ pub struct RecordArgs {
     /// With DAMON, which does not tell writes from reads, also read the pages' soft-dirty bits
     /// each interval, so that written pages count writes: a write-protect fault on the first
     /// write to each page each interval. A scan with the idle-page bitmap does so whenever the
-    /// kernel has soft-dirty; needs soft-dirty (CONFIG_MEM_SOFT_DIRTY).
+    /// kernel has soft-dirty; needs soft-dirty (CONFIG_MEM_SOFT_DIRTY). Where `auto` chooses
+    /// another tracker than DAMON, which tells writes itself, it changes nothing.
     #[arg(long)]
     pub writes: bool,
     /// The sampler's events: `memory`, the CPU's load and store sampling (PEBS or IBS), or
@@ -70,6 +72,7 @@ pub enum TrackerName {
     IdlePage,
     SoftDirty,
     Sampler,
+    UffdWp,
 }
 
 #[cfg(not(all(feature = "live", target_os = "linux")))]
@@ -94,7 +97,9 @@ mod live {
     use terrace_linux::process::ProcessMemory;
     use terrace_linux::trackers::damon::{self, DamonReader};
     use terrace_linux::trackers::perf_sampler::{self, PerfSampler, SampledEvent};
+    use terrace_linux::trackers::written_bits::{self, WrittenBits};
     use terrace_linux::trackers::{idle_page, soft_dirty};
+    use terrace_linux::userfaultfd::Userfaultfd;
     use terrace_model::AccessKind;
     use terrace_workloads::trace::recorded::{
         self, Interval, RecordError, ACCESSES_PER_TOUCH, SEEN_ACCESSED, SEEN_WRITTEN,
@@ -167,6 +172,7 @@ mod live {
             TrackerName::IdlePage => idle_page::available(),
             TrackerName::SoftDirty => soft_dirty::works_here(),
             TrackerName::Sampler => sampler_events(events).is_ok(),
+            TrackerName::UffdWp => written_bits::works_here().is_ok(),
             TrackerName::Auto => false,
         };
         let lacks = |t: TrackerName| match t {
@@ -178,26 +184,34 @@ mod live {
             }
             TrackerName::SoftDirty => "this kernel lacks soft-dirty tracking (CONFIG_MEM_SOFT_DIRTY)".into(),
             TrackerName::Sampler => sampler_events(events).err().unwrap_or_default(),
+            TrackerName::UffdWp => written_bits::works_here().err().unwrap_or_default(),
             TrackerName::Auto => String::new(),
         };
         match name {
             TrackerName::Auto => {
                 // DAMON that another kdamond holds cannot be had: say so once and take the next.
                 let busy = damon::in_use();
-                let order =
-                    [TrackerName::Damon, TrackerName::Sampler, TrackerName::IdlePage, TrackerName::SoftDirty];
+                let order = [
+                    TrackerName::Damon,
+                    TrackerName::Sampler,
+                    TrackerName::IdlePage,
+                    TrackerName::SoftDirty,
+                    TrackerName::UffdWp,
+                ];
                 let usable = |t: TrackerName| has(t) && !(t == TrackerName::Damon && busy.is_some());
                 let Some(t) = order.into_iter().find(|&t| usable(t)) else {
                     if let Some(n) = busy {
                         bail!(
                             "no tracker terrace record can use here: DAMON is in use here by another kdamond \
                              ({n} exist, one running), and this host has none of load/store sampling, the \
-                             idle-page bitmap or soft-dirty; `terrace doctor` lists what it has"
+                             idle-page bitmap, soft-dirty or userfaultfd's asynchronous write-protection; \
+                             `terrace doctor` lists what it has"
                         )
                     }
                     bail!(
                         "no tracker terrace record can use here: this host has none of DAMON, load/store \
-                         sampling, the idle-page bitmap or soft-dirty; `terrace doctor` lists what it has"
+                         sampling, the idle-page bitmap, soft-dirty or userfaultfd's asynchronous \
+                         write-protection; `terrace doctor` lists what it has"
                     )
                 };
                 if let Some(n) = busy {
@@ -286,14 +300,17 @@ mod live {
             }
         }
         let tracker = choose(args.tracker, args.sampler_events)?;
-        if args.writes && tracker != TrackerName::Damon {
+        // Every tracker but DAMON tells writes itself: `--writes` asks nothing more of the one
+        // `auto` chose, and is refused beside one named.
+        if args.writes && tracker != TrackerName::Damon && args.tracker != TrackerName::Auto {
             bail!(
                 "--writes adds soft-dirty beside DAMON, which cannot tell writes; --tracker {} tells them \
                  itself: record without --writes",
                 tracker.to_possible_value().expect("named").get_name()
             );
         }
-        if args.writes && !soft_dirty::works_here() {
+        let writes = args.writes && tracker == TrackerName::Damon;
+        if writes && !soft_dirty::works_here() {
             bail!(
                 "--writes reads soft-dirty bits, which this kernel lacks (CONFIG_MEM_SOFT_DIRTY); record without it"
             );
@@ -309,16 +326,36 @@ mod live {
             unsafe { libc::signal(signal, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t) };
         }
 
+        // userfaultfd's write-protection needs a descriptor made inside the program: before its
+        // first instruction for one started here, as `terrace run` makes it.
+        let mut uffd = None;
         let (pid, mut child, what) = match args.pid {
             Some(pid) => {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                if tracker == TrackerName::UffdWp {
+                    let fd = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid).with_context(
+                        || format!("cannot make a userfaultfd inside pid {pid} to record it"),
+                    )?;
+                    uffd = Some(Userfaultfd::from_fd(fd));
+                }
                 (pid, None, format!("pid {pid} ({})", comm.trim()))
             }
             None => {
-                let child = std::process::Command::new(&args.command[0])
-                    .args(&args.command[1..])
-                    .spawn()
-                    .with_context(|| format!("cannot start {}", args.command[0]))?;
+                let mut cmd = std::process::Command::new(&args.command[0]);
+                cmd.args(&args.command[1..]);
+                let child = if tracker == TrackerName::UffdWp {
+                    let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
+                        .with_context(|| format!("cannot start {}", args.command[0]))?;
+                    let made = stopped.create_userfaultfd();
+                    // Let it run whatever happened: it must never be left stopped.
+                    stopped.release().context("cannot let the program run after making its userfaultfd")?;
+                    uffd = Some(Userfaultfd::from_fd(
+                        made.context("cannot make a userfaultfd inside the program to record it")?,
+                    ));
+                    child
+                } else {
+                    cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?
+                };
                 (child.id() as i32, Some(child), printable(&args.command.join(" "), 200))
             }
         };
@@ -340,18 +377,17 @@ mod live {
             idle_page: tracker == TrackerName::IdlePage,
             soft_dirty: tracker == TrackerName::SoftDirty
                 || (tracker == TrackerName::IdlePage && soft_dirty::works_here()),
+            uffd_wp: tracker == TrackerName::UffdWp,
         };
         let started = Instant::now();
         let recorded = match tracker {
-            TrackerName::Damon => {
-                watch(pid, child.as_mut(), sample_us, interval_us, args.duration, args.writes)
-            }
+            TrackerName::Damon => watch(pid, child.as_mut(), sample_us, interval_us, args.duration, writes),
             TrackerName::Sampler => {
                 let events = sampler_events(args.sampler_events).map_err(anyhow::Error::msg)?;
                 watch_samples(pid, child.as_mut(), &events, period, interval_us, args.duration)
                     .map(|i| (i, false))
             }
-            _ => watch_scan(pid, child.as_mut(), scan, interval_us, args.duration).map(|i| (i, false)),
+            _ => watch_scan(pid, child.as_mut(), scan, uffd, interval_us, args.duration).map(|i| (i, false)),
         };
         let (intervals, physical) = match recorded {
             Ok(i) => i,
@@ -383,7 +419,7 @@ mod live {
                 format!(
                     "a region seen accessed in n of an interval's {samples} samples ({sample_us} us apart): \
                      {ACCESSES_PER_TOUCH} n reads of each of its pages (one per 64 B line per sample); {}",
-                    if args.writes {
+                    if writes {
                         format!(
                             "a page soft-dirty saw written: {ACCESSES_PER_TOUCH} of them writes, the rest reads (one \
                              touch: the bit says written, not how often), and one touch of writes if DAMON saw none"
@@ -639,6 +675,8 @@ mod live {
         idle_page: bool,
         /// Soft-dirty: whether each page was written (and so accessed).
         soft_dirty: bool,
+        /// userfaultfd's asynchronous write-protection: the same, where soft-dirty is missing.
+        uffd_wp: bool,
     }
 
     impl Scan {
@@ -646,6 +684,7 @@ mod live {
             match (self.idle_page, self.soft_dirty) {
                 (true, true) => "the idle-page bitmap and soft-dirty",
                 (true, false) => "the idle-page bitmap",
+                _ if self.uffd_wp => "userfaultfd write-protection",
                 _ => "soft-dirty",
             }
         }
@@ -660,8 +699,9 @@ mod live {
                 (true, true) => format!("{touch}; writes if soft-dirty saw it written, else reads"),
                 (true, false) => format!("{touch}; all reads (without soft-dirty no write is told apart)"),
                 _ => format!(
-                    "{touch}; writes only: soft-dirty sees writes, so a page only read in an interval is not \
-                     seen at all"
+                    "{touch}; writes only: {} sees writes, so a page only read in an interval is not seen at \
+                     all",
+                    self.label()
                 ),
             }
         }
@@ -669,13 +709,16 @@ mod live {
 
     /// Records `pid` by scanning its page table once an interval: the idle-page bitmap's
     /// accessed bits (marked idle again after each read) and soft-dirty's written bits (cleared
-    /// after each read), until the program exits, a stop signal comes, or `duration` passes.
-    /// What the program touched before the first interval began is not counted; what it touched
-    /// in the interval it exited in is lost with its page table.
+    /// after each read), or the pages userfaultfd's write-protection saw written (protected again
+    /// after each read, through `uffd`, a descriptor made inside the program), until the program
+    /// exits, a stop signal comes, or `duration` passes. What the program touched before the
+    /// first interval began is not counted; what it touched in the interval it exited in is lost
+    /// with its page table.
     fn watch_scan(
         pid: i32,
         mut child: Option<&mut std::process::Child>,
         scan: Scan,
+        uffd: Option<Userfaultfd>,
         interval_us: u64,
         duration: Option<f64>,
     ) -> Result<Vec<Interval>> {
@@ -692,17 +735,33 @@ mod live {
         } else {
             None
         };
+        let mut written = match uffd {
+            Some(fd) => {
+                Some(WrittenBits::start(fd, pid).context("cannot record with userfaultfd write-protection")?)
+            }
+            None => None,
+        };
+        let mut regions: Vec<(u64, u64)> = Vec::new();
         let mut entries = Vec::new();
         let mut frames: Vec<u64> = Vec::new();
         let mut bits: Vec<u8> = Vec::new();
         // One scan: the bits since the last, which it resets. `Ok(false)`: the process is gone.
         let mut read_bits = |memory: &mut ProcessMemory, bits: &mut Vec<u8>| -> Result<bool> {
-            let _ = memory.follow_exec();
-            if memory.refresh().is_err() || memory.read_pagemap(&mut entries).is_err() {
+            let exec = memory.follow_exec();
+            if let (Ok(Some(exe)), Some(w)) = (&exec, written.as_mut()) {
+                // Its userfaultfd acted on the address space it left: make one in the new one.
+                let fd =
+                    terrace_linux::remote_syscall::create_userfaultfd_in_running(pid).with_context(|| {
+                        format!("pid {pid} executed {exe}, and no userfaultfd could be made in it")
+                    })?;
+                w.follow(Userfaultfd::from_fd(fd)).context("cannot follow the program's exec")?;
+            }
+            let pagemap = scan.idle_page || scan.soft_dirty;
+            if memory.refresh().is_err() || (pagemap && memory.read_pagemap(&mut entries).is_err()) {
                 return Ok(false);
             }
             bits.clear();
-            bits.resize(entries.len(), 0);
+            bits.resize(memory.pages(), 0);
             if let Some(bitmap) = bitmap.as_mut() {
                 frames.clear();
                 frames.extend(entries.iter().map(|&e| {
@@ -730,6 +789,22 @@ mod live {
                     Ok(()) => {}
                     Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(false),
                     Err(e) => return Err(e).context("cannot clear the soft-dirty bits"),
+                }
+            }
+            if let Some(w) = written.as_mut() {
+                w.register(memory.mapped_ranges());
+                regions.clear();
+                match w.take(&mut regions) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                    Err(e) => return Err(e).context("cannot read the pages written (PAGEMAP_SCAN)"),
+                }
+                for &(start, end) in &regions {
+                    for addr in (start..end).step_by(4096) {
+                        if let Some(i) = memory.index().index_of(addr) {
+                            bits[i as usize] |= SEEN_ACCESSED | SEEN_WRITTEN;
+                        }
+                    }
                 }
             }
             Ok(true)

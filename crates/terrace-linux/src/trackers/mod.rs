@@ -12,6 +12,7 @@ pub mod perf_sampler;
 pub mod select;
 pub mod soft_dirty;
 pub mod write_faults;
+pub mod written_bits;
 
 use crate::huge_view::HugeView;
 use crate::machine::LiveStats;
