@@ -678,6 +678,17 @@ mod tests {
         (p.as_ptr().cast(), len)
     }
 
+    /// `pages` pages of a new mapping, every one touched (so present, each holding 1) and
+    /// registered with `sampler`: the mapping, its length, and the pages' addresses.
+    fn registered(sampler: &WriteFaultSampler, pages: usize) -> (*mut u8, usize, Vec<u64>) {
+        let (p, len) = anon(pages);
+        // SAFETY: p..p+len is our mapping.
+        unsafe { std::slice::from_raw_parts_mut(p, len) }.fill(1);
+        let base = p as u64;
+        assert!(sampler.register([(base, base + len as u64)]).is_empty());
+        (p, len, (0..pages as u64).map(|i| base + i * 4096).collect())
+    }
+
     #[test]
     fn rearming_takes_at_most_its_budget_of_a_cpu() {
         let epoch = Duration::from_millis(100);
@@ -691,13 +702,9 @@ mod tests {
     #[ignore = "needs userfaultfd write-protect: runs in the guest (tests/vm)"]
     fn sampled_writes_are_counted_once_and_never_lost() {
         let mut sampler = sampler();
-        let (p, len) = anon(16);
-        // SAFETY: p..p+len is our mapping; every page is touched so it is present.
+        let (p, len, pages) = registered(&sampler, 16);
+        // SAFETY: p..p+len is our mapping.
         let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
-        mem.fill(1);
-        let base = p as u64;
-        assert!(sampler.register([(base, base + len as u64)]).is_empty());
-        let pages: Vec<u64> = (0..16).map(|i| base + i * 4096).collect();
         sampler.rearm(&pages, 16);
         // Write pages 0, 3 and 5, page 3 twice: each write completes, each page is sampled once.
         for (i, v) in [(0usize, 7u8), (3, 8), (3, 9), (5, 10)] {
@@ -741,13 +748,10 @@ mod tests {
     fn kernel_resolved_writes_are_read_back_once_and_never_wait() {
         let mut sampler = kernel_resolved_sampler();
         assert!(sampler.kernel_resolved());
-        let (p, len) = anon(16);
-        // SAFETY: p..p+len is our mapping; every page is touched so it is present.
-        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
-        mem.fill(1);
+        let (p, len, pages) = registered(&sampler, 16);
         let base = p as u64;
-        assert!(sampler.register([(base, base + len as u64)]).is_empty());
-        let pages: Vec<u64> = (0..16).map(|i| base + i * 4096).collect();
+        // SAFETY: p..p+len is our mapping.
+        let mem = unsafe { std::slice::from_raw_parts_mut(p, len) };
         // Pages 0-7 sampled (runs of adjacent units), 8-15 not.
         sampler.rearm(&pages[..8], 8);
         for (i, v) in [(0usize, 7u8), (3, 8), (3, 9), (5, 10), (9, 11), (12, 12)] {
