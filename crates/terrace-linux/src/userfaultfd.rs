@@ -113,6 +113,20 @@ impl Userfaultfd {
         Ok(api.features)
     }
 
+    /// The API handshake asking for `feature` (one of the `UFFD_FEATURE_*` bits), refused as
+    /// unsupported where the kernel does not offer it.
+    pub fn handshake_requiring(&self, feature: u64) -> io::Result<()> {
+        if self.handshake(feature)? & feature == 0 {
+            let name = if feature == UFFD_FEATURE_WP_ASYNC {
+                "UFFD_FEATURE_WP_ASYNC (Linux 6.7+)"
+            } else {
+                "write-protect faults"
+            };
+            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("userfaultfd without {name}")));
+        }
+        Ok(())
+    }
+
     /// Registers `[start, start + len)` for write-protect faults.
     pub fn register_wp(&self, start: u64, len: u64) -> io::Result<()> {
         let mut reg =

@@ -344,14 +344,21 @@ mod live {
                 let mut cmd = std::process::Command::new(&args.command[0]);
                 cmd.args(&args.command[1..]);
                 let child = if tracker == TrackerName::UffdWp {
-                    let (child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
+                    let (mut child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
                         .with_context(|| format!("cannot start {}", args.command[0]))?;
                     let made = stopped.create_userfaultfd();
-                    // Let it run whatever happened: it must never be left stopped.
-                    stopped.release().context("cannot let the program run after making its userfaultfd")?;
-                    uffd = Some(Userfaultfd::from_fd(
-                        made.context("cannot make a userfaultfd inside the program to record it")?,
-                    ));
+                    let released = stopped.release();
+                    match (made, released) {
+                        (Ok(fd), Ok(())) => uffd = Some(Userfaultfd::from_fd(fd)),
+                        (made, released) => {
+                            // A program that cannot be recorded is not left running (or
+                            // stopped): it is killed as soon as it is let go.
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            made.context("cannot make a userfaultfd inside the program to record it")?;
+                            released.context("cannot let the program run after making its userfaultfd")?;
+                        }
+                    }
                     child
                 } else {
                     cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?

@@ -246,10 +246,7 @@ impl WriteFaultSampler {
     /// What the handler and the sampler share, on `uffd` after its API handshake asking for
     /// `feature` (write-protect fault messages, or faults the kernel resolves).
     fn shared(uffd: Userfaultfd, unit: u64, state: State, feature: u64) -> io::Result<Arc<Shared>> {
-        let granted = uffd.handshake(feature)?;
-        if granted & feature == 0 {
-            return Err(io::Error::new(io::ErrorKind::Unsupported, "no userfaultfd write-protect faults"));
-        }
+        uffd.handshake_requiring(feature)?;
         Ok(Arc::new(Shared {
             uffd,
             state: Mutex::new(state),

@@ -41,13 +41,7 @@ impl WrittenBits {
     /// Starts on `uffd`, a userfaultfd made inside process `pid`: nothing is registered yet.
     pub fn start(uffd: Userfaultfd, pid: i32) -> io::Result<Self> {
         let pagemap = PagemapScan::open(&pid.to_string())?;
-        let granted = uffd.handshake(UFFD_FEATURE_WP_ASYNC)?;
-        if granted & UFFD_FEATURE_WP_ASYNC == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "userfaultfd without UFFD_FEATURE_WP_ASYNC (Linux 6.7+)",
-            ));
-        }
+        uffd.handshake_requiring(UFFD_FEATURE_WP_ASYNC)?;
         Ok(WrittenBits { uffd, pagemap, pid, registered: Vec::new() })
     }
 
