@@ -20,6 +20,10 @@ use std::os::fd::AsRawFd;
 const PAGE_IS_WPALLOWED: u64 = 1 << 0;
 /// The page was written since it was last write-protected.
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
+/// A page is mapped there (a frame, or a huge page's part).
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+/// A swap entry is there (a page swapped out, or a marker standing for a protected hole).
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
 /// The page is the shared zero page (mapped by a read of memory never written).
 const PAGE_IS_PFNZERO: u64 = 1 << 5;
 /// Write-protect the pages that match, in the same walk.
@@ -94,9 +98,14 @@ impl PagemapScan {
                 end,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: REGIONS_PER_CALL as u64,
-                // Written, in an asynchronously protected range, and not the zero page.
+                // Written, in an asynchronously protected range, and not the zero page; and
+                // there, present or swapped out: the kernel calls a hole never protected
+                // "written" too (nothing protects it), which it is not, and protecting it would
+                // fill the page tables of a sparse reservation (checked on Linux 6.18: a 64 MiB
+                // mapping with 1,000 pages read was otherwise reported 15,384 pages written).
                 category_inverted: PAGE_IS_PFNZERO,
                 category_mask: PAGE_IS_WPALLOWED | PAGE_IS_WRITTEN | PAGE_IS_PFNZERO,
+                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
                 return_mask: PAGE_IS_WRITTEN,
                 ..PmScanArg::default()
             };

@@ -16,8 +16,11 @@
 //! Both share [`Tracee`]: save every register, run the call with `orig_rax = -1` (so the kernel
 //! does not take it for an interrupted call to restart), single-step it, and put every register
 //! back, `orig_rax` and `rax` included, so that a system call the program was blocked in is
-//! restarted as if the stop had not happened (as CRIU's compel does). A signal that arrives
-//! meanwhile is passed on when Terrace lets go, never dropped. x86-64 only.
+//! restarted as if the stop had not happened (as CRIU's compel does). While Terrace holds the
+//! thread its signals are blocked (PTRACE_SETSIGMASK), so one sent meanwhile (a shell's SIGCHLD)
+//! waits, pending, until the mask is put back as Terrace lets go; one that comes first, as the
+//! thread stops, or cannot be blocked is passed on, never dropped, and a running program is
+//! stopped again for the call. x86-64 only.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -101,9 +104,34 @@ impl StoppedChild {
 ///
 /// Refused, with the reason, where it is not safe or not allowed: another tracer (a debugger),
 /// a seccomp filter Terrace did not pass on to the process (it might kill the process for the
-/// call), a 32-bit process, ptrace forbidden (Yama, no CAP_SYS_PTRACE), the main thread gone, or
-/// a signal arriving meanwhile (it is passed on, and the process let go untouched).
+/// call), a 32-bit process, ptrace forbidden (Yama, no CAP_SYS_PTRACE), or the main thread gone.
+/// A signal that arrives before the call runs is passed on and the process let go untouched;
+/// then it is stopped again, up to five times in all.
 pub fn create_userfaultfd_in_running(pid: i32) -> io::Result<OwnedFd> {
+    // A signal that comes first (a shell's SIGCHLD, as a wrapper script runs its commands) is
+    // passed on with nothing run, so the call is tried again: once the process has taken the
+    // signal, the next stop most likely finds none.
+    let mut attempt = 1;
+    loop {
+        match create_userfaultfd_once(pid) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted && attempt < SIGNAL_ATTEMPTS => {
+                tracing::debug!("pid {pid}: {e}; trying again");
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                return Err(io::Error::new(e.kind(), format!("{e} ({SIGNAL_ATTEMPTS} times)")))
+            }
+            made => return made,
+        }
+    }
+}
+
+/// How many times [`create_userfaultfd_in_running`] stops the process when each time a signal
+/// comes first.
+const SIGNAL_ATTEMPTS: usize = 5;
+
+fn create_userfaultfd_once(pid: i32) -> io::Result<OwnedFd> {
     fits_injection(pid)?;
     let tracee = Tracee::seize(Pid::from_raw(pid))?;
     let made = find_syscall_instruction(pid)
@@ -220,6 +248,37 @@ struct Tracee {
     saved: libc::user_regs_struct,
     /// A signal that arrived while Terrace held the thread: passed on when it lets go.
     pending: std::cell::Cell<Option<Signal>>,
+    /// The thread's signal mask when it stopped, put back when Terrace lets go. Meanwhile every
+    /// signal is blocked (PTRACE_SETSIGMASK), so one sent meanwhile stays pending, to be taken
+    /// after, rather than stopping the calls (a shell gets a SIGCHLD for every command it runs).
+    mask: u64,
+}
+
+/// The signal mask of traced thread `pid` (PTRACE_GETSIGMASK, Linux 3.11; the mask a system
+/// call such as ppoll will put back, where it runs with a temporary one).
+fn signal_mask(pid: Pid) -> io::Result<u64> {
+    let mut mask = 0u64;
+    // SAFETY: PTRACE_GETSIGMASK writes `addr` bytes (the kernel's sigset_t, 8) to `data`.
+    let rc = unsafe {
+        libc::ptrace(libc::PTRACE_GETSIGMASK, pid.as_raw(), std::mem::size_of::<u64>(), &mut mask as *mut u64)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(mask)
+}
+
+/// Sets the signal mask of traced thread `pid` (PTRACE_SETSIGMASK; SIGKILL and SIGSTOP stay
+/// unblocked whatever it says).
+fn set_signal_mask(pid: Pid, mask: u64) -> io::Result<()> {
+    // SAFETY: PTRACE_SETSIGMASK reads `addr` bytes (the kernel's sigset_t, 8) from `data`.
+    let rc = unsafe {
+        libc::ptrace(libc::PTRACE_SETSIGMASK, pid.as_raw(), std::mem::size_of::<u64>(), &mask as *const u64)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// How a traced thread stopped (ptrace(2), "Stopped states").
@@ -271,15 +330,18 @@ fn wait_stop(pid: Pid) -> io::Result<Stop> {
 }
 
 impl Tracee {
-    /// Takes a thread already in a ptrace stop (a program stopped at exec).
+    /// Takes a thread already in a ptrace stop (a program stopped at exec), and blocks its
+    /// signals until it is let go.
     fn stopped(pid: Pid) -> io::Result<Self> {
         let tracee = Tracee {
             pid,
             #[cfg(target_arch = "x86_64")]
             saved: ptrace::getregs(pid)?,
             pending: std::cell::Cell::new(None),
+            mask: signal_mask(pid)?,
         };
         tracee.check_arch()?;
+        set_signal_mask(pid, !0)?;
         Ok(tracee)
     }
 
@@ -304,9 +366,10 @@ impl Tracee {
                 let sig = Signal::try_from(sig).ok();
                 let _ = ptrace::detach(pid, sig);
                 let name = sig.map_or("a signal".into(), |s| s.as_str().to_string());
-                return Err(io::Error::other(format!(
-                    "{name} arrived for pid {pid} as Terrace stopped it: passed on, and the process let go"
-                )));
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    format!("{name} arrived for pid {pid} as Terrace stopped it: passed on, and the process let go"),
+                ));
             }
             Stop::Event { sig, .. } => {
                 let _ = ptrace::detach(pid, None);
@@ -452,7 +515,10 @@ impl Tracee {
             Ok(after.rax as i64)
         } else {
             let sig = self.pending.get().map_or("a signal".into(), |s| s.as_str().to_string());
-            Err(io::Error::other(format!("{sig} arrived for the program before the system call ran")))
+            Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("{sig} arrived for the program before the system call ran"),
+            ))
         }
     }
 
@@ -471,10 +537,11 @@ impl Tracee {
         Ok(())
     }
 
-    /// Restores the registers and lets the thread go, untraced, passing on a signal that arrived
-    /// meanwhile.
+    /// Restores the registers and the signal mask and lets the thread go, untraced, passing on a
+    /// signal that arrived meanwhile (one blocked meanwhile is pending, and taken as it runs).
     fn detach(self) -> io::Result<()> {
-        let restored = self.restore();
+        let unmasked = set_signal_mask(self.pid, self.mask);
+        let restored = self.restore().and(unmasked);
         let detached = ptrace::detach(self.pid, self.pending.get()).map_err(io::Error::from);
         restored.and(detached)
     }
@@ -508,8 +575,14 @@ mod tests {
     #[test]
     #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
     fn a_system_call_runs_in_the_child_and_the_child_then_runs_as_normal() {
+        use std::io::Read;
         let mut cmd = Command::new("/bin/sh");
-        cmd.args(["-c", "exit 7"]);
+        // The shell prints its own mask of blocked signals: std starts a child with none blocked.
+        cmd.args([
+            "-c",
+            "while read -r l; do case $l in SigBlk*) echo \"$l\";; esac; done < /proc/self/status; exit 7",
+        ])
+        .stdout(std::process::Stdio::piped());
         let (mut child, stopped) = spawn_stopped(&mut cmd).unwrap_or_else(|e| {
             panic!("cannot trace a child here ({e}); this test needs ptrace: runs in the guest (tests/vm)")
         });
@@ -517,6 +590,9 @@ mod tests {
         let pid = stopped.syscall(libc::SYS_getpid, [0; 6]).unwrap();
         assert_eq!(pid, child.id() as i64);
         stopped.release().unwrap();
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        assert_eq!(out, "SigBlk:\t0000000000000000\n", "the signals blocked while it was held stay blocked");
         assert_eq!(child.wait().unwrap().code(), Some(7));
     }
 
@@ -549,6 +625,42 @@ mod tests {
             .is_ok_and(|l| l.to_string_lossy().contains("userfaultfd"))
     }
 
+    /// A shell that runs one command after another gets a SIGCHLD for each: injections into it
+    /// all succeed (a stop that a signal comes first to is let go and tried again), the
+    /// signals reach the shell (it counts every command it waited for) and it exits as it would.
+    #[test]
+    #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
+    fn a_shell_taking_sigchld_after_sigchld_gets_its_userfaultfds() {
+        use std::io::Read;
+        use std::process::Stdio;
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "i=0; while [ $i -lt 3000 ]; do /bin/true; i=$((i+1)); done; echo $i"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut injected = 0;
+        while injected < 40 && userfaultfds_of(pid) == 0 {
+            match create_userfaultfd_in_running(pid as i32) {
+                Ok(fd) => {
+                    assert!(is_userfaultfd(&fd));
+                    injected += 1;
+                }
+                Err(e) if child.try_wait().unwrap().is_some() => {
+                    eprintln!("the child ended: {e}");
+                    break;
+                }
+                Err(e) => panic!("injection {} into pid {pid} failed: {e}", injected + 1),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(injected >= 10, "the child ended after {injected} injections");
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        assert_eq!(out, "3000\n");
+        assert!(child.wait().unwrap().success());
+    }
+
     /// A shell blocked in `read` on a pipe (dash reads; busybox polls first) is given a
     /// userfaultfd, keeps none itself, and its read goes on: it gets the line written afterwards
     /// and exits as it would have.
@@ -565,6 +677,11 @@ mod tests {
             .unwrap();
         let pid = child.id();
         wait_blocked_in(pid, &[libc::SYS_read, libc::SYS_poll, libc::SYS_ppoll]);
+        let blocked = || {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+            status.lines().find(|l| l.starts_with("SigBlk:")).unwrap().to_string()
+        };
+        let before = blocked();
         for _ in 0..2 {
             let fd = create_userfaultfd_in_running(pid as i32).unwrap_or_else(|e| {
                 panic!("cannot inject into pid {pid} ({e}); this test needs ptrace: runs in the guest (tests/vm)")
@@ -575,6 +692,8 @@ mod tests {
             // restart_syscall, which carries its timeout on).
             let restarted = [libc::SYS_read, libc::SYS_poll, libc::SYS_ppoll, libc::SYS_restart_syscall];
             wait_blocked_in(pid, &restarted);
+            // Its signals, all blocked while it was held, are as they were.
+            assert_eq!(blocked(), before);
         }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(status.contains("TracerPid:\t0"), "the child is left traced");

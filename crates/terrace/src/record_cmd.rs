@@ -757,11 +757,17 @@ mod live {
             let exec = memory.follow_exec();
             if let (Ok(Some(exe)), Some(w)) = (&exec, written.as_mut()) {
                 // Its userfaultfd acted on the address space it left: make one in the new one.
-                let fd =
-                    terrace_linux::remote_syscall::create_userfaultfd_in_running(pid).with_context(|| {
-                        format!("pid {pid} executed {exe}, and no userfaultfd could be made in it")
-                    })?;
-                w.follow(Userfaultfd::from_fd(fd)).context("cannot follow the program's exec")?;
+                let followed = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)
+                    .and_then(|fd| w.follow(Userfaultfd::from_fd(fd)));
+                if let Err(e) = followed {
+                    // Nothing more can be seen: the recording keeps what it has, and the
+                    // program runs on.
+                    eprintln!(
+                        "terrace record: pid {pid} executed {exe}, and no userfaultfd could be made in it ({e}): \
+                         the recording ends here, and the program runs on"
+                    );
+                    return Ok(false);
+                }
             }
             let pagemap = scan.idle_page || scan.soft_dirty;
             if memory.refresh().is_err() || (pagemap && memory.read_pagemap(&mut entries).is_err()) {
@@ -799,8 +805,10 @@ mod live {
                 }
             }
             if let Some(w) = written.as_mut() {
-                w.register(memory.mapped_ranges());
                 regions.clear();
+                // Pages written in ranges new since the last scan (or since an exec) count as
+                // soft-dirty counts them; those of the first scan are dropped with its bits.
+                w.register(memory.mapped_ranges(), &mut regions);
                 match w.take(&mut regions) {
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),

@@ -311,8 +311,8 @@ fn soft_dirty_records_the_written_pages_as_writes() {
 fn uffd_wp_records_the_written_pages_through_an_exec() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("wp.trc");
-    // 8 MiB written page by page and 16 MiB read page by page, for 1.5 s.
-    let script = "import time\nw = bytearray(8 << 20)\nr = bytes(16 << 20)\nt = time.time()\ns = 0\n\
+    // 8 MiB written page by page and 64 MiB read page by page, for 1.5 s.
+    let script = "import time\nw = bytearray(8 << 20)\nr = bytes(64 << 20)\nt = time.time()\ns = 0\n\
                   while time.time() - t < 1.5:\n    for i in range(0, len(w), 4096):\n        w[i] = (w[i] + 1) & 255\n    \
                   for i in range(0, len(r), 4096):\n        s += r[i]\n";
     let out = terrace()
@@ -339,10 +339,54 @@ fn uffd_wp_records_the_written_pages_through_an_exec() {
     assert_eq!(reads, 0, "write-protection sees writes only: {text}");
     assert!(writes > 0, "{text}");
     // The written buffer is 2048 pages, seen in every interval after the exec; the read one
-    // (4096 pages of zeros, never written: the zero page) is not seen, python's heap adds a few
-    // (15 in a run on the development host).
+    // (16384 pages of zeros, never written: the zero page) is not seen. Python's own writes
+    // since its exec count too, as soft-dirty counts them, however early in its start the scan
+    // that notices the exec comes: on the development host 3,709 pages in each of three runs
+    // with pyenv's 3.11.7 and 2,914 with Debian's 3.11.2 (its anonymous memory after starting
+    // is 6.7 and 2.7 MiB).
     let touched = pages(&text);
-    assert!((2048..3072).contains(&touched), "{touched} pages: {text}");
+    assert!((2048..2048 + 4096).contains(&touched), "{touched} pages: {text}");
+}
+
+/// A program that execs into one Terrace must not make run a system call (here one under a
+/// seccomp filter of its own, tests/vm/programs/seccomp-exec.c) ends a uffd-wp recording there:
+/// one line says why, the trace keeps what was recorded before the exec, and the program runs
+/// on to its own end and exit status.
+#[test]
+fn uffd_wp_ends_the_recording_at_an_exec_it_cannot_follow_and_the_program_runs_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("seccomp-exec");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vm/programs/seccomp-exec.c");
+    let cc = std::process::Command::new("cc").arg("-O2").arg("-o").arg(&exe).arg(&src).output().unwrap();
+    assert!(cc.status.success(), "cc: {}", String::from_utf8_lossy(&cc.stderr));
+    let (trace, marker) = (dir.path().join("cut.trc"), dir.path().join("ran"));
+    let out = terrace()
+        .args(["record", "--tracker", "uffd-wp", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .args(["0.6", "sh", "-c"])
+        .arg(format!("sleep 0.3; touch {}; exit 4", marker.display()))
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if terrace_linux::trackers::written_bits::works_here().is_err() {
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(!marker.exists());
+        eprintln!("skipped: this host has no asynchronous userfaultfd write-protection");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(4), "the program's own status: {err}");
+    assert!(marker.exists(), "the program did not run to its end: {err}");
+    let ended =
+        err.lines().filter(|l| l.contains("the recording ends here, and the program runs on")).count();
+    assert_eq!(ended, 1, "{err}");
+    assert!(err.contains(" executed /"), "{err}");
+    assert!(err.contains("seccomp filter of its own"), "{err}");
+    // The 4 MiB buffer, written for 0.6 s before the exec.
+    let touched = pages(&info(&trace));
+    assert!((1024..2048).contains(&touched), "{touched} pages: {err}");
 }
 
 #[test]

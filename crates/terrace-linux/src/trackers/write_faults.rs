@@ -122,9 +122,10 @@ impl Shared {
 
     /// Takes the armed units the program wrote since the last call, as PAGEMAP_SCAN reports
     /// them after the kernel resolved their faults: one call per run of adjacent armed units.
-    /// A unit the program unmapped, mapped again (registered at the next tick) and touched also
-    /// reads as written, its new pages being unprotected: an access, if not always a write; the
-    /// handler, which sees no fault there, reports nothing.
+    /// A unit the program unmapped, mapped again (registered at the next tick) and wrote also
+    /// reads as written, its new pages being unprotected (a page only read there is the zero
+    /// page, and a hole is not reported); the handler, which sees no fault there, reports
+    /// nothing.
     fn collect_kernel_resolved(&self, pagemap: &PagemapScan) {
         let mut st = self.state.lock().expect("sampler lock");
         let mut armed: Vec<u64> = st.armed.iter().copied().collect();
