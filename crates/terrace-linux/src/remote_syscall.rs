@@ -625,26 +625,20 @@ mod tests {
             .is_ok_and(|l| l.to_string_lossy().contains("userfaultfd"))
     }
 
-    /// A shell that runs one command after another gets a SIGCHLD for each: injections into it
-    /// all succeed, each closing the shell's own descriptor (a signal sent meanwhile waits), the
-    /// signals reach the shell (it counts every command it waited for) and it exits as it would.
-    #[test]
-    #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
-    fn a_shell_taking_sigchld_after_sigchld_gets_its_userfaultfds() {
+    /// Runs `/bin/sh -c script` and, every few milliseconds while it runs, gives it a
+    /// userfaultfd, up to `times` times, each time checking that its own copy was closed (no
+    /// signal cut the calls short); then that it printed `printed` and exited 0. Returns how
+    /// many it was given before it ended.
+    fn inject_while_running(script: &str, times: usize, printed: &str) -> usize {
         use std::io::Read;
         use std::process::Stdio;
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", "i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done; echo $i"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = Command::new("/bin/sh").args(["-c", script]).stdout(Stdio::piped()).spawn().unwrap();
         let pid = child.id();
         let mut injected = 0;
-        while injected < 40 {
+        while injected < times {
             match create_userfaultfd_in_running(pid as i32) {
                 Ok(fd) => {
                     assert!(is_userfaultfd(&fd));
-                    // Its close() ran too: no signal cut the calls short.
                     assert_eq!(userfaultfds_of(pid), 0, "the child kept its copy");
                     injected += 1;
                 }
@@ -652,15 +646,29 @@ mod tests {
                     eprintln!("the child ended: {e}");
                     break;
                 }
-                Err(e) => panic!("injection {} into pid {pid} failed: {e}", injected + 1),
+                Err(e) => panic!(
+                    "injection {} into pid {pid} failed: {e}; this test needs ptrace: runs in the guest (tests/vm)",
+                    injected + 1
+                ),
             }
-            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::sleep(std::time::Duration::from_millis(3));
         }
-        assert!(injected >= 10, "the child ended after {injected} injections");
         let mut out = String::new();
         child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-        assert_eq!(out, "1000\n");
+        assert_eq!(out, printed);
         assert!(child.wait().unwrap().success());
+        injected
+    }
+
+    /// A shell that runs one command after another gets a SIGCHLD for each: injections into it
+    /// all succeed, each closing the shell's own descriptor (a signal sent meanwhile waits), the
+    /// signals reach the shell (it counts every command it waited for) and it exits as it would.
+    #[test]
+    #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
+    fn a_shell_taking_sigchld_after_sigchld_gets_its_userfaultfds() {
+        let script = "i=0; while [ $i -lt 1000 ]; do /bin/true; i=$((i+1)); done; echo $i";
+        let injected = inject_while_running(script, 40, "1000\n");
+        assert!(injected >= 10, "the child ended after {injected} injections");
     }
 
     /// A shell blocked in `read` on a pipe (dash reads; busybox polls first) is given a
@@ -711,41 +719,12 @@ mod tests {
     #[test]
     #[ignore = "needs ptrace of a child: runs in the guest (tests/vm)"]
     fn a_busy_child_gets_a_userfaultfd_and_counts_right() {
-        use std::io::Read;
-        use std::process::Stdio;
         // About 0.1 s natively, seconds in the guest (TCG).
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo $i"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let running = || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-            matches!(state, Some('R' | 'S'))
-        };
-        let mut injected = 0;
-        while injected < 10 && running() {
-            match create_userfaultfd_in_running(pid as i32) {
-                Ok(fd) => {
-                    assert!(is_userfaultfd(&fd));
-                    assert_eq!(userfaultfds_of(pid), 0, "the child kept its copy");
-                    injected += 1;
-                }
-                // It may have ended between the check and the injection.
-                Err(e) if !running() => eprintln!("the child ended: {e}"),
-                Err(e) => panic!(
-                    "cannot inject into pid {pid} ({e}); this test needs ptrace: runs in the guest (tests/vm)"
-                ),
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        assert!(injected > 0, "the child ended before anything was injected");
-        let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-        assert_eq!(out, "20000\n");
-        assert!(child.wait().unwrap().success());
+        let script = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo $i";
+        assert!(
+            inject_while_running(script, 10, "20000\n") > 0,
+            "the child ended before anything was injected"
+        );
     }
 
     /// A child in `sleep` is given a userfaultfd and sleeps its full time, then exits 0.
