@@ -168,6 +168,9 @@ mod tests {
         // SAFETY: a fresh private anonymous mapping, unmapped below.
         let p = unsafe { mmap_anonymous(None, len.try_into().unwrap(), rw, MapFlags::MAP_PRIVATE) }.unwrap();
         let base = p.as_ptr() as u64;
+        // Base pages, where THP is `always` (the guest's): a write would fill, and report, 2 MiB.
+        // SAFETY: advice on our own mapping.
+        unsafe { nix::sys::mman::madvise(p, len, nix::sys::mman::MmapAdvise::MADV_NOHUGEPAGE) }.unwrap();
         // SAFETY: our mapping.
         let mem = unsafe { std::slice::from_raw_parts_mut(p.as_ptr().cast::<u8>(), len) };
         let page = |i: u64| (base + i * 4096, base + (i + 1) * 4096);
