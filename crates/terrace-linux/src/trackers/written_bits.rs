@@ -153,6 +153,7 @@ mod tests {
         // SAFETY: unmapping the test's own mapping.
         unsafe { nix::sys::mman::munmap(p, len) }.unwrap();
     }
+
     /// A sparse range: the pages only read (the zero page) and the holes are neither reported
     /// written when it is registered nor protected (which would fill its page tables); the one
     /// page written is reported, and a hole written later is reported at the next scan.
