@@ -321,14 +321,17 @@ fn program_without_malloc_is_untouched() {
     assert_eq!(ring.attached(), 0, "the runtime never initialised");
 }
 
+/// The site ids of the allocations of `bytes` bytes.
+fn site_ids(events: &[Event], bytes: u64) -> HashSet<u64> {
+    events.iter().filter(|e| e.kind == EventKind::Alloc && e.bytes == bytes).map(|e| e.site).collect()
+}
+
 #[test]
 fn two_call_sites_have_two_stable_ids() {
     let dir = Scratch::new("sites");
     let exe = compile(&dir, "sites", include_str!("c/sites.c"));
     let (_out, events, _ring) = same_with_and_without(&dir, || Command::new(&exe), b"", 1 << 12);
-    let sites = |bytes: u64| -> HashSet<u64> {
-        events.iter().filter(|e| e.kind == EventKind::Alloc && e.bytes == bytes).map(|e| e.site).collect()
-    };
+    let sites = |bytes: u64| site_ids(&events, bytes);
     let (a, b) = (sites(8192), sites(12288));
     assert_eq!(count(&events, EventKind::Alloc), 100);
     assert_eq!(a.len(), 1, "one site, one id every time: {a:?}");
@@ -344,9 +347,7 @@ fn one_wrapper_called_from_three_places_has_three_stable_ids() {
     let dir = Scratch::new("wrapper");
     let exe = compile(&dir, "wrapper", include_str!("c/wrapper.c"));
     let (_out, events, _ring) = same_with_and_without(&dir, || Command::new(&exe), b"", 1 << 12);
-    let sites = |bytes: u64| -> HashSet<u64> {
-        events.iter().filter(|e| e.kind == EventKind::Alloc && e.bytes == bytes).map(|e| e.site).collect()
-    };
+    let sites = |bytes: u64| site_ids(&events, bytes);
     let (a, b, c) = (sites(8192), sites(12288), sites(16384));
     assert_eq!(count(&events, EventKind::Alloc), 180);
     for (name, s) in [("from_a", &a), ("from_b", &b), ("from_c", &c)] {
