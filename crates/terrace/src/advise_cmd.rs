@@ -195,6 +195,17 @@ fn print_advice(a: &Advice, any_row: &Row, recording: Option<&terrace_workloads:
              reads alone; `terrace record --writes` adds them where the kernel has soft-dirty"
         );
     }
+    // A recording without reads (soft-dirty or uffd-wp alone) leaves out what placement gains
+    // most: in the model a write costs bandwidth only, never a read's latency (docs/model.md §3),
+    // so such a replay rarely tells the tiers apart.
+    if recording.is_some() && r.tiers.iter().all(|t| t.reads == 0) && r.tiers.iter().any(|t| t.writes > 0) {
+        println!(
+            "  note         the recording tells no reads (its tracker sees writes only): every policy was \
+             judged on writes alone, which cost bandwidth, not latency, so the gains of placing read pages \
+             are missing; record with a tracker that sees reads (damon, idle-page or sampler) where the \
+             host has one"
+        );
+    }
     let command = recording.and_then(|r| r.command.clone()).unwrap_or_else(|| "PROGRAM ARGS".to_string());
     if a.policy == "first-touch" {
         return;

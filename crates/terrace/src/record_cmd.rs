@@ -214,12 +214,26 @@ mod live {
                          write-protection; `terrace doctor` lists what it has"
                     )
                 };
-                if let Some(n) = busy {
-                    eprintln!(
+                let name = t.to_possible_value().expect("named").get_name().to_string();
+                // What `auto` took in DAMON's place is said; so is a tracker blind to reads, since
+                // the replay then misses what placing read pages gains (`terrace advise` notes it).
+                let blind = if matches!(t, TrackerName::SoftDirty | TrackerName::UffdWp) {
+                    ", which sees writes only: a page only read is not recorded"
+                } else {
+                    ""
+                };
+                match busy {
+                    Some(n) => eprintln!(
                         "terrace record: DAMON is in use here by another kdamond ({n} exist, one running), so \
-                         recording with {}",
-                        t.to_possible_value().expect("named").get_name()
-                    );
+                         recording with {name}{blind}"
+                    ),
+                    None if !blind.is_empty() => {
+                        eprintln!(
+                        "terrace record: recording with {name} (this host has no DAMON, load/store sampling \
+                         or idle-page bitmap){blind}"
+                    )
+                    }
+                    None => {}
                 }
                 needs_root(t)
             }

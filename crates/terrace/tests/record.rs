@@ -108,6 +108,10 @@ fn a_recorded_program_replays_and_its_exit_code_passes_through() {
         // tracker and says so (DAMON recording is then covered in the guest, case 40).
         assert!(err.contains("DAMON is in use here by another kdamond"), "{err}");
         assert!(!text.contains("recorded        with damon"), "{text}");
+        // A tracker blind to reads is named as such.
+        let blind =
+            ["soft-dirty", "uffd-wp"].iter().any(|t| text.contains(&format!("recorded        with {t}")));
+        assert_eq!(err.contains("which sees writes only: a page only read is not recorded"), blind, "{err}");
     } else {
         assert!(text.contains("recorded        with damon"), "{text}");
     }
@@ -237,6 +241,7 @@ fn a_damo_record_imports_as_a_trace_and_a_malformed_one_is_refused() {
     let advice = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(advice.contains("note         the recording tells no writes"), "{advice}");
+    assert!(!advice.contains("tells no reads"), "{advice}");
 
     std::fs::write(&report, r#"[{"snapshots": [{"regions": [{"start": "x", "end": 1}]}]}]"#).unwrap();
     let out = terrace().args(["trace", "import-damo"]).arg(&report).arg("-o").arg(&trace).output().unwrap();
@@ -258,8 +263,8 @@ fn reads_and_writes(info: &str) -> (u64, u64) {
 }
 
 /// Records `command` with `tracker`, which sees writes only and which the summary line calls
-/// `label`. Where `supported`, the recording succeeds with writes and no reads, and this returns
-/// how many pages it touched; where not, it is refused in one `terrace: --tracker TRACKER: ` line
+/// `label`. Where `supported`, the recording succeeds with writes and no reads, advice on it says
+/// that it has no reads, and this returns how many pages it touched; where not, it is refused in one `terrace: --tracker TRACKER: ` line
 /// with no trace left, and this returns that line.
 fn record_writes_only(tracker: &str, label: &str, supported: bool, command: &[&str]) -> Result<u64, String> {
     let dir = tempfile::tempdir().unwrap();
@@ -287,6 +292,12 @@ fn record_writes_only(tracker: &str, label: &str, supported: bool, command: &[&s
     let (reads, writes) = reads_and_writes(&text);
     assert_eq!(reads, 0, "{tracker} sees writes only: {text}");
     assert!(writes > 0, "{text}");
+    // Advice on it says what a recording without reads leaves out, and no note on writes.
+    let out = terrace().arg("advise").arg(&trace).output().unwrap();
+    let advice = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(advice.contains("note         the recording tells no reads"), "{advice}");
+    assert!(!advice.contains("tells no writes"), "{advice}");
     Ok(pages(&text))
 }
 
