@@ -12,18 +12,12 @@ use terrace_sim::{Capacity, Profile, SimError, SimOptions};
 pub fn statics(tiers: usize) -> Vec<Box<dyn Policy>> {
     let mut v: Vec<Box<dyn Policy>> = vec![
         terrace_policy::build("first-touch").expect("registered"),
-        Box::new(Static {
-            name: "all-slow".into(),
-            initial: InitialPlacement::Tier(TierId((tiers - 1) as u8)),
-        }),
+        Box::new(Static::new("all-slow", InitialPlacement::Tier(TierId((tiers - 1) as u8)))),
     ];
     for k in RATIOS {
         let mut weights = vec![1; tiers];
         weights[0] = k;
-        v.push(Box::new(Static {
-            name: format!("interleave {k}:1"),
-            initial: InitialPlacement::Interleave { weights },
-        }));
+        v.push(Box::new(Static::new(format!("interleave {k}:1"), InitialPlacement::Interleave { weights })));
     }
     v
 }

@@ -34,7 +34,8 @@ use phases::{phase_splits, PhaseCounts, PhaseOrder, PhaseSplit, ProgramWindows, 
 use rayon::prelude::*;
 use static_bound::MediaUnits;
 use terrace_model::{
-    Access, InitialPlacement, Machine, MachineInfo, Observations, Plan, Policy, Requirements, TierId,
+    Access, InitialPlacement, Machine, MachineInfo, Observations, PageSize, Plan, Policy, Requirements,
+    TierId,
 };
 use terrace_sim::timing::{Timing, LINE_BYTES};
 use terrace_sim::{Capacity, Profile, RunReport, SimError, SimMachine, SimOptions};
@@ -82,6 +83,16 @@ pub struct Ceiling {
 pub struct Static {
     pub name: String,
     pub initial: InitialPlacement,
+    /// The machine's page: 2 MiB for first touch by huge pages, what a policy of 2 MiB pages
+    /// starts from.
+    pub page_size: PageSize,
+}
+
+impl Static {
+    /// A placement of 4 KiB pages.
+    pub fn new(name: impl Into<String>, initial: InitialPlacement) -> Self {
+        Static { name: name.into(), initial, page_size: PageSize::Base4K }
+    }
 }
 
 impl Policy for Static {
@@ -89,7 +100,7 @@ impl Policy for Static {
         &self.name
     }
     fn requirements(&self, _: &MachineInfo) -> Requirements {
-        Requirements { initial: self.initial.clone(), ..Requirements::default() }
+        Requirements { initial: self.initial.clone(), page_size: self.page_size, ..Requirements::default() }
     }
     fn tick(&mut self, _: &Observations<'_>) -> Plan {
         Plan::none()
@@ -359,16 +370,33 @@ pub fn balanced_weights(timing: &Timing, counts: &TraceCounts) -> Vec<u32> {
 /// difference; writes: the bandwidth difference; per 64 B line, from the machine's own timing
 /// constants), the lower page first on a tie.
 pub(crate) fn by_gain(timing: &Timing, counts: &TraceCounts) -> Vec<usize> {
+    pages_by_gain(timing, counts, Path::Latency).into_iter().map(|(p, _)| p).collect()
+}
+
+/// Which of the slice time's two paths (docs/model.md §3) a page's gain counts: the latency
+/// path's stalls and bandwidth together ([`by_gain`]), or the bandwidth path's bytes alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Latency,
+    Bandwidth,
+}
+
+/// Pages in falling order of their gain on `path` over the whole trace, the lower page first on
+/// a tie, each with its gain.
+fn pages_by_gain(timing: &Timing, counts: &TraceCounts, path: Path) -> Vec<(usize, f64)> {
     let (fast, slow) = (&timing.tiers[0], &timing.tiers[timing.tiers.len() - 1]);
     let line = LINE_BYTES as f64;
-    let read_gain = (slow.latency_random_ns - fast.latency_random_ns).max(0.0) / timing.threads
-        + line / slow.read_bytes_per_ns
-        - line / fast.read_bytes_per_ns;
+    let stall = match path {
+        Path::Latency => (slow.latency_random_ns - fast.latency_random_ns).max(0.0) / timing.threads,
+        Path::Bandwidth => 0.0,
+    };
+    let read_gain = stall + line / slow.read_bytes_per_ns - line / fast.read_bytes_per_ns;
     let write_gain = line / slow.write_bytes_per_ns - line / fast.write_bytes_per_ns;
-    let gain = |p: usize| counts.reads[p] as f64 * read_gain + counts.writes[p] as f64 * write_gain;
-    let mut order: Vec<usize> = (0..counts.reads.len()).collect();
-    order.sort_by(|&a, &b| gain(b).total_cmp(&gain(a)).then(a.cmp(&b)));
-    order
+    let mut pages: Vec<(usize, f64)> = (0..counts.reads.len())
+        .map(|p| (p, counts.reads[p] as f64 * read_gain + counts.writes[p] as f64 * write_gain))
+        .collect();
+    pages.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    pages
 }
 
 /// Each page's tier in the static split by total future accesses: pages in falling order of
@@ -380,6 +408,23 @@ pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -
     let mut order = by_gain(timing, counts);
     let touched = order.iter().position(|&p| counts.reads[p] + counts.writes[p] == 0);
     order.truncate(touched.unwrap_or(order.len()));
+    split_in_order(info, counts, order)
+}
+
+/// Each page's tier in the static split by the bandwidth each page's future accesses take:
+/// pages in falling order of the bytes' time the fast tier saves them over the slowest (reads
+/// over read bandwidth, writes over write bandwidth; no latency), each tier filled to capacity
+/// in that order, the pages the fast tier does not help (gain 0 or less) left in the slowest.
+/// Where the run is bound by its bandwidth path (§3: the slice's time is the busiest tier's
+/// transfers) this is the split that path wants; on a slow tier whose writes are far slower
+/// than its reads (CXL, Optane) it puts the written pages first, where [`future_split`]'s read
+/// stalls put the read ones.
+pub fn bandwidth_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
+    let order = pages_by_gain(timing, counts, Path::Bandwidth)
+        .into_iter()
+        .take_while(|&(_, gain)| gain > 0.0)
+        .map(|(p, _)| p)
+        .collect();
     split_in_order(info, counts, order)
 }
 
@@ -518,16 +563,23 @@ fn family(
     let registered = |spec: &str| terrace_policy::build(spec).expect("the family's registry policies build");
     // Several programs: each phase's split first.
     let mut v = phase_members(info, timing, phases, "");
-    v.extend::<[Box<dyn Policy>; 2]>([
-        Box::new(Static {
-            name: "future-split".into(),
-            initial: InitialPlacement::Pages { tiers: future_split(info, timing, counts) },
-        }),
-        Box::new(Static {
-            name: "balanced-split".into(),
-            initial: InitialPlacement::Pages { tiers: balanced_split(info, timing, counts) },
-        }),
-    ]);
+    // The static splits, each placement once: on a trace without writes the bandwidth path's
+    // order is the latency path's, and a repeat would run the same run again.
+    let splits = [
+        ("future-split", future_split(info, timing, counts)),
+        ("bandwidth-split", bandwidth_split(info, timing, counts)),
+        ("balanced-split", balanced_split(info, timing, counts)),
+    ];
+    for (i, (name, tiers)) in splits.iter().enumerate() {
+        if !splits[..i].iter().any(|(_, earlier)| earlier == tiers) {
+            v.push(Box::new(Static::new(*name, InitialPlacement::Pages { tiers: tiers.clone() })));
+        }
+    }
+    v.push(Box::new(Static {
+        name: "first-touch-2m".into(),
+        initial: InitialPlacement::FirstTouch,
+        page_size: PageSize::Huge2M,
+    }));
     let spec = |w: &[u32]| {
         let w: Vec<String> = w.iter().map(|w| w.to_string()).collect();
         format!("interleave:weights={}", w.join(":"))

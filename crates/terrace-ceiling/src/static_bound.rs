@@ -17,7 +17,7 @@
 //! each page's distinct units per window and direction ([`MediaUnits`]); a candidate's
 //! [`Floor`] sums them over the pages its placement puts in each tier.
 
-use terrace_model::{Access, Machine, MemoryMode, PageIdx, PageSize, Policy, Requirements, TierId};
+use terrace_model::{Access, Machine, MemoryMode, PageIdx, Policy, Requirements, TierId};
 use terrace_sim::machine::STREAMS_PER_THREAD;
 use terrace_sim::timing::Timing;
 use terrace_sim::{SimMachine, TierTotals};
@@ -168,14 +168,23 @@ impl MediaUnits {
         }
         machine.prepare(&req).ok()?;
         let mut placement = machine.placement().clone();
+        // The machine's pages hold `1 << per_page` of the 4 KiB pages counted (512 for 2 MiB).
+        let per_page = req.page_size.shift() - 12;
         for &page in &self.first_touches {
+            let page = page >> per_page;
             // A page past the footprint, or a machine too small: the run fails, bound or not.
             if page as usize >= placement.tiers.len() {
                 return None;
             }
-            placement.first_touch(page)?;
+            // A 4 KiB page of a huge page already placed is placed with it.
+            if !placement.tiers[page as usize].is_placed() {
+                placement.first_touch(page)?;
+            }
         }
-        Some(self.floor(timing, counts, &placement.tiers))
+        let tiers: Vec<TierId> = (0..counts.reads.len())
+            .map(|p| placement.tiers.get(p >> per_page).copied().unwrap_or(TierId::UNPLACED))
+            .collect();
+        Some(self.floor(timing, counts, &tiers))
     }
 
     /// What a run of the placement that puts page `p` in `tiers[p]` from its first touch to the
@@ -214,13 +223,14 @@ impl MediaUnits {
 }
 
 /// Whether a policy of these requirements places each page at its first touch by its rule alone
-/// and never moves it, on a machine of `tiers` tiers that would run it: it never ticks, uses
-/// 4 KiB pages and the tiers as flat memory, needs no mechanism and manages that many tiers.
+/// and never moves it, on a machine of `tiers` tiers that would run it: it never ticks, uses the
+/// tiers as flat memory (by 4 KiB or 2 MiB pages), needs no mechanism and manages that many tiers.
 pub fn is_static(req: &Requirements, tiers: usize) -> bool {
     req.tick_ns.is_none()
         && req.memory_mode == MemoryMode::Flat
-        && req.page_size == PageSize::Base4K
-        && req.required_mechanisms().is_empty()
+        // `mechanisms`, not `required_mechanisms()`, which adds huge-page moves for 2 MiB pages:
+        // a policy that never ticks moves nothing.
+        && req.mechanisms.is_empty()
         && req.max_tiers.is_none_or(|m| tiers <= m)
 }
 
@@ -266,7 +276,7 @@ impl Floor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{balanced_split, future_split, Static};
+    use crate::{balanced_split, bandwidth_split, future_split, Static};
     use proptest::prelude::*;
     use rayon::prelude::*;
     use terrace_model::InitialPlacement;
@@ -305,10 +315,18 @@ mod tests {
         .map(|s| terrace_policy::build(s).unwrap())
         .collect();
         let pages = |name: &str, tiers| -> Box<dyn Policy> {
-            Box::new(Static { name: name.into(), initial: InitialPlacement::Pages { tiers } })
+            Box::new(Static::new(name, InitialPlacement::Pages { tiers }))
         };
         v.push(pages("future-split", future_split(info, timing, counts)));
+        v.push(pages("bandwidth-split", bandwidth_split(info, timing, counts)));
         v.push(pages("balanced-split", balanced_split(info, timing, counts)));
+        // First touch by 2 MiB pages: its floor places each huge page at its first 4 KiB page's
+        // first touch.
+        v.push(Box::new(Static {
+            name: "first-touch-2m".into(),
+            initial: InitialPlacement::FirstTouch,
+            page_size: terrace_model::PageSize::Huge2M,
+        }));
         v
     }
 
@@ -420,6 +438,9 @@ mod tests {
                     check(&what, c, &timing, instructions);
                 }
                 assert_eq!(runs.is_empty(), workload == "bfs-small", "{what}: {} floors", runs.len());
+                // First touch by 2 MiB pages has a floor too, checked as the others.
+                let huge = runs.iter().any(|c| c.name == "first-touch-2m");
+                assert!(huge || runs.is_empty(), "{what}: no floor of first-touch-2m");
                 runs.len()
             })
             .sum();

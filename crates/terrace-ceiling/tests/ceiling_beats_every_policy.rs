@@ -78,10 +78,7 @@ fn a_static_placement_runs_as_fast_with_more_fast_memory_unused() {
             terrace_ceiling::future_split(&info, &timing, &counts)
         };
         let run = |percent: f64| {
-            let mut p = Static {
-                name: "split at 20%".into(),
-                initial: InitialPlacement::Pages { tiers: tiers.clone() },
-            };
+            let mut p = Static::new("split at 20%", InitialPlacement::Pages { tiers: tiers.clone() });
             terrace_sim::simulate(source(), &mut p, &profile, &at(percent)).unwrap()
         };
         let (at20, at60) = (run(20.0), run(60.0));
@@ -151,4 +148,42 @@ fn optimal_is_a_ceiling_on_recordings() {
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Two cells a sweep at full size and other seeds found, where a registry policy that never
+/// moved a page beat the family before it had `bandwidth-split` and `first-touch-2m`
+/// (docs/model.md §12): STREAM triad on CXL at a 10% fast tier, where nimble's
+/// first touch by 2 MiB pages put the written array in the fast tier (the slow tier's writes
+/// are what the bandwidth path waits for), and BFS at full size on Optane at 60%, where hemem's
+/// and nimble's first touch by 2 MiB pages beat first touch by 4 KiB pages by 7% with the same
+/// hit rates (the slow tier's pages in whole 2 MiB runs, its streams unbroken).
+#[test]
+fn optimal_is_a_ceiling_where_the_bandwidth_path_or_huge_pages_decide() {
+    let profile = Profile::load("cxl").unwrap();
+    let failures = terrace_ceiling::check::failures("stream-triad", 0.25, &profile, &[10.0]);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+
+    let profile = Profile::load("optane-2019").unwrap();
+    let source = || terrace_workloads::build("bfs-large", 1, 1.0).unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Percent(60.0), ..SimOptions::default() };
+    let ceiling = terrace_ceiling::optimal(&source, &profile, &opts).unwrap();
+    let runs: Vec<(String, f64)> = ["first-touch", "hemem", "nimble"]
+        .par_iter()
+        .map(|spec| {
+            let mut p = terrace_policy::build(spec).unwrap();
+            (
+                spec.to_string(),
+                terrace_sim::simulate(source(), p.as_mut(), &profile, &opts).unwrap().runtime_ns,
+            )
+        })
+        .collect();
+    for (name, ns) in &runs {
+        assert!(
+            *ns >= ceiling.report.runtime_ns,
+            "{name} takes {:.4} ms, optimal ({}) {:.4} ms",
+            ns / 1e6,
+            ceiling.chosen,
+            ceiling.report.runtime_ns / 1e6
+        );
+    }
 }
