@@ -54,7 +54,12 @@ pub enum SimError {
     OutOfFootprint { addr: u64, footprint: u64 },
     #[error("an object event at address {addr:#x} of {bytes} bytes reaches outside the workload's footprint ({footprint} bytes); the trace is inconsistent with its header")]
     ObjectOutOfFootprint { addr: u64, bytes: u64, footprint: u64 },
-    #[error("every tier is full; the trace touched more pages than its footprint")]
+    /// The footprint fits the tiers (checked at start), so what holds the room is pages in flight
+    /// (a copy holds its old and its new frame) and shadow copies.
+    #[error(
+        "every tier was full at a page's first touch: copies in flight and shadow copies held the room \
+         the rest of the footprint needed; give the tiers more room than the footprint (--slow-capacity)"
+    )]
     MachineFull,
     #[error(transparent)]
     Unsupported(#[from] DriveError),

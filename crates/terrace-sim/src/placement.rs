@@ -146,7 +146,7 @@ impl Placement {
     }
 
     /// Places a page on first touch by the rule. `None` when every tier is full (the machine
-    /// checks at start that the footprint fits, so this means a trace touched more than it said).
+    /// checks at start that the footprint fits, so copies in flight and shadows hold the room).
     #[inline(never)]
     pub fn first_touch(&mut self, page: PageIdx) -> Option<TierId> {
         // Site advice first, while the advised tier has room; then the rule.

@@ -582,3 +582,16 @@ fn start_tier_places_first_touches_in_the_named_tier() {
     let err = fails(&["sim", "-w", "gups", "--size-scale", TINY, "-p", "optimal", "--start-tier", "slow"]);
     assert!(err.contains("--start-tier sets where a policy's pages start"), "{err}");
 }
+
+/// Tiers that hold the footprint exactly (8 MiB of GUPS on 3 + 5 MiB): a policy that moves
+/// pages holds a frame at both ends of each copy, so a page touched first meanwhile may find no
+/// room. The run says that, and what to give, in one line (it blamed the trace before).
+#[test]
+fn tiers_the_copies_fill_are_one_line_naming_the_room_to_give() {
+    let args = ["sim", "-w", "gups", "--size-scale", TINY, "--fast-capacity", "3MiB", "--slow-capacity"];
+    let err = fails(&[&args[..], &["5MiB", "-p", "oracle"]].concat());
+    assert!(err.contains("copies in flight and shadow copies held the room"), "{err}");
+    assert!(err.contains("(--slow-capacity)"), "{err}");
+    // A megabyte more, and it runs.
+    stdout(&[&args[..], &["6MiB", "-p", "oracle"]].concat());
+}
