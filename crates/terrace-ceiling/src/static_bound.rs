@@ -181,6 +181,10 @@ impl MediaUnits {
                 placement.first_touch(page)?;
             }
         }
+        if per_page == 0 {
+            return Some(self.floor(timing, counts, &placement.tiers));
+        }
+        // Each 4 KiB page in its huge page's tier.
         let tiers: Vec<TierId> = (0..counts.reads.len())
             .map(|p| placement.tiers.get(p >> per_page).copied().unwrap_or(TierId::UNPLACED))
             .collect();

@@ -222,18 +222,16 @@ mod live {
                 } else {
                     ""
                 };
-                match busy {
-                    Some(n) => eprintln!(
+                if let Some(n) = busy {
+                    eprintln!(
                         "terrace record: DAMON is in use here by another kdamond ({n} exist, one running), so \
                          recording with {name}{blind}"
-                    ),
-                    None if !blind.is_empty() => {
-                        eprintln!(
+                    );
+                } else if !blind.is_empty() {
+                    eprintln!(
                         "terrace record: recording with {name} (this host has no DAMON, load/store sampling \
                          or idle-page bitmap){blind}"
-                    )
-                    }
-                    None => {}
+                    );
                 }
                 needs_root(t)
             }
