@@ -28,6 +28,7 @@ pub mod numa_sys;
 pub mod object_runtime;
 pub mod page_space;
 pub mod pagemap_scan;
+pub mod pidfd;
 pub mod placement_scan;
 pub mod probes;
 pub mod process;

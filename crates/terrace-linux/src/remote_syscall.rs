@@ -549,13 +549,7 @@ impl Tracee {
 
 /// Copies descriptor `fd` of process `pid` into this process (pidfd_getfd, Linux 5.6+).
 fn copy_fd(pid: i32, fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pidfd is a fresh descriptor we own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    let pidfd = crate::pidfd::Pidfd::open(pid)?;
     use std::os::fd::AsRawFd;
     // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags; returns a new descriptor.
     let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };

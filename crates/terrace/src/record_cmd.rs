@@ -18,6 +18,11 @@ use std::path::PathBuf;
 /// the cost its authors chose for always-on monitoring; an epoch of the trace is about one.
 pub const DEFAULT_INTERVAL_MS: u64 = 100;
 
+/// The default budget of `uffd-wp`'s write-protect faults a second: about 2% of one core at the
+/// about 1 us a fault measured on the development host (docs/live.md, "Overhead"), leaving room
+/// in the 3% goal for the scans themselves.
+pub const DEFAULT_FAULT_BUDGET: u64 = 20_000;
+
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// The trace to write (aggregated form; written under a temporary name and renamed at the end).
@@ -45,6 +50,12 @@ pub struct RecordArgs {
     /// another tracker than DAMON, which tells writes itself, it changes nothing.
     #[arg(long)]
     pub writes: bool,
+    /// With uffd-wp: the write-protect faults a second the recording may cost the program (each
+    /// about a microsecond). Where the program writes more pages than that, an interval watches
+    /// a sample of its 2 MiB chunks, in turn, and a page seen written there counts for the
+    /// chunks not watched. 0: every page, every interval, whatever it costs.
+    #[arg(long, default_value_t = DEFAULT_FAULT_BUDGET, value_name = "FAULTS")]
+    pub fault_budget: u64,
     /// The sampler's events: `memory`, the CPU's load and store sampling (PEBS or IBS), or
     /// `page-faults`, the software page-fault event, every fault, which every kernel has: it
     /// sees first touches only, and is there to test the recording on hosts without a PMU.
@@ -102,7 +113,7 @@ mod live {
     use terrace_linux::userfaultfd::Userfaultfd;
     use terrace_model::AccessKind;
     use terrace_workloads::trace::recorded::{
-        self, Interval, RecordError, ACCESSES_PER_TOUCH, SEEN_ACCESSED, SEEN_WRITTEN,
+        self, Interval, RecordError, ACCESSES_PER_TOUCH, SEEN_ACCESSED, SEEN_SAMPLED, SEEN_WRITTEN,
     };
     use terrace_workloads::RecordingInfo;
 
@@ -399,6 +410,7 @@ mod live {
             uffd_wp: tracker == TrackerName::UffdWp,
         };
         let started = Instant::now();
+        let mut sampling = Sampling::default();
         let recorded = match tracker {
             TrackerName::Damon => watch(pid, child.as_mut(), sample_us, interval_us, args.duration, writes),
             TrackerName::Sampler => {
@@ -406,7 +418,13 @@ mod live {
                 watch_samples(pid, child.as_mut(), &events, period, interval_us, args.duration)
                     .map(|i| (i, false))
             }
-            _ => watch_scan(pid, child.as_mut(), scan, uffd, interval_us, args.duration).map(|i| (i, false)),
+            _ => {
+                // The budget of one interval, at least one fault.
+                let budget = (args.fault_budget > 0)
+                    .then(|| (args.fault_budget * interval_us).div_ceil(1_000_000).max(1));
+                watch_scan(pid, child.as_mut(), scan, uffd, budget, interval_us, args.duration, &mut sampling)
+                    .map(|i| (i, false))
+            }
         };
         let (intervals, physical) = match recorded {
             Ok(i) => i,
@@ -471,7 +489,7 @@ mod live {
             _ => (
                 scan.label(),
                 format!("4 KiB page ({}), scanned every interval", scan.label()),
-                scan.estimate(),
+                format!("{}{}", scan.estimate(), sampling.estimate(args.fault_budget)),
             ),
         };
         let info = RecordingInfo {
@@ -524,6 +542,7 @@ mod live {
             Err(e) => return Err(e).context("cannot write the recording"),
         };
         output.persist()?;
+        tracing::debug!(recorded_s = seconds, total_s = started.elapsed().as_secs_f64(), "recording written");
         eprintln!(
             "terrace: recorded {what} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} intervals \
              with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
@@ -726,6 +745,42 @@ mod live {
         }
     }
 
+    /// How much of a recording's intervals watched a sample of the address space (uffd-wp over
+    /// its fault budget).
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Sampling {
+        intervals: u64,
+        sampled: u64,
+        sparsest: u64,
+    }
+
+    impl Sampling {
+        fn count(&mut self, every: u64) {
+            self.intervals += 1;
+            if every > 1 {
+                self.sampled += 1;
+                self.sparsest = self.sparsest.max(every);
+            }
+        }
+
+        /// What the header's `estimate` adds: nothing where every interval watched every page.
+        fn estimate(&self, budget: u64) -> String {
+            if self.sampled == 0 {
+                return String::new();
+            }
+            format!(
+                "; in a sample: within a budget of {budget} write-protect faults a second, an interval after \
+                 one that wrote more pages watched one 2 MiB chunk in k (a power of two, at most {}), each in \
+                 turn, and a page seen written there counts k touches, standing for the chunks not watched \
+                 ({} of {} intervals, one chunk in at most {})",
+                written_bits::MAX_EVERY,
+                self.sampled,
+                self.intervals,
+                self.sparsest
+            )
+        }
+    }
+
     /// Records `pid` by scanning its page table once an interval: the idle-page bitmap's
     /// accessed bits (marked idle again after each read) and soft-dirty's written bits (cleared
     /// after each read), or the pages userfaultfd's write-protection saw written (protected again
@@ -733,13 +788,16 @@ mod live {
     /// exits, a stop signal comes, or `duration` passes. What the program touched before the
     /// first interval began is not counted; what it touched in the interval it exited in is lost
     /// with its page table.
+    #[allow(clippy::too_many_arguments)]
     fn watch_scan(
         pid: i32,
         mut child: Option<&mut std::process::Child>,
         scan: Scan,
         uffd: Option<Userfaultfd>,
+        budget: Option<u64>,
         interval_us: u64,
         duration: Option<f64>,
+        sampling: &mut Sampling,
     ) -> Result<Vec<Interval>> {
         let mut memory = match ProcessMemory::attach(pid) {
             Ok(m) => m,
@@ -754,19 +812,25 @@ mod live {
         } else {
             None
         };
-        let mut written = match uffd {
-            Some(fd) => {
-                Some(WrittenBits::start(fd, pid).context("cannot record with userfaultfd write-protection")?)
-            }
+        // Shared by the scan and the polls between scans, which watch for a burst of writes.
+        let written = std::cell::RefCell::new(match uffd {
+            Some(fd) => Some(
+                WrittenBits::start(fd, pid, budget)
+                    .context("cannot record with userfaultfd write-protection")?,
+            ),
             None => None,
-        };
+        });
+        let last_scan = std::cell::Cell::new(Instant::now());
         let mut regions: Vec<(u64, u64)> = Vec::new();
         let mut entries = Vec::new();
         let mut frames: Vec<u64> = Vec::new();
         let mut bits: Vec<u8> = Vec::new();
-        // One scan: the bits since the last, which it resets. `Ok(false)`: the process is gone.
-        let mut read_bits = |memory: &mut ProcessMemory, bits: &mut Vec<u8>| -> Result<bool> {
+        // One scan: the bits since the last, which it resets, and the weight of the pages it saw
+        // in a sample (one part in that many of the address space was watched). `Ok(None)`: the
+        // process is gone.
+        let mut read_bits = |memory: &mut ProcessMemory, bits: &mut Vec<u8>| -> Result<Option<u64>> {
             let exec = memory.follow_exec();
+            let mut written = written.borrow_mut();
             if let (Ok(Some(exe)), Some(w)) = (&exec, written.as_mut()) {
                 // Its userfaultfd acted on the address space it left: make one in the new one.
                 let followed = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)
@@ -778,15 +842,16 @@ mod live {
                         "terrace record: pid {pid} executed {exe}, and no userfaultfd could be made in it ({e}): \
                          the recording ends here, and the program runs on"
                     );
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
             let pagemap = scan.idle_page || scan.soft_dirty;
             if memory.refresh().is_err() || (pagemap && memory.read_pagemap(&mut entries).is_err()) {
-                return Ok(false);
+                return Ok(None);
             }
             bits.clear();
             bits.resize(memory.pages(), 0);
+            let mut weight = 1;
             if let Some(bitmap) = bitmap.as_mut() {
                 frames.clear();
                 frames.extend(entries.iter().map(|&e| {
@@ -812,7 +877,7 @@ mod live {
                 }
                 match soft_dirty::clear(pid) {
                     Ok(()) => {}
-                    Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(false),
+                    Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(None),
                     Err(e) => return Err(e).context("cannot clear the soft-dirty bits"),
                 }
             }
@@ -821,23 +886,27 @@ mod live {
                 // Pages written in ranges new since the last scan (or since an exec) count as
                 // soft-dirty counts them; those of the first scan are dropped with its bits.
                 w.register(memory.mapped_ranges(), &mut regions);
-                match w.take(&mut regions) {
-                    Ok(()) => {}
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(false),
+                let whole = regions.len();
+                weight = match w.take(&mut regions) {
+                    Ok(every) => every,
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
                     Err(e) => return Err(e).context("cannot read the pages written (PAGEMAP_SCAN)"),
-                }
-                for &(start, end) in &regions {
+                };
+                last_scan.set(Instant::now());
+                // New ranges' pages were seen whole; the interval's, in a sample when weight > 1.
+                for (k, &(start, end)) in regions.iter().enumerate() {
+                    let seen = if k >= whole && weight > 1 { SEEN_SAMPLED } else { 0 };
                     for addr in (start..end).step_by(4096) {
                         if let Some(i) = memory.index().index_of(addr) {
-                            bits[i as usize] |= SEEN_ACCESSED | SEEN_WRITTEN;
+                            bits[i as usize] |= SEEN_ACCESSED | SEEN_WRITTEN | seen;
                         }
                     }
                 }
             }
-            Ok(true)
+            Ok(Some(weight))
         };
         // The first scan only resets the bits: the recording starts now.
-        if !read_bits(&mut memory, &mut bits)? {
+        if read_bits(&mut memory, &mut bits)?.is_none() {
             return Ok(Vec::new());
         }
         let bar = spinner();
@@ -845,15 +914,21 @@ mod live {
         let interval = Duration::from_micros(interval_us);
         let mut next = started + interval;
         let mut intervals: Vec<Interval> = Vec::new();
+        let mut watch_burst = || {
+            if let Some(w) = written.borrow_mut().as_mut() {
+                let elapsed = last_scan.get().elapsed().as_secs_f64() / interval.as_secs_f64();
+                // A failure here (the program gone, a mapping changed) shows at the scan.
+                let _ = w.check_burst(elapsed);
+            }
+        };
         loop {
-            if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut || {}) {
+            if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut watch_burst) {
                 break;
             }
-            if !read_bits(&mut memory, &mut bits)? {
-                break;
-            }
+            let Some(weight) = read_bits(&mut memory, &mut bits)? else { break };
+            sampling.count(weight);
             let mut spans = Interval::new();
-            recorded::by_page_bits(memory.index().runs(), &bits, &mut spans);
+            recorded::by_page_bits(memory.index().runs(), &bits, weight, &mut spans);
             intervals.push(spans);
             bar.set_message(format!("{pid}: {} intervals", intervals.len()));
             next += interval;
@@ -884,6 +959,8 @@ mod live {
         each_poll: &mut dyn FnMut(),
     ) -> bool {
         let poll = Duration::from_millis(10);
+        // Its exit wakes the wait at once (where a descriptor can be had, else the next poll).
+        let exit = terrace_linux::pidfd::Pidfd::open(pid).ok();
         while Instant::now() < next {
             each_poll();
             let gone = match child.as_deref_mut() {
@@ -898,7 +975,13 @@ mod live {
                 return false;
             }
             bar.tick();
-            std::thread::sleep(poll.min(next.saturating_duration_since(Instant::now())));
+            let wait = poll.min(next.saturating_duration_since(Instant::now()));
+            match exit.as_ref().map(|e| e.wait_exit(wait)) {
+                // Exited (a zombie its parent has not waited for yet included).
+                Some(Ok(true)) => return false,
+                Some(Ok(false)) => {}
+                None | Some(Err(_)) => std::thread::sleep(wait),
+            }
         }
         true
     }

@@ -364,6 +364,44 @@ fn uffd_wp_records_the_written_pages_through_an_exec() {
     assert!((2048..2048 + 4096).contains(&touched), "{touched} pages");
 }
 
+/// Over its fault budget, uffd-wp watches a sample of 2 MiB chunks in turn and counts each page
+/// seen written for the chunks not watched: a program writing all of 64 MiB every interval is
+/// recorded with about the writes of a recording of every page (within 25%: the buffer's edges
+/// and Python's own heap fall in chunks unevenly), every page of the buffer still seen (each
+/// chunk takes its turn), and the trace says it was sampled; without a budget it is not.
+#[test]
+fn uffd_wp_over_its_fault_budget_samples_chunks_and_keeps_the_estimate() {
+    if let Err(e) = terrace_linux::trackers::written_bits::works_here() {
+        eprintln!("skipped: this host has no asynchronous userfaultfd write-protection ({e})");
+        return;
+    }
+    let script = "import time\nw = bytearray(64 << 20)\nt = time.time()\n\
+                  while time.time() - t < 1.5:\n    for i in range(0, len(w), 4096):\n        w[i] = (w[i] + 1) & 255\n";
+    let dir = tempfile::tempdir().unwrap();
+    let record = |budget: &str| {
+        let trace = dir.path().join(format!("b{budget}.trc"));
+        let out = terrace()
+            .args(["record", "--tracker", "uffd-wp", "--fault-budget", budget, "-o"])
+            .arg(&trace)
+            .args(["--", "python3", "-c", script])
+            .timeout(Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        info(&trace)
+    };
+    let (whole, sampled) = (record("0"), record("40000"));
+    assert!(!whole.contains("in a sample"), "{whole}");
+    // 4,000 faults an interval against 16,384 pages written: one chunk in 8.
+    assert!(
+        sampled.contains("in a sample: within a budget of 40000 write-protect faults a second"),
+        "{sampled}"
+    );
+    let (w, s) = (reads_and_writes(&whole).1 as f64, reads_and_writes(&sampled).1 as f64);
+    assert!((s / w - 1.0).abs() < 0.25, "writes {s} sampled against {w} whole:\n{sampled}\n{whole}");
+    assert!(pages(&sampled) >= 16384, "{sampled}");
+}
+
 /// A program that execs into one Terrace must not make run a system call (here one under a
 /// seccomp filter of its own, tests/vm/programs/seccomp-exec.c) ends a uffd-wp recording there:
 /// one line says why, the trace keeps what was recorded before the exec, and the program runs

@@ -259,23 +259,34 @@ pub fn by_frame(frames: &[(u64, u64)], regions: &[(u64, u64, u64, u64)], out: &m
 pub const SEEN_ACCESSED: u8 = 1;
 /// A page seen written in a scan's interval: its soft-dirty bit set.
 pub const SEEN_WRITTEN: u8 = 2;
+/// A page seen in a sample of the address space: it stands for the pages not sampled, and
+/// counts [`by_page_bits`]'s `sampled_weight` touches.
+pub const SEEN_SAMPLED: u8 = 4;
 
 /// Spans of a process's pages from one scan of its page table (idle-page, soft-dirty): `bits`
 /// holds [`SEEN_ACCESSED`]/[`SEEN_WRITTEN`] for each page of the scan, and `runs` places them:
 /// (index of the run's first page in `bits`, its first virtual page, pages). A bit says only
 /// that a page was touched, once or a million times, so a page seen accessed counts
 /// [`ACCESSES_PER_TOUCH`] accesses, as one DAMON sample does: reads, or writes when it was seen
-/// written (one bit cannot tell how many of a written page's accesses were reads). Neighbouring
-/// pages with equal counts make one span.
-pub fn by_page_bits(runs: impl IntoIterator<Item = (u32, u64, u64)>, bits: &[u8], out: &mut Interval) {
+/// written (one bit cannot tell how many of a written page's accesses were reads); a page seen
+/// in a sample ([`SEEN_SAMPLED`]: one part in `sampled_weight` of the address space was watched)
+/// counts `sampled_weight` touches, so that the interval's total is an unbiased estimate.
+/// Neighbouring pages with equal counts make one span.
+pub fn by_page_bits(
+    runs: impl IntoIterator<Item = (u32, u64, u64)>,
+    bits: &[u8],
+    sampled_weight: u64,
+    out: &mut Interval,
+) {
     for (first, vpn, pages) in runs {
         for k in 0..pages {
             let Some(&b) = bits.get(first as usize + k as usize) else { break };
             if b & (SEEN_ACCESSED | SEEN_WRITTEN) == 0 {
                 continue;
             }
-            let (reads, writes) =
-                if b & SEEN_WRITTEN != 0 { (0, ACCESSES_PER_TOUCH) } else { (ACCESSES_PER_TOUCH, 0) };
+            let touches = if b & SEEN_SAMPLED != 0 { sampled_weight } else { 1 };
+            let accesses = touches * ACCESSES_PER_TOUCH;
+            let (reads, writes) = if b & SEEN_WRITTEN != 0 { (0, accesses) } else { (accesses, 0) };
             let page = vpn + k;
             match out.last_mut() {
                 Some(s) if s.first_page + s.pages == page && s.reads == reads && s.writes == writes => {
@@ -369,8 +380,6 @@ mod tests {
     use proptest::prelude::*;
     use terrace_model::PageCounts;
 
-    /// A scan's bits become spans: untouched pages none, accessed ones reads, written ones writes,
-    /// neighbours with equal counts merged, and runs of the scan kept apart by their addresses.
     #[test]
     fn samples_count_their_period_by_page_and_kind() {
         // Pages 7 and 8: two loads each; page 9: a load and a store; page 12: three stores.
@@ -382,6 +391,8 @@ mod tests {
         assert_eq!(out, vec![span(7, 2, 2000, 0), span(9, 1, 1000, 1000), span(12, 1, 0, 3000)]);
     }
 
+    /// A scan's bits become spans: untouched pages none, accessed ones reads, written ones writes,
+    /// neighbours with equal counts merged, and runs of the scan kept apart by their addresses.
     #[test]
     fn page_bits_become_read_and_write_spans() {
         // Run 0: pages 100..104 at bits[0..4]; run 1: pages 200..202 at bits[4..6].
@@ -389,7 +400,7 @@ mod tests {
         let bits =
             [SEEN_ACCESSED, SEEN_ACCESSED, 0, SEEN_ACCESSED | SEEN_WRITTEN, SEEN_WRITTEN, SEEN_ACCESSED];
         let mut out = Interval::new();
-        by_page_bits(runs, &bits, &mut out);
+        by_page_bits(runs, &bits, 8, &mut out);
         let t = ACCESSES_PER_TOUCH;
         assert_eq!(
             out,
@@ -402,8 +413,24 @@ mod tests {
         );
         // Bits shorter than the runs (a mapping grew since the scan): the rest is unseen.
         let mut out = Interval::new();
-        by_page_bits([(0u32, 100u64, 10u64)], &[SEEN_ACCESSED; 3], &mut out);
+        by_page_bits([(0u32, 100u64, 10u64)], &[SEEN_ACCESSED; 3], 1, &mut out);
         assert_eq!(out, vec![Span { first_page: 100, pages: 3, reads: t, writes: 0 }]);
+        // Pages seen in a sample of one part in 8 count 8 touches; others seen whole, one.
+        let sampled = SEEN_ACCESSED | SEEN_WRITTEN | SEEN_SAMPLED;
+        let mut out = Interval::new();
+        by_page_bits(
+            [(0u32, 100u64, 4u64)],
+            &[sampled, sampled, SEEN_ACCESSED | SEEN_WRITTEN, 0],
+            8,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![
+                Span { first_page: 100, pages: 2, reads: 0, writes: 8 * t },
+                Span { first_page: 102, pages: 1, reads: 0, writes: t },
+            ]
+        );
     }
 
     /// Soft-dirty beside DAMON: a written page's first touch becomes writes, the rest stay reads;
