@@ -142,6 +142,9 @@ fn fresh_parts(start: u64, end: u64, old: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// gives a chunk's, by its first address.
 fn pieces(start: u64, end: u64, turn: impl Fn(u64) -> Turn) -> Vec<(u64, u64, Turn)> {
     let mut out: Vec<(u64, u64, Turn)> = Vec::new();
+    if start >= end {
+        return out;
+    }
     let mut s = start;
     while s < end {
         let e = ((s / CHUNK_BYTES + 1) * CHUNK_BYTES).min(end);
@@ -181,11 +184,6 @@ impl WrittenBits {
     pub fn follow(&mut self, uffd: Userfaultfd) -> io::Result<()> {
         *self = WrittenBits::start(uffd, self.pid, self.budget)?;
         Ok(())
-    }
-
-    /// One chunk in how many is protected in the interval running now.
-    pub fn every(&self) -> u64 {
-        self.every
     }
 
     /// Registers and protects every range of `ranges` ([start, end) of anonymous private
@@ -247,8 +245,12 @@ impl WrittenBits {
     pub fn take(&mut self, out: &mut Vec<(u64, u64)>) -> io::Result<u64> {
         let (round, every) = (self.round, self.every);
         let from = out.len();
-        let report = |a: u64| if sampled(a, round, every) { Turn::Report } else { Turn::Skip };
-        self.walk(report, out)?;
+        if every == 1 {
+            // Every chunk: one call a range, not a look at each chunk.
+            self.walk_whole(Turn::Report, out)?;
+        } else {
+            self.walk(|a| if sampled(a, round, every) { Turn::Report } else { Turn::Skip }, out)?;
+        }
         let pages: u64 = out[from..].iter().map(|&(s, e)| (e - s) / 4096).sum();
         // The next interval's sampling, from this one's report: none while the budget holds.
         let next = match self.budget {
@@ -321,9 +323,22 @@ impl WrittenBits {
 
     /// Does each registered range's pieces' `turn`, appending what a report finds to `out`.
     fn walk(&self, turn: impl Fn(u64) -> Turn + Copy, out: &mut Vec<(u64, u64)>) -> io::Result<()> {
+        self.walk_pieces(|s, e| pieces(s, e, turn), out)
+    }
+
+    /// Does `turn` to each registered range whole.
+    fn walk_whole(&self, turn: Turn, out: &mut Vec<(u64, u64)>) -> io::Result<()> {
+        self.walk_pieces(|s, e| vec![(s, e, turn)], out)
+    }
+
+    fn walk_pieces(
+        &self,
+        pieces_of: impl Fn(u64, u64) -> Vec<(u64, u64, Turn)>,
+        out: &mut Vec<(u64, u64)>,
+    ) -> io::Result<()> {
         let mut discard = Vec::new();
         for &(s, e) in &self.registered {
-            let done = pieces(s, e, turn).into_iter().try_for_each(|(ps, pe, t)| match t {
+            let done = pieces_of(s, e).into_iter().try_for_each(|(ps, pe, t)| match t {
                 Turn::Report => self.pagemap.take_written(ps, pe, out),
                 Turn::Release => self.uffd.write_protect(ps, pe - ps, false),
                 Turn::Protect => {
