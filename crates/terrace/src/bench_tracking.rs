@@ -433,8 +433,13 @@ mod live {
             println!("{}", padded.join("  ").trim_end());
         };
         println!(
-            "Tracking cost: plain and under `terrace run --dry-run`, rounds of each in turn, best of {}: \
-             wall-clock seconds, and CPU seconds of the program and Terrace together",
+            "Tracking cost: plain and under {}, rounds of each in turn, best of {}: wall-clock seconds, and CPU \
+             seconds of the program and Terrace together",
+            if !r.rows.is_empty() && r.rows.iter().all(|row| row.policy == "record") {
+                "`terrace record`"
+            } else {
+                "`terrace run --dry-run` (or `terrace record`)"
+            },
             r.repeat
         );
         line(header.to_vec());

@@ -544,9 +544,10 @@ mod live {
         output.persist()?;
         tracing::debug!(recorded_s = seconds, total_s = started.elapsed().as_secs_f64(), "recording written");
         eprintln!(
-            "terrace: recorded {what} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} intervals \
+            "terrace: recorded {what} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} interval{} \
              with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
             shape.active_intervals,
+            if shape.active_intervals == 1 { "" } else { "s" },
             shape.pages,
             shape.pages >> 8,
             shape.accesses,
