@@ -770,11 +770,13 @@ mod live {
                 return String::new();
             }
             format!(
-                "; in a sample: within a budget of {budget} write-protect faults a second, an interval after \
-                 one that wrote more pages watched one 2 MiB chunk in k (a power of two, at most {}), each in \
+                "; in a sample: within a budget of {budget} write-protect faults a second, where the program \
+                 wrote more pages (seen at the scan before, or in a burst within the interval) an interval \
+                 watched one 2 MiB chunk in k (a power of two, at most {}, and at least {} chunks), each in \
                  turn, and a page seen written there counts k touches, standing for the chunks not watched \
                  ({} of {} intervals, one chunk in at most {})",
                 written_bits::MAX_EVERY,
+                written_bits::MIN_CHUNKS_WATCHED,
                 self.sampled,
                 self.intervals,
                 self.sparsest

@@ -43,8 +43,9 @@ pub const MIN_CHUNKS_WATCHED: u64 = 8;
 /// The written bits of one process, through a userfaultfd of its address space.
 ///
 /// With a budget, the pages protected each interval are a sample: when the last interval's
-/// estimated written pages exceed the budget, only one 2 MiB chunk in `every` (a power of two)
-/// is protected for the next, the chunks whose number plus the interval's is a multiple of
+/// estimated written pages exceed the budget (or a burst within an interval does,
+/// [`WrittenBits::check_burst`]), only one 2 MiB chunk in `every` (a power of two, at most
+/// [`MAX_EVERY`], and never fewer than [`MIN_CHUNKS_WATCHED`] chunks) is protected for the next, the chunks whose number plus the interval's is a multiple of
 /// `every`, so each chunk is sampled once every `every` intervals, in turn, as its neighbours
 /// are in the intervals between. The others are left unprotected and cost nothing. The cost,
 /// one fault per page written per interval, then falls to about the budget, and what a scan
