@@ -252,6 +252,10 @@ struct Tracee {
     /// signal is blocked (PTRACE_SETSIGMASK), so one sent meanwhile stays pending, to be taken
     /// after, rather than stopping the calls (a shell gets a SIGCHLD for every command it runs).
     mask: u64,
+    /// Whether another process is its parent (a process the program started): then an exit
+    /// Terrace sees while it traces the process is Terrace's to collect first, and until it
+    /// does the parent waits for it (ptrace(2): a tracee's exit goes to its tracer first).
+    hand_back: bool,
 }
 
 /// The signal mask of traced thread `pid` (PTRACE_GETSIGMASK, Linux 3.11; the mask a system
@@ -310,14 +314,19 @@ fn waitid(pid: Pid, flags: libc::c_int) -> io::Result<Option<libc::siginfo_t>> {
     }
 }
 
-/// Waits until the traced thread `pid` stops. If the process exits instead it is not reaped
-/// (the program's parent, Terrace's machine for a program it started, reaps it and learns its
-/// status): an error saying it is gone.
-fn wait_stop(pid: Pid) -> io::Result<Stop> {
+/// Waits until the traced thread `pid` stops. If the process exits instead, an error says it is
+/// gone. Terrace's own child is not reaped (Terrace's machine reaps it and learns its status);
+/// another's (`hand_back`) is collected, which hands it back to its parent: left uncollected,
+/// it would stay a traced zombie its parent waits for as long as Terrace runs (a shell whose
+/// command exited as Terrace made a userfaultfd in it hung in wait4 for ten minutes).
+fn wait_stop(pid: Pid, hand_back: bool) -> io::Result<Stop> {
     loop {
         let peek = libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT | libc::__WALL;
         let info = waitid(pid, peek)?.ok_or_else(|| io::Error::other("waitid reported nothing"))?;
         if matches!(info.si_code, libc::CLD_EXITED | libc::CLD_KILLED | libc::CLD_DUMPED) {
+            if hand_back {
+                hand_back_exit(pid);
+            }
             return Err(io::Error::new(io::ErrorKind::NotFound, "the program exited"));
         }
         // Consume the stop; without WEXITED this cannot reap an exit that happened since.
@@ -327,6 +336,33 @@ fn wait_stop(pid: Pid) -> io::Result<Stop> {
         let (sig, event) = (code & 0xff, (code >> 8) & 0xff);
         return Ok(if event == 0 { Stop::Signal(sig) } else { Stop::Event { event, sig } });
     }
+}
+
+/// Collects the exit of `pid`, a process Terrace traces but did not start, if it has exited or
+/// exits within a second (it was found gone, or killed while held), so that its parent can
+/// reap it: as its tracer Terrace is told first, and the parent only once Terrace has waited.
+fn hand_back_exit(pid: Pid) {
+    for _ in 0..1000 {
+        match waitid(pid, libc::WEXITED | libc::WNOHANG | libc::__WALL) {
+            // Collected (the parent is told now), or no longer Terrace's to collect.
+            Ok(Some(_)) => {
+                tracing::debug!("pid {pid} exited while traced: handed back to its parent");
+                return;
+            }
+            Err(_) => return,
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
+        }
+    }
+    tracing::warn!("pid {pid} did not exit within a second of its tracer losing it");
+}
+
+/// Whether `pid`'s parent is another process than this one (procfs gives the real parent, not
+/// a tracer); a process gone reads as another's, which costs a wait that finds nothing.
+fn parent_is_another(pid: Pid) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let ppid =
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+    ppid != Some(std::process::id())
 }
 
 impl Tracee {
@@ -339,6 +375,7 @@ impl Tracee {
             saved: ptrace::getregs(pid)?,
             pending: std::cell::Cell::new(None),
             mask: signal_mask(pid)?,
+            hand_back: parent_is_another(pid),
         };
         tracee.check_arch()?;
         set_signal_mask(pid, !0)?;
@@ -348,6 +385,7 @@ impl Tracee {
     /// Seizes the running process `pid` and stops its main thread (PTRACE_SEIZE, then
     /// PTRACE_INTERRUPT); lets it go again on any failure.
     fn seize(pid: Pid) -> io::Result<Self> {
+        let hand_back = parent_is_another(pid);
         ptrace::seize(pid, ptrace::Options::empty()).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -355,11 +393,14 @@ impl Tracee {
             )
         })?;
         if let Err(e) = ptrace::interrupt(pid) {
-            // Not stopped: the process is gone (detaching a running tracee fails, nothing to do).
-            let _ = ptrace::detach(pid, None);
+            // Not stopped: the process is gone, or going (detaching a running tracee fails); its
+            // exit is Terrace's to collect where another process is its parent.
+            if ptrace::detach(pid, None).is_err() && hand_back {
+                hand_back_exit(pid);
+            }
             return Err(io::Error::other(format!("cannot stop pid {pid}: {e}")));
         }
-        match wait_stop(pid)? {
+        match wait_stop(pid, hand_back)? {
             Stop::Event { event: libc::PTRACE_EVENT_STOP, sig: libc::SIGTRAP } => {}
             Stop::Signal(sig) => {
                 // A signal came first: let it through and leave the process alone.
@@ -494,7 +535,7 @@ impl Tracee {
             (args[0], args[1], args[2], args[3], args[4], args[5]);
         ptrace::setregs(self.pid, regs)?;
         ptrace::step(self.pid, None)?;
-        let stop = wait_stop(self.pid)?;
+        let stop = wait_stop(self.pid, self.hand_back)?;
         let after = ptrace::getregs(self.pid)?;
         // The call ran if the thread got past the instruction.
         let ran = after.rip == at + 2;
@@ -543,6 +584,11 @@ impl Tracee {
         let unmasked = set_signal_mask(self.pid, self.mask);
         let restored = self.restore().and(unmasked);
         let detached = ptrace::detach(self.pid, self.pending.get()).map_err(io::Error::from);
+        // Not detached: it was killed while held (SIGKILL ends even a stopped tracee), and its
+        // exit is Terrace's to collect where another process is its parent.
+        if detached.is_err() && self.hand_back {
+            hand_back_exit(self.pid);
+        }
         restored.and(detached)
     }
 }
