@@ -72,7 +72,7 @@ fn every_first_touch_is_sampled_with_its_address_from_every_thread() {
     assert!(child.wait().unwrap().success());
     let mut per_page = vec![0u32; PAGES];
     let mut kinds = Vec::new();
-    sampler.drain(|addr, kind| {
+    sampler.drain(|_, addr, kind| {
         if addr >= base && addr < base + (PAGES as u64) * 4096 {
             per_page[((addr - base) / 4096) as usize] += 1;
             kinds.push(kind);

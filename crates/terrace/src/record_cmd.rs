@@ -352,6 +352,9 @@ mod live {
         // userfaultfd's write-protection needs a descriptor made inside the program: before its
         // first instruction for one started here, as `terrace run` makes it.
         let mut uffd = None;
+        // The sampler's events are inherited by the processes the program starts only if they are
+        // open before it starts them: on a program started here, before its first instruction.
+        let mut sampler = None;
         let (pid, mut child, what) = match args.pid {
             Some(pid) => {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -383,6 +386,23 @@ mod live {
                         }
                     }
                     child
+                } else if tracker == TrackerName::Sampler {
+                    let events = sampler_events(args.sampler_events).map_err(anyhow::Error::msg)?;
+                    let (mut child, stopped) = terrace_linux::remote_syscall::spawn_stopped(&mut cmd)
+                        .with_context(|| format!("cannot start {}", args.command[0]))?;
+                    let opened =
+                        open_sampler(child.id() as i32, &events, sampler_period(args.sampler_events));
+                    let released = stopped.release();
+                    match (opened, released) {
+                        (Ok(s), Ok(())) => sampler = Some(s),
+                        (opened, released) => {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            opened?;
+                            released.context("cannot let the program run after opening the sampler")?;
+                        }
+                    }
+                    child
                 } else {
                     cmd.spawn().with_context(|| format!("cannot start {}", args.command[0]))?
                 };
@@ -395,11 +415,7 @@ mod live {
         };
 
         let interval_us = args.interval * 1000;
-        // Every page fault is one sample; a load or store one in HeMem's period.
-        let period = match args.sampler_events {
-            SamplerEvents::Memory => SAMPLE_PERIOD,
-            SamplerEvents::PageFaults => 1,
-        };
+        let period = sampler_period(args.sampler_events);
         // DAMON's default 5 ms sample, or 20 samples per interval when the interval is shorter.
         let sample_us = (interval_us / 20).clamp(250, damon::SAMPLE_US);
         // The idle-page bitmap tells accesses, soft-dirty writes: a scan takes both where it can.
@@ -411,21 +427,65 @@ mod live {
         };
         let started = Instant::now();
         let mut sampling = Sampling::default();
+        let mut slots = ProcessSlots::new(pid);
+        // DAMON watches the program alone: the processes it started, which it did not record.
+        let mut not_followed = std::collections::BTreeMap::new();
         let recorded = match tracker {
-            TrackerName::Damon => watch(pid, child.as_mut(), sample_us, interval_us, args.duration, writes),
+            TrackerName::Damon => {
+                watch(pid, child.as_mut(), sample_us, interval_us, args.duration, writes, &mut not_followed)
+            }
             TrackerName::Sampler => {
-                let events = sampler_events(args.sampler_events).map_err(anyhow::Error::msg)?;
-                watch_samples(pid, child.as_mut(), &events, period, interval_us, args.duration)
-                    .map(|i| (i, false))
+                let opened = match sampler.take() {
+                    Some(s) => Ok(s),
+                    None => {
+                        let events = sampler_events(args.sampler_events).map_err(anyhow::Error::msg)?;
+                        open_sampler(pid, &events, period)
+                    }
+                };
+                match opened {
+                    Ok(s) => {
+                        watch_samples(s, pid, child.as_mut(), period, interval_us, args.duration, &mut slots)
+                            .map(|i| (i, false))
+                    }
+                    // A program that has exited already recorded nothing, which the caller says.
+                    Err(e) if child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some()) => {
+                        tracing::debug!("sampler on pid {pid}: {e:#}");
+                        Ok((Vec::new(), false))
+                    }
+                    Err(e) => Err(e),
+                }
             }
             _ => {
                 // The budget of one interval, at least one fault.
                 let budget = (args.fault_budget > 0)
                     .then(|| (args.fault_budget * interval_us).div_ceil(1_000_000).max(1));
-                watch_scan(pid, child.as_mut(), scan, uffd, budget, interval_us, args.duration, &mut sampling)
-                    .map(|i| (i, false))
+                watch_scan(
+                    pid,
+                    child.as_mut(),
+                    scan,
+                    uffd,
+                    budget,
+                    interval_us,
+                    args.duration,
+                    &mut sampling,
+                    &mut slots,
+                )
+                .map(|i| (i, false))
             }
         };
+        // DAMON's, said once the trace is written, or in the refusal when there is none.
+        let not_followed = (!not_followed.is_empty()).then(|| {
+            let names: Vec<String> = not_followed.iter().take(3).map(|(p, c)| format!("{p} {c}")).collect();
+            format!(
+                "the program started {} process{} that DAMON does not follow ({}{}): the trace holds pid {pid} \
+                 alone; record with --tracker idle-page, soft-dirty or uffd-wp, which follow them, or start the \
+                 one you mean without its wrapper",
+                not_followed.len(),
+                if not_followed.len() == 1 { "" } else { "es" },
+                names.join(", "),
+                if not_followed.len() > 3 { ", ..." } else { "" }
+            )
+        });
         let (intervals, physical) = match recorded {
             Ok(i) => i,
             Err(e) => {
@@ -492,6 +552,16 @@ mod live {
                 format!("{}{}", scan.estimate(), sampling.estimate(args.fault_budget)),
             ),
         };
+        // Several processes: where each one's pages are in the trace.
+        let resolution = if slots.recorded > 1 {
+            format!(
+                "{resolution}; {} processes, the program and those it started: the program's pages at their \
+                 addresses, the k-th process it started at its addresses plus k x 2^48 bytes",
+                slots.recorded
+            )
+        } else {
+            resolution
+        };
         let info = RecordingInfo {
             tracker: tracker.to_possible_value().expect("named").get_name().to_string(),
             interval_us,
@@ -529,7 +599,10 @@ mod live {
             Ok(shape) => shape,
             Err(RecordError::Empty) => {
                 drop(output);
-                if args.pid.is_some() {
+                if let Some(why) = not_followed {
+                    bail!("nothing recorded: {why}");
+                }
+                if args.pid.is_some() || seconds * 1000.0 > args.interval as f64 {
                     bail!("{what} accessed no memory {label} saw in {seconds:.1} s: nothing recorded");
                 }
                 bail!(
@@ -542,10 +615,18 @@ mod live {
             Err(e) => return Err(e).context("cannot write the recording"),
         };
         output.persist()?;
+        if let Some(why) = not_followed {
+            eprintln!("terrace record: {why}");
+        }
         tracing::debug!(recorded_s = seconds, total_s = started.elapsed().as_secs_f64(), "recording written");
+        let processes = match slots.recorded {
+            1 => String::new(),
+            2 => " and the process it started".to_string(),
+            n => format!(" and the {} processes it started", n - 1),
+        };
         eprintln!(
-            "terrace: recorded {what} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} interval{} \
-             with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
+            "terrace: recorded {what}{processes} with {label} for {seconds:.1} s ({own_cpu:.2} s of Terrace's CPU): {} \
+             interval{} with accesses, {} pages ({} MiB), {} estimated accesses in epochs of {}; wrote {}",
             shape.active_intervals,
             if shape.active_intervals == 1 { "" } else { "s" },
             shape.pages,
@@ -561,7 +642,9 @@ mod live {
     }
 
     /// Records `pid` with DAMON until it exits, a stop signal comes, or `duration` passes:
-    /// each aggregation's regions, clipped to the process's mappings, as one interval.
+    /// each aggregation's regions, clipped to the process's mappings, as one interval. DAMON
+    /// watches this one process: the processes it starts are put in `not_followed` (pid, name),
+    /// which the caller reports.
     fn watch(
         pid: i32,
         mut child: Option<&mut std::process::Child>,
@@ -569,6 +652,7 @@ mod live {
         interval_us: u64,
         duration: Option<f64>,
         writes: bool,
+        not_followed: &mut std::collections::BTreeMap<i32, String>,
     ) -> Result<(Vec<Interval>, bool)> {
         let mut memory = match ProcessMemory::attach(pid) {
             Ok(m) => m,
@@ -676,6 +760,16 @@ mod live {
                     );
                     intervals.push(interval);
                     bar.set_message(format!("{pid}: {} intervals", intervals.len()));
+                    for p in
+                        terrace_linux::process_group::descendants(Path::new("/proc"), pid).into_iter().skip(1)
+                    {
+                        not_followed.entry(p).or_insert_with(|| {
+                            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                                .unwrap_or_default()
+                                .trim()
+                                .to_string()
+                        });
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!("DAMON regions of pid {pid}: {e}"),
@@ -784,30 +878,286 @@ mod live {
         }
     }
 
-    /// Records `pid` by scanning its page table once an interval: the idle-page bitmap's
-    /// accessed bits (marked idle again after each read) and soft-dirty's written bits (cleared
-    /// after each read), or the pages userfaultfd's write-protection saw written (protected again
-    /// after each read, through `uffd`, a descriptor made inside the program), until the program
-    /// exits, a stop signal comes, or `duration` passes. What the program touched before the
-    /// first interval began is not counted; what it touched in the interval it exited in is lost
-    /// with its page table.
+    /// Where the k-th process of a recorded tree puts its pages in the trace: at its own virtual
+    /// page numbers plus `k << SLOT_SHIFT`, its addresses plus k × 2^48 bytes, above every
+    /// address a 4-level page table gives a process (2^47), so that no two processes' pages
+    /// meet. The program is process 0, at its own addresses.
+    const SLOT_SHIFT: u32 = 36;
+    const _: () = assert!(1u64 << SLOT_SHIFT > (1u64 << 47) / 4096);
+
+    /// At most this many processes are recorded at once; those beyond are left out, said once.
+    const MAX_PROCESSES: usize = 256;
+
+    /// The processes of a recorded tree, the program and every process it starts, and where
+    /// each one's pages go in the trace ([`SLOT_SHIFT`]). A trace is one address space: the
+    /// simulated machine replays the tree's pages as one program's, as a tiering policy on the
+    /// live machine manages the tree as one group (`terrace run`; docs/live.md, "Process trees").
+    struct ProcessSlots {
+        /// Each process recorded now and its slot; a process gone leaves, and its slot is not
+        /// given again.
+        slots: std::collections::HashMap<i32, u64>,
+        next: u64,
+        /// Processes that could not be recorded (said once each) or were over the cap.
+        left_out: std::collections::BTreeSet<i32>,
+        over_cap_said: bool,
+        /// How many processes were recorded in all, the program included.
+        recorded: u64,
+    }
+
+    impl ProcessSlots {
+        fn new(root: i32) -> Self {
+            ProcessSlots {
+                slots: [(root, 0)].into(),
+                next: 1,
+                left_out: Default::default(),
+                over_cap_said: false,
+                recorded: 1,
+            }
+        }
+
+        /// The offset of `pid`'s virtual page numbers in the trace, giving it the next slot if it
+        /// has none.
+        fn vpn_base(&mut self, pid: i32) -> u64 {
+            let next = &mut self.next;
+            let slot = *self.slots.entry(pid).or_insert_with(|| {
+                *next += 1;
+                *next - 1
+            });
+            slot << SLOT_SHIFT
+        }
+
+        /// `pid`, given its slot, is recorded from now on.
+        fn joined(&mut self) {
+            self.recorded += 1;
+        }
+
+        /// `pid` is gone (or not ready to join): a process that comes with its number later is
+        /// another one.
+        fn leave(&mut self, pid: i32) {
+            self.slots.remove(&pid);
+        }
+
+        /// `pid` cannot be recorded: said once, in one line, unless it is gone meanwhile (a
+        /// short-lived process is no failure); the recording goes on without it.
+        fn refuse(&mut self, pid: i32, why: &str) {
+            self.slots.remove(&pid);
+            if self.left_out.insert(pid) && Self::alive(pid) {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                eprintln!(
+                    "terrace record: cannot record pid {pid} ({}), which the program started: {why}; the \
+                     recording goes on without it",
+                    comm.trim()
+                );
+            }
+        }
+
+        /// The processes below `root` now that are neither `watched` nor left out, in the order
+        /// the tree lists them.
+        fn new_processes(&mut self, root: i32, watched: impl Iterator<Item = i32>) -> Vec<i32> {
+            let watched: std::collections::BTreeSet<i32> = watched.collect();
+            let mut out = Vec::new();
+            for p in terrace_linux::process_group::descendants(Path::new("/proc"), root).into_iter().skip(1) {
+                if watched.contains(&p) || self.left_out.contains(&p) {
+                    continue;
+                }
+                if watched.len() + out.len() >= MAX_PROCESSES {
+                    self.left_out.insert(p);
+                    if !self.over_cap_said {
+                        self.over_cap_said = true;
+                        eprintln!(
+                            "terrace record: the program runs more than {MAX_PROCESSES} processes at once; pid {p} \
+                             and those that come while it does are not recorded"
+                        );
+                    }
+                    continue;
+                }
+                out.push(p);
+            }
+            out
+        }
+
+        /// Whether `pid` is alive and not a zombie.
+        fn alive(pid: i32) -> bool {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_string()))
+                .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
+        }
+
+        /// Whether `pid` is alive with an address space of its own: not a zombie, and not a
+        /// child of vfork (or posix_spawn) still in its parent's memory before its exec
+        /// (kcmp(2); where the kernel lacks it, taken as its own).
+        fn has_own_memory(pid: i32) -> bool {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("X");
+            let Some(ppid) = fields.next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { return false };
+            if state.starts_with(['Z', 'X']) {
+                return false;
+            }
+            const KCMP_VM: libc::c_int = 1;
+            // SAFETY: kcmp reads nothing from our memory; 0 means the two share one mm.
+            let same = unsafe { libc::syscall(libc::SYS_kcmp, pid, ppid, KCMP_VM, 0, 0) };
+            same != 0
+        }
+    }
+
+    /// One process of a recorded tree: the program, or a process it started.
+    struct Watched {
+        pid: i32,
+        memory: ProcessMemory,
+        /// Its userfaultfd write-protection (uffd-wp), on a descriptor made inside it.
+        written: Option<WrittenBits>,
+        /// The interval's bits of each of its pages.
+        bits: Vec<u8>,
+        /// Added to its virtual page numbers in the trace ([`ProcessSlots`]).
+        vpn_base: u64,
+    }
+
+    /// What every process's scan reuses.
+    struct Scratch {
+        bitmap: Option<idle_page::IdleBitmap>,
+        regions: Vec<(u64, u64)>,
+        entries: Vec<u64>,
+        frames: Vec<u64>,
+    }
+
+    /// One scan of `w` (the program where its `vpn_base` is 0): the bits since the last, which it resets, and the weight of the pages it
+    /// saw in a sample (one part in that many of its address space was watched). `Ok(None)`:
+    /// the process is gone, or exec'd where no userfaultfd could follow it.
+    fn read_bits(scan: Scan, w: &mut Watched, s: &mut Scratch) -> Result<Option<u64>> {
+        let pid = w.pid;
+        let exec = w.memory.follow_exec();
+        if let (Ok(Some(exe)), Some(written)) = (&exec, w.written.as_mut()) {
+            // Its userfaultfd acted on the address space it left: make one in the new one.
+            let followed = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)
+                .and_then(|fd| written.follow(Userfaultfd::from_fd(fd)));
+            if let Err(e) = followed {
+                // Nothing more can be seen of it: the recording keeps what it has, and the
+                // process runs on. The program's recording ends; another process's is left out.
+                let ends = if w.vpn_base == 0 {
+                    "the recording ends here, and the program runs on"
+                } else {
+                    "its recording ends here, and it runs on"
+                };
+                eprintln!(
+                    "terrace record: pid {pid} executed {exe}, and no userfaultfd could be made in it ({e}): {ends}"
+                );
+                return Ok(None);
+            }
+        }
+        let pagemap = scan.idle_page || scan.soft_dirty;
+        if w.memory.refresh().is_err() || (pagemap && w.memory.read_pagemap(&mut s.entries).is_err()) {
+            return Ok(None);
+        }
+        let bits = &mut w.bits;
+        bits.clear();
+        bits.resize(w.memory.pages(), 0);
+        let mut weight = 1;
+        if let Some(bitmap) = s.bitmap.as_mut() {
+            s.frames.clear();
+            s.frames.extend(s.entries.iter().map(|&e| {
+                if e & terrace_linux::process::PM_PRESENT != 0 {
+                    e & idle_page::PFN_MASK
+                } else {
+                    0
+                }
+            }));
+            let accessed = bitmap.accessed(&s.frames).context("cannot read the idle-page bitmap")?;
+            for (b, a) in bits.iter_mut().zip(accessed) {
+                if a {
+                    *b |= SEEN_ACCESSED;
+                }
+            }
+            bitmap.mark_idle(&s.frames).context("cannot mark pages idle")?;
+        }
+        if scan.soft_dirty {
+            for (b, &e) in bits.iter_mut().zip(&s.entries) {
+                if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
+                    *b |= SEEN_ACCESSED | SEEN_WRITTEN;
+                }
+            }
+            match soft_dirty::clear(pid) {
+                Ok(()) => {}
+                Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(None),
+                Err(e) => return Err(e).context("cannot clear the soft-dirty bits"),
+            }
+        }
+        if let Some(written) = w.written.as_mut() {
+            let regions = &mut s.regions;
+            regions.clear();
+            // Pages written in ranges new since the last scan (or since an exec) count as
+            // soft-dirty counts them; those of the first scan are dropped with its bits.
+            written.register(w.memory.mapped_ranges(), regions);
+            let whole = regions.len();
+            weight = match written.take(regions) {
+                Ok(every) => every,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+                Err(e) => return Err(e).context("cannot read the pages written (PAGEMAP_SCAN)"),
+            };
+            // New ranges' pages were seen whole; the interval's, in a sample when weight > 1.
+            for (k, &(start, end)) in regions.iter().enumerate() {
+                let seen = if k >= whole && weight > 1 { SEEN_SAMPLED } else { 0 };
+                for addr in (start..end).step_by(4096) {
+                    if let Some(i) = w.memory.index().index_of(addr) {
+                        bits[i as usize] |= SEEN_ACCESSED | SEEN_WRITTEN | seen;
+                    }
+                }
+            }
+        }
+        Ok(Some(weight))
+    }
+
+    /// Starts watching `pid`, a process the program started: its memory, and for uffd-wp a
+    /// userfaultfd made inside it. `Ok(None)`: it is gone, a zombie, or still shares its
+    /// parent's memory (vfork, before its exec): it is tried again at the next scan.
+    fn join(pid: i32, scan: Scan, budget: Option<u64>) -> Result<Option<Watched>> {
+        if !ProcessSlots::has_own_memory(pid) {
+            return Ok(None);
+        }
+        let memory = match ProcessMemory::attach(pid) {
+            Ok(m) => m,
+            Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let written = if scan.uffd_wp {
+            let fd = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)?;
+            Some(WrittenBits::start(Userfaultfd::from_fd(fd), pid, budget)?)
+        } else {
+            None
+        };
+        Ok(Some(Watched { pid, memory, written, bits: Vec::new(), vpn_base: 0 }))
+    }
+
+    /// Records `pid` and every process it starts (as `terrace run` manages a program: shells,
+    /// make, `time`, python's multiprocessing) by scanning their page tables once an interval:
+    /// the idle-page bitmap's accessed bits (marked idle again after each read) and
+    /// soft-dirty's written bits (cleared after each read), or the pages userfaultfd's
+    /// write-protection saw written (protected again after each read, through a descriptor made
+    /// inside each process), until the program exits, a stop signal comes, or `duration`
+    /// passes. What a process touched before its first scan is not counted (for a process the
+    /// program started, up to an interval after it appeared); what it touched in the interval
+    /// it exited in is lost with its page table. `fault_budget` (uffd-wp: the write-protect
+    /// faults of an interval) is shared evenly among the processes recorded at each scan.
     #[allow(clippy::too_many_arguments)]
     fn watch_scan(
         pid: i32,
         mut child: Option<&mut std::process::Child>,
         scan: Scan,
         uffd: Option<Userfaultfd>,
-        budget: Option<u64>,
+        fault_budget: Option<u64>,
         interval_us: u64,
         duration: Option<f64>,
         sampling: &mut Sampling,
+        slots: &mut ProcessSlots,
     ) -> Result<Vec<Interval>> {
-        let mut memory = match ProcessMemory::attach(pid) {
+        let memory = match ProcessMemory::attach(pid) {
             Ok(m) => m,
             Err(terrace_linux::process::ProcessError::Gone(_)) if child.is_some() => return Ok(Vec::new()),
             Err(e) => return Err(e).with_context(|| format!("cannot record pid {pid}")),
         };
-        let mut bitmap = if scan.idle_page {
+        let bitmap = if scan.idle_page {
             Some(
                 idle_page::IdleBitmap::open()
                     .with_context(|| format!("cannot open {}", idle_page::BITMAP))?,
@@ -815,101 +1165,27 @@ mod live {
         } else {
             None
         };
-        // Shared by the scan and the polls between scans, which watch for a burst of writes.
-        let written = std::cell::RefCell::new(match uffd {
+        let written = match uffd {
             Some(fd) => Some(
-                WrittenBits::start(fd, pid, budget)
+                WrittenBits::start(fd, pid, fault_budget)
                     .context("cannot record with userfaultfd write-protection")?,
             ),
             None => None,
-        });
-        let last_scan = std::cell::Cell::new(Instant::now());
-        let mut regions: Vec<(u64, u64)> = Vec::new();
-        let mut entries = Vec::new();
-        let mut frames: Vec<u64> = Vec::new();
-        let mut bits: Vec<u8> = Vec::new();
-        // One scan: the bits since the last, which it resets, and the weight of the pages it saw
-        // in a sample (one part in that many of the address space was watched). `Ok(None)`: the
-        // process is gone.
-        let mut read_bits = |memory: &mut ProcessMemory, bits: &mut Vec<u8>| -> Result<Option<u64>> {
-            let exec = memory.follow_exec();
-            let mut written = written.borrow_mut();
-            if let (Ok(Some(exe)), Some(w)) = (&exec, written.as_mut()) {
-                // Its userfaultfd acted on the address space it left: make one in the new one.
-                let followed = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)
-                    .and_then(|fd| w.follow(Userfaultfd::from_fd(fd)));
-                if let Err(e) = followed {
-                    // Nothing more can be seen: the recording keeps what it has, and the
-                    // program runs on.
-                    eprintln!(
-                        "terrace record: pid {pid} executed {exe}, and no userfaultfd could be made in it ({e}): \
-                         the recording ends here, and the program runs on"
-                    );
-                    return Ok(None);
-                }
-            }
-            let pagemap = scan.idle_page || scan.soft_dirty;
-            if memory.refresh().is_err() || (pagemap && memory.read_pagemap(&mut entries).is_err()) {
-                return Ok(None);
-            }
-            bits.clear();
-            bits.resize(memory.pages(), 0);
-            let mut weight = 1;
-            if let Some(bitmap) = bitmap.as_mut() {
-                frames.clear();
-                frames.extend(entries.iter().map(|&e| {
-                    if e & terrace_linux::process::PM_PRESENT != 0 {
-                        e & idle_page::PFN_MASK
-                    } else {
-                        0
-                    }
-                }));
-                let accessed = bitmap.accessed(&frames).context("cannot read the idle-page bitmap")?;
-                for (b, a) in bits.iter_mut().zip(accessed) {
-                    if a {
-                        *b |= SEEN_ACCESSED;
-                    }
-                }
-                bitmap.mark_idle(&frames).context("cannot mark pages idle")?;
-            }
-            if scan.soft_dirty {
-                for (b, &e) in bits.iter_mut().zip(&entries) {
-                    if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
-                        *b |= SEEN_ACCESSED | SEEN_WRITTEN;
-                    }
-                }
-                match soft_dirty::clear(pid) {
-                    Ok(()) => {}
-                    Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(None),
-                    Err(e) => return Err(e).context("cannot clear the soft-dirty bits"),
-                }
-            }
-            if let Some(w) = written.as_mut() {
-                regions.clear();
-                // Pages written in ranges new since the last scan (or since an exec) count as
-                // soft-dirty counts them; those of the first scan are dropped with its bits.
-                w.register(memory.mapped_ranges(), &mut regions);
-                let whole = regions.len();
-                weight = match w.take(&mut regions) {
-                    Ok(every) => every,
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
-                    Err(e) => return Err(e).context("cannot read the pages written (PAGEMAP_SCAN)"),
-                };
-                last_scan.set(Instant::now());
-                // New ranges' pages were seen whole; the interval's, in a sample when weight > 1.
-                for (k, &(start, end)) in regions.iter().enumerate() {
-                    let seen = if k >= whole && weight > 1 { SEEN_SAMPLED } else { 0 };
-                    for addr in (start..end).step_by(4096) {
-                        if let Some(i) = memory.index().index_of(addr) {
-                            bits[i as usize] |= SEEN_ACCESSED | SEEN_WRITTEN | seen;
-                        }
-                    }
-                }
-            }
-            Ok(Some(weight))
         };
+        let mut scratch = Scratch { bitmap, regions: Vec::new(), entries: Vec::new(), frames: Vec::new() };
+        // The program first, then the processes it started in the order they joined: their
+        // slots, and so their pages in the trace, rise in that order. Shared by the scans and
+        // the polls between them, which watch for a burst of writes.
+        let tree = std::cell::RefCell::new(vec![Watched {
+            pid,
+            memory,
+            written,
+            bits: Vec::new(),
+            vpn_base: slots.vpn_base(pid),
+        }]);
+        let last_scan = std::cell::Cell::new(Instant::now());
         // The first scan only resets the bits: the recording starts now.
-        if read_bits(&mut memory, &mut bits)?.is_none() {
+        if read_bits(scan, &mut tree.borrow_mut()[0], &mut scratch)?.is_none() {
             return Ok(Vec::new());
         }
         let bar = spinner();
@@ -918,21 +1194,78 @@ mod live {
         let mut next = started + interval;
         let mut intervals: Vec<Interval> = Vec::new();
         let mut watch_burst = || {
-            if let Some(w) = written.borrow_mut().as_mut() {
-                let elapsed = last_scan.get().elapsed().as_secs_f64() / interval.as_secs_f64();
-                // A failure here (the program gone, a mapping changed) shows at the scan.
-                let _ = w.check_burst(elapsed);
+            let elapsed = last_scan.get().elapsed().as_secs_f64() / interval.as_secs_f64();
+            for w in tree.borrow_mut().iter_mut() {
+                if let Some(written) = w.written.as_mut() {
+                    // A failure here (the process gone, a mapping changed) shows at the scan.
+                    let _ = written.check_burst(elapsed);
+                }
             }
         };
         loop {
             if !wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut watch_burst) {
                 break;
             }
-            let Some(weight) = read_bits(&mut memory, &mut bits)? else { break };
-            sampling.count(weight);
+            let mut tree = tree.borrow_mut();
             let mut spans = Interval::new();
-            recorded::by_page_bits(memory.index().runs(), &bits, weight, &mut spans);
+            let mut heaviest = 1;
+            // The program first: when it is gone, the recording ends.
+            let mut k = 0;
+            while k < tree.len() {
+                let w = &mut tree[k];
+                let read = read_bits(scan, w, &mut scratch);
+                match read {
+                    Ok(Some(weight)) => {
+                        heaviest = heaviest.max(weight);
+                        let base = w.vpn_base;
+                        let runs =
+                            w.memory.index().runs().map(|(first, vpn, pages)| (first, vpn + base, pages));
+                        recorded::by_page_bits(runs, &w.bits, weight, &mut spans);
+                        k += 1;
+                    }
+                    Ok(None) if k == 0 => break,
+                    Err(e) if k == 0 => return Err(e),
+                    Ok(None) => {
+                        slots.leave(tree.remove(k).pid);
+                    }
+                    Err(e) => {
+                        let gone = tree.remove(k);
+                        slots.refuse(gone.pid, &format!("{e:#}"));
+                    }
+                }
+            }
+            if k == 0 {
+                break;
+            }
+            last_scan.set(Instant::now());
+            sampling.count(heaviest);
             intervals.push(spans);
+            // Processes started since the last scan join now; their first scan only resets
+            // their bits, as the program's did.
+            for p in slots.new_processes(pid, tree.iter().map(|w| w.pid)) {
+                let joined = join(p, scan, fault_budget).and_then(|w| match w {
+                    Some(mut w) => {
+                        w.vpn_base = slots.vpn_base(p);
+                        Ok(read_bits(scan, &mut w, &mut scratch)?.map(|_| w))
+                    }
+                    None => Ok(None),
+                });
+                match joined {
+                    Ok(Some(w)) => {
+                        slots.joined();
+                        tree.push(w);
+                    }
+                    Ok(None) => slots.leave(p),
+                    Err(e) => slots.refuse(p, &format!("{e:#}")),
+                }
+            }
+            // The budget is the recording's: each process has its share.
+            let share = fault_budget.map(|b| (b / tree.len() as u64).max(1));
+            for w in tree.iter_mut() {
+                if let Some(written) = w.written.as_mut() {
+                    written.set_budget(share);
+                }
+            }
             bar.set_message(format!("{pid}: {} intervals", intervals.len()));
             next += interval;
         }
@@ -989,32 +1322,36 @@ mod live {
         true
     }
 
+    /// Every page fault is one sample; a load or store one in HeMem's period.
+    fn sampler_period(events: SamplerEvents) -> u64 {
+        match events {
+            SamplerEvents::Memory => SAMPLE_PERIOD,
+            SamplerEvents::PageFaults => 1,
+        }
+    }
+
+    /// The sampler on every thread of `pid`, inherited by the threads and processes it starts.
+    fn open_sampler(pid: i32, events: &[SampledEvent], period: u64) -> Result<PerfSampler> {
+        PerfSampler::open(pid, events, period).with_context(|| {
+            format!("cannot open the sampler on pid {pid} (perf_event_open; see /proc/sys/kernel/perf_event_paranoid)")
+        })
+    }
+
     /// Records `pid` with the perf sampler until it exits, a stop signal comes, or `duration`
     /// passes: each interval's samples, by page and kind, as one interval (each counts `period`
-    /// accesses). The events belong to the program's threads (inherited by the threads it
-    /// creates, kept across exec), and their rings keep what was sampled before the program
+    /// accesses). The events belong to the program's threads (inherited by the threads and
+    /// processes it creates once they are open, kept across exec; each process's samples go to
+    /// its slot, [`ProcessSlots`]), and their rings keep what was sampled before the program
     /// exited, which the last interval gets.
     fn watch_samples(
+        mut sampler: PerfSampler,
         pid: i32,
         mut child: Option<&mut std::process::Child>,
-        events: &[SampledEvent],
         period: u64,
         interval_us: u64,
         duration: Option<f64>,
+        slots: &mut ProcessSlots,
     ) -> Result<Vec<Interval>> {
-        let mut sampler = match PerfSampler::open(pid, events, period) {
-            Ok(s) => s,
-            // A program that has exited already recorded nothing, which the caller says.
-            Err(e) if child.as_deref_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some()) => {
-                tracing::debug!("sampler on pid {pid}: {e}");
-                return Ok(Vec::new());
-            }
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!("cannot open the sampler on pid {pid} (perf_event_open; see /proc/sys/kernel/perf_event_paranoid)")
-                })
-            }
-        };
         let bar = spinner();
         let started = Instant::now();
         let interval = Duration::from_micros(interval_us);
@@ -1023,8 +1360,20 @@ mod live {
         let mut samples: Vec<(u64, bool)> = Vec::new();
         // The rings are drained every poll, not once an interval, so that a burst of samples
         // does not overflow them (256 KiB each).
+        // The events are inherited by the processes the program starts too, whose samples carry
+        // their own pid: each process's pages go to its own slot ([`SLOT_SHIFT`]).
+        let mut last = (pid, 0);
         let mut drain = |samples: &mut Vec<(u64, bool)>| {
-            sampler.drain(|addr, kind| samples.push((addr >> 12, kind == AccessKind::Write)))
+            sampler.drain(|from, addr, kind| {
+                let from = from.map_or(pid, |p| p as i32);
+                if from != last.0 {
+                    if !slots.slots.contains_key(&from) {
+                        slots.joined();
+                    }
+                    last = (from, slots.vpn_base(from));
+                }
+                samples.push(((addr >> 12) + last.1, kind == AccessKind::Write))
+            })
         };
         loop {
             let more = wait_until(next, started, pid, child.as_deref_mut(), duration, &bar, &mut || {
@@ -1049,5 +1398,23 @@ mod live {
             tracing::info!("{} samples without a data address or lost to full rings", sampler.unusable);
         }
         Ok(intervals)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{ProcessSlots, SLOT_SHIFT};
+
+        /// The program keeps its addresses; each process that joins takes the next slot, and a
+        /// process that left and comes again (or a new one with its number) takes a new one.
+        #[test]
+        fn each_process_takes_the_next_slot_and_a_slot_is_never_given_twice() {
+            let mut slots = ProcessSlots::new(100);
+            assert_eq!(slots.vpn_base(100), 0);
+            assert_eq!(slots.vpn_base(205), 1 << SLOT_SHIFT);
+            assert_eq!(slots.vpn_base(207), 2 << SLOT_SHIFT);
+            assert_eq!(slots.vpn_base(205), 1 << SLOT_SHIFT);
+            slots.leave(205);
+            assert_eq!(slots.vpn_base(205), 3 << SLOT_SHIFT);
+        }
     }
 }

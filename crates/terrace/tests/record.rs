@@ -262,6 +262,21 @@ fn reads_and_writes(info: &str) -> (u64, u64) {
     (nums[1], nums[2])
 }
 
+/// `terrace record OPTIONS -o TRACE -- COMMAND`, given `seconds`: the exit code and stderr.
+fn run_record(options: &[&str], trace: &Path, command: &[&str], seconds: u64) -> (Option<i32>, String) {
+    let out = terrace()
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(trace)
+        .arg("--")
+        .args(command)
+        .timeout(Duration::from_secs(seconds))
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 /// Records `command` with `tracker`, which sees writes only and which the summary line calls
 /// `label`. Where `supported`, the recording succeeds with writes and no reads, advice on it says
 /// that it has no reads, and this returns how many pages it touched; where not, it is refused in one `terrace: --tracker TRACKER: ` line
@@ -269,23 +284,15 @@ fn reads_and_writes(info: &str) -> (u64, u64) {
 fn record_writes_only(tracker: &str, label: &str, supported: bool, command: &[&str]) -> Result<u64, String> {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("writes.trc");
-    let out = terrace()
-        .args(["record", "--tracker", tracker, "-o"])
-        .arg(&trace)
-        .arg("--")
-        .args(command)
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (code, err) = run_record(&["--tracker", tracker], &trace, command, 30);
     if !supported {
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(code, Some(2), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(err.starts_with(&format!("terrace: --tracker {tracker}: ")), "{err}");
         assert!(!trace.exists());
         return Err(err);
     }
-    assert!(out.status.success(), "{err}");
+    assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(&format!("with {label} for")), "{err}");
     let text = info(&trace);
     assert!(text.contains(&format!("recorded        with {tracker}")), "{text}");
@@ -400,6 +407,93 @@ fn uffd_wp_over_its_fault_budget_samples_chunks_and_keeps_the_estimate() {
     let (w, s) = (reads_and_writes(&whole).1 as f64, reads_and_writes(&sampled).1 as f64);
     assert!((s / w - 1.0).abs() < 0.25, "writes {s} sampled against {w} whole:\n{sampled}\n{whole}");
     assert!(pages(&sampled) >= 16384, "{sampled}");
+}
+
+/// A program that writes an `mib` MiB buffer page by page for `seconds` (a line for `sh -c`),
+/// without address-space randomisation (`setarch -R`), so that two of them map their buffers at
+/// the same addresses.
+fn writer_line(mib: u32, seconds: f64) -> String {
+    format!(
+        "setarch -R python3 -c 'import time\nw = bytearray({mib} << 20)\nt = time.time()\nwhile time.time() - t < {seconds}:\n    \
+         for i in range(0, len(w), 4096):\n        w[i] = (w[i] + 1) & 255'"
+    )
+}
+
+/// Records `command` with the sampler on the page-fault event into `trace`: its exit code and
+/// Terrace's stderr, or None (said) where this host refuses perf_event_open, outside CI.
+fn record_page_faults(trace: &Path, command: &[&str]) -> Option<(Option<i32>, String)> {
+    let (code, err) =
+        run_record(&["--tracker", "sampler", "--sampler-events", "page-faults"], trace, command, 30);
+    if err.contains("perf_event_open") && std::env::var_os("CI").is_none() {
+        eprintln!("skipped: this host refuses perf_event_open: {err}");
+        return None;
+    }
+    Some((code, err))
+}
+
+/// Records `sh -c LINE` with uffd-wp into `trace` (within a minute): the shell's exit code and
+/// Terrace's stderr, or None (said) where the host has no asynchronous write-protection.
+fn record_shell_uffd_wp(trace: &Path, line: &str) -> Option<(Option<i32>, String)> {
+    if let Err(e) = terrace_linux::trackers::written_bits::works_here() {
+        eprintln!("skipped: this host has no asynchronous userfaultfd write-protection ({e})");
+        return None;
+    }
+    Some(run_record(&["--tracker", "uffd-wp"], trace, &["sh", "-c", line], 60))
+}
+
+/// A wrapper that starts the program instead of exec'ing it (`sh -c`, `time`, make) is recorded
+/// with every process it starts, as `terrace run` manages them: two writers started by a shell
+/// at once, one of 8 MiB and one of 16 MiB, are both in the trace, each in a range of its own
+/// (at their own addresses, the same in both, they would overlap: 5,271 pages when tried), the
+/// summary names them, the trace's header says where each process's pages are, and the shell's
+/// exit code passes through.
+#[test]
+fn uffd_wp_follows_the_processes_a_wrapper_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tree.trc");
+    let line = format!("{} & {}; wait; exit 5", writer_line(8, 1.5), writer_line(16, 1.5));
+    let Some((code, err)) = record_shell_uffd_wp(&trace, &line) else { return };
+    assert_eq!(code, Some(5), "the shell's own status: {err}");
+    // The two writers at least (`python3` may be a wrapper of its own, as pyenv's shims are).
+    let started = err.split(" processes it started with userfaultfd").next().unwrap();
+    let started: u64 = started.rsplit(' ').next().unwrap().parse().unwrap_or(0);
+    assert!(started >= 2, "{err}");
+    assert!(!err.contains("cannot record pid"), "{err}");
+    let text = info(&trace);
+    assert!(text.contains(&format!("{} processes, the program and those it started", started + 1)), "{text}");
+    let touched = pages(&text);
+    assert!((6144..6144 + 3 * 4096).contains(&touched), "{touched} pages:\n{text}");
+}
+
+/// A shell that runs 3,000 short commands: at each scan one of them may be joining as it exits,
+/// and its exit then comes to Terrace, its tracer for those few system calls, before its parent.
+/// Terrace collects it and so hands it back; before it did, the shell waited for it for ever (1
+/// to 4 such exits a recording, in eight recordings; a busy machine may join none, as no command
+/// is alive at any scan). The shell runs to its end.
+#[test]
+fn uffd_wp_hands_back_a_started_process_that_exits_as_it_joins() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("loop.trc");
+    let line = "i=0; while [ $i -lt 3000 ]; do /bin/true; i=$((i+1)); done; exit 9";
+    let Some((code, err)) = record_shell_uffd_wp(&trace, line) else { return };
+    assert_eq!(code, Some(9), "the shell did not run to its end: {err}");
+}
+
+/// The sampler's events are open before the program's first instruction, so the processes it
+/// starts inherit them: a shell's child first-touching 32 MiB is recorded through it (the page
+/// fault event here, as in the test above), and the shell's exit code passes through. Without
+/// the events open before the shell's first instruction, its child came before them and was
+/// not seen (2 pages recorded).
+#[test]
+fn the_sampler_follows_the_processes_a_wrapper_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tree.trc");
+    let line = format!("{}; exit 6", writer_line(32, 1.2));
+    let Some((code, err)) = record_page_faults(&trace, &["sh", "-c", &line]) else { return };
+    assert_eq!(code, Some(6), "{err}");
+    assert!(err.contains(" it started with the perf sampler"), "{err}");
+    let touched = pages(&info(&trace));
+    assert!(touched >= 8192, "{touched} pages: {err}");
 }
 
 /// A program that execs into one Terrace must not make run a system call (here one under a
@@ -538,20 +632,10 @@ fn the_sampler_records_its_samples_by_page_or_is_refused_in_one_line() {
     assert!(err.contains("(PEBS or IBS)") || err.contains("before the first 100 ms interval"), "{err}");
     assert!(!trace.exists());
 
-    let out = terrace()
-        .args(["record", "--tracker", "sampler", "--sampler-events", "page-faults", "-o"])
-        .arg(&trace)
-        .arg("--")
-        .args(toucher(1.2, 3))
-        .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("perf_event_open") && std::env::var_os("CI").is_none() {
-        eprintln!("skipped: this host refuses perf_event_open: {err}");
-        return;
-    }
-    assert_eq!(out.status.code(), Some(3), "the program's exit code: {err}");
+    let toucher = toucher(1.2, 3);
+    let command: Vec<&str> = toucher.iter().map(String::as_str).collect();
+    let Some((code, err)) = record_page_faults(&trace, &command) else { return };
+    assert_eq!(code, Some(3), "the program's exit code: {err}");
     assert!(err.contains("with the perf sampler on page faults for"), "{err}");
     let text = info(&trace);
     assert!(text.contains("recorded        with sampler"), "{text}");

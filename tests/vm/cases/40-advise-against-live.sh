@@ -57,6 +57,26 @@ sd_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/sd.info)
 [ "${2:-x}" = 0 ] && [ "${3:-0}" -ge $((1024 * 64 * 10)) ] && [ "${sd_pages:-0}" -ge 1024 ] && [ "$sd_pages" -le 3072 ] ||
 	{ cat /tmp/sd.info; fail "soft-dirty recording: accesses/reads/writes '$*', pages '$sd_pages'"; }
 note "soft-dirty recording: $(grep -E '^(accesses|pages touched)' /tmp/sd.info | tr -s ' \n' ' ')"
+# A shell that starts the program is recorded with the processes it starts (docs/live.md, "Process
+# trees" under "Recording a program"): two copies started at once are both in the trace, each in a
+# range of its own: their hot sets are 2,048 pages, where one copy's pages are at most 1,280 and a
+# few (its cold set is filled before its first scan, which only resets its bits: 2,050 pages of
+# two copies of 4 MiB hot and 4 MiB cold in the first run). DAMON, which watches one address
+# space, names the processes it left out; a shell alone gives it nothing, so it refuses in one
+# line that says why.
+two="terrace-hotcold --hot-mib 4 --cold-mib 1 --seconds 2"
+terrace record -o /tmp/tree.trace --tracker soft-dirty -- sh -c "$two & $two; wait" >/tmp/tree.out 2>/tmp/tree.log ||
+	fail "record --tracker soft-dirty of a shell exited $?: $(tail -n 2 /tmp/tree.log)"
+[ "$(grep -c 'hotcold checksum ok' /tmp/tree.out)" = 2 ] || fail "the shell's two programs: their checksums"
+grep -q 'and the 2 processes it started with soft-dirty' /tmp/tree.log || fail "the shell's recording: $(cat /tmp/tree.log)"
+terrace trace info /tmp/tree.trace >/tmp/tree.info || fail "the shell's recording is no valid trace"
+tree_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/tree.info)
+grep -q '3 processes, the program and those it started' /tmp/tree.info && [ "${tree_pages:-0}" -ge 2048 ] ||
+	{ cat /tmp/tree.info; fail "the shell's recording: pages '$tree_pages'"; }
+note "soft-dirty recording of a shell starting two copies: $tree_pages pages"
+terrace record -o /tmp/dt.trace --tracker damon -- sh -c "$two; true" >/dev/null 2>/tmp/dt.log
+grep -q 'that DAMON does not follow' /tmp/dt.log || fail "DAMON on a shell: $(cat /tmp/dt.log)"
+note "DAMON on a shell: $(tail -n 1 /tmp/dt.log)"
 if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
 	terrace record -o /tmp/ip.trace --tracker idle-page -- terrace-hotcold --seconds 2 >/dev/null 2>/tmp/ip.log ||
 		fail "record --tracker idle-page: $(tail -n 1 /tmp/ip.log)"

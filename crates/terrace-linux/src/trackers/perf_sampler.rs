@@ -114,8 +114,10 @@ impl PerfSampler {
         Ok(PerfSampler { rings, unusable: 0 })
     }
 
-    /// Hands every sample since the last call to `f(data address, kind)`.
-    pub fn drain(&mut self, mut f: impl FnMut(u64, AccessKind)) {
+    /// Hands every sample since the last call to `f(process, data address, kind)`: the events
+    /// are inherited by the processes the target starts as well as by its threads, and each
+    /// sample says whose it is (`None` if it does not).
+    pub fn drain(&mut self, mut f: impl FnMut(Option<u32>, u64, AccessKind)) {
         use perf_event::data::MemOp;
         use perf_event::data::Record;
         for (kind, ring) in &mut self.rings {
@@ -128,7 +130,7 @@ impl PerfSampler {
                             _ => *kind,
                         };
                         match s.addr() {
-                            Some(a) if a != 0 => f(a, kind),
+                            Some(a) if a != 0 => f(s.pid(), a, kind),
                             _ => self.unusable += 1,
                         }
                     }
@@ -147,7 +149,12 @@ impl LiveTracker for PerfSampler {
 
     /// Each sample's data address, as the policy page it hit.
     fn observe_samples(&mut self, scan: &ScanView<'_>, samples: &mut Vec<Sample>) {
-        self.drain(|addr, kind| {
+        // A process the program started inherits the events, and its samples come here too:
+        // its addresses are not this address space's.
+        self.drain(|from, addr, kind| {
+            if from.is_some_and(|p| p as i32 != scan.pid) {
+                return;
+            }
             if let Some(page) = scan.policy_page(addr) {
                 samples.push(Sample { page, kind });
             }

@@ -180,6 +180,12 @@ impl WrittenBits {
         })
     }
 
+    /// Sets the written pages a scan may cost from now on: a recording of several processes
+    /// shares its budget among them as they come and go.
+    pub fn set_budget(&mut self, budget: Option<u64>) {
+        self.budget = budget;
+    }
+
     /// Moves to `uffd`, a userfaultfd made inside the program that process `pid` exec'd: what
     /// was registered belonged to the address space it left.
     pub fn follow(&mut self, uffd: Userfaultfd) -> io::Result<()> {
