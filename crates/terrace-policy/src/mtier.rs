@@ -11,8 +11,11 @@
 //!   `mprotect(PROT_READ)`: where the machine marks such pages (`PAGE_READ_ONLY`, the live
 //!   machine) only they are eligible. Where no page is marked (the simulated machine, whose
 //!   traces carry no protections, or a program that protects nothing), a page is eligible when
-//!   no write to it was seen in the last `read_only_window` epochs (page-table dirty bits), and a
-//!   page written since the list was built is passed over.
+//!   it was read (referenced in an epoch with no write) since it was last written, and no write
+//!   to it was seen in the last `read_only_window` epochs (page-table bits); a page written since
+//!   the list was built is passed over. The thesis's program protects data it reads: a page
+//!   never read (untouched, or only ever written, as every page of a recording that sees writes
+//!   only) is not read-only data, and rotating it through the pool costs copies for nothing.
 //! - Every other epoch (§3.4.5) draws up to `fill` x pool pages from the list at random
 //!   **without** replacement (a partial Fisher-Yates shuffle; the thesis's App. B code draws with
 //!   replacement, which we take for a slip), keeps those already in the pool, evicts the rest of
@@ -31,7 +34,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::HashSet;
 use terrace_model::{
     InitialPlacement, MachineInfo, Move, MoveOptions, Mover, Observations, PageIdx, Plan, Policy,
-    Requirements, TierId, TlbFlush, TrackerRequest, PAGE_DIRTY, PAGE_READ_ONLY,
+    Requirements, TierId, TlbFlush, TrackerRequest, PAGE_DIRTY, PAGE_READ_ONLY, PAGE_REFERENCED,
 };
 
 pub const NAME: &str = "mtier";
@@ -109,6 +112,8 @@ pub struct Mtier {
     epoch: u32,
     /// Per page: the last epoch a write to it was seen in (0: never).
     last_write: Vec<u32>,
+    /// Per page: the last epoch it was referenced and not written in (0: never).
+    last_read: Vec<u32>,
     /// Per page: mapped read-only at the last look (`PAGE_READ_ONLY`).
     read_only: Vec<bool>,
     /// Some page was marked read-only at the last look: only such pages are eligible.
@@ -141,6 +146,7 @@ impl Mtier {
             },
             epoch: 0,
             last_write: Vec::new(),
+            last_read: Vec::new(),
             read_only: Vec::new(),
             protections: false,
             eligible: Vec::new(),
@@ -157,12 +163,13 @@ impl Mtier {
     }
 
     /// Whether `page` may enter the pool: mapped read-only where the machine marks protections,
-    /// else not written within the window.
+    /// else read since its last write and not written within the window.
     fn read_only_now(&self, page: PageIdx) -> bool {
         if self.protections {
             self.read_only.get(page as usize).copied().unwrap_or(false)
         } else {
-            !self.written_lately(page)
+            let at = |v: &Vec<u32>| v.get(page as usize).copied().unwrap_or(0);
+            at(&self.last_read) > at(&self.last_write) && !self.written_lately(page)
         }
     }
 
@@ -217,10 +224,13 @@ impl Policy for Mtier {
         if let Some(bits) = obs.page_bits {
             if self.last_write.len() < bits.len() {
                 self.last_write.resize(bits.len(), 0);
+                self.last_read.resize(bits.len(), 0);
             }
-            for (w, &b) in self.last_write.iter_mut().zip(bits) {
+            for ((w, r), &b) in self.last_write.iter_mut().zip(self.last_read.iter_mut()).zip(bits) {
                 if b & PAGE_DIRTY != 0 {
                     *w = self.epoch;
+                } else if b & PAGE_REFERENCED != 0 {
+                    *r = self.epoch;
                 }
             }
             self.read_only.clear();
@@ -286,6 +296,7 @@ mod tests {
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
     const D: u8 = PAGE_DIRTY;
+    const R: u8 = PAGE_REFERENCED;
 
     fn with(spec: &str) -> Mtier {
         Mtier::new(&crate::registry::params_of(spec))
@@ -295,7 +306,7 @@ mod tests {
     fn the_first_epoch_builds_the_list_and_standard_epochs_fill_the_pool() {
         let mut p = with("mtier:read_only_window=1");
         let placement = [S; 8];
-        let plan = tick(&mut p, &placement, &[0; 8], 2);
+        let plan = tick(&mut p, &placement, &[R; 8], 2);
         assert!(plan.moves.is_empty(), "bookkeeping with an empty pool evicts nothing");
         assert_eq!(p.eligible.len(), 8);
         let plan = tick(&mut p, &placement, &[0; 8], 2);
@@ -308,7 +319,7 @@ mod tests {
     #[test]
     fn an_epoch_evicts_what_it_did_not_draw_first_and_keeps_what_it_drew_again() {
         let mut p = with("mtier:read_only_window=1");
-        tick(&mut p, &[S; 6], &[0; 6], 3);
+        tick(&mut p, &[S; 6], &[R; 6], 3);
         // Pages 0..3 in the pool; the next draw keeps the drawn ones there.
         let placement = [F, F, F, S, S, S];
         let plan = tick(&mut p, &placement, &[0; 6], 3);
@@ -323,12 +334,25 @@ mod tests {
     #[test]
     fn written_pages_are_never_eligible() {
         let mut p = with("mtier:read_only_window=2");
-        let plan = tick(&mut p, &[S; 4], &[D, D, 0, 0], 4);
+        let plan = tick(&mut p, &[S; 4], &[D, D, R, R], 4);
         assert!(plan.moves.is_empty());
         assert_eq!(p.eligible, [2, 3]);
         // Page 3 is written after the list was built: it is passed over.
         let plan = tick(&mut p, &[S; 4], &[0, 0, 0, D], 4);
         assert_eq!(plan.moves, [Move { page: 2, to: F }]);
+    }
+
+    /// A page never read is not read-only data: one untouched, and one only ever written (a
+    /// recording that sees writes only shows every page so), stay out of the list however long
+    /// ago their last write was; a page read after its write comes in.
+    #[test]
+    fn pages_never_read_since_their_last_write_are_not_eligible() {
+        let mut p = with("mtier:read_only_window=1,bookkeeping=4");
+        tick(&mut p, &[S; 3], &[0, D, D], 1);
+        assert!(p.eligible.is_empty());
+        tick(&mut p, &[S; 3], &[0, 0, R], 1);
+        tick(&mut p, &[S; 3], &[0, 0, 0], 1);
+        assert_eq!(p.eligible, [2], "the untouched page 0 and the written page 1 stay out");
     }
 
     #[test]
@@ -347,7 +371,7 @@ mod tests {
     #[test]
     fn every_bookkeeping_epoch_empties_the_pool() {
         let mut p = with("mtier:bookkeeping=3,read_only_window=1");
-        tick(&mut p, &[S; 4], &[0; 4], 2);
+        tick(&mut p, &[S; 4], &[R; 4], 2);
         tick(&mut p, &[F, F, S, S], &[0; 4], 2);
         tick(&mut p, &[F, F, S, S], &[0; 4], 2);
         let plan = tick(&mut p, &[F, F, S, S], &[0; 4], 2);
@@ -361,7 +385,7 @@ mod tests {
         assert!(p.eligible.is_empty());
         assert!(tick(&mut p, &[S; 2], &[0, 0], 1).is_empty());
         assert!(p.force_bookkeeping);
-        tick(&mut p, &[S; 2], &[0, 0], 1);
+        tick(&mut p, &[S; 2], &[R, R], 1);
         assert_eq!(p.eligible, [0, 1], "rebuilt at once, not b epochs later");
     }
 
@@ -389,7 +413,7 @@ mod tests {
     fn the_variants_move_as_the_thesis_says() {
         let plan_of = |spec: &str| {
             let mut p = with(spec);
-            tick(&mut p, &[S; 8], &[0; 8], 4);
+            tick(&mut p, &[S; 8], &[R; 8], 4);
             tick(&mut p, &[S; 8], &[0; 8], 4)
         };
         let heavy = plan_of("mtier-heavy:read_only_window=1");
