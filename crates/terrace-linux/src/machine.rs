@@ -460,6 +460,10 @@ impl LiveMachine {
                 }
             };
             let fault_fd = self.joining_userfaultfd(pid, &req);
+            // Exited as it joined (a shell's short command): nothing to manage, nothing to say.
+            if !crate::process::running(pid) {
+                continue;
+            }
             let program = select::Program { memory: &mem, fault_fd, huge: self.huge, descendant: true };
             match select::build(&HostKernel, &req, &self.choice, program) {
                 Ok(trackers) => {
@@ -505,6 +509,11 @@ impl LiveMachine {
         }
         match crate::remote_syscall::create_userfaultfd_in_running(pid) {
             Ok(fd) => Some(Userfaultfd::from_fd(fd)),
+            // Exiting: ptrace refuses it (EPERM, ESRCH), which is no refusal of Terrace's rights.
+            Err(e) if !crate::process::running(pid) => {
+                tracing::debug!("{}: pid {pid} exited as it joined ({e})", self.program.who());
+                None
+            }
             Err(e) => {
                 tracing::warn!(
                     "{}: pid {pid} joins without a userfaultfd ({e}), so its writes are not sampled and its \

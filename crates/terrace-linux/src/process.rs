@@ -54,6 +54,16 @@ impl ProcessError {
     }
 }
 
+/// Whether process `pid` is running: there, and not exiting (a zombie, or dead). A process that
+/// exits while Terrace joins it fails the join with what looks like a refusal (ptrace answers
+/// EPERM for a process exiting); this tells the two apart.
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])))
+        .is_some_and(|exiting| !exiting)
+}
+
 /// A run of consecutive pages with consecutive indexes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Span {
@@ -467,6 +477,25 @@ mod tests {
         assert!(entries.iter().any(|e| e & PM_PRESENT != 0), "the new program's pages are seen");
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// Running: this process, and a child until it exits; a zombie not yet reaped, and a child
+    /// reaped, are not.
+    #[test]
+    fn a_zombie_and_a_reaped_process_are_not_running() {
+        assert!(running(std::process::id() as i32));
+        let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
+        let pid = child.id() as i32;
+        assert!(running(pid));
+        // Not waited for: a zombie once it exits.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while running(pid) {
+            assert!(std::time::Instant::now() < deadline, "sleep 0.2 still running");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "a zombie is still listed");
+        child.wait().unwrap();
+        assert!(!running(pid));
     }
 
     #[test]

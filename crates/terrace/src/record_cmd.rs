@@ -941,7 +941,7 @@ mod live {
         /// short-lived process is no failure); the recording goes on without it.
         fn refuse(&mut self, pid: i32, why: &str) {
             self.slots.remove(&pid);
-            if self.left_out.insert(pid) && Self::alive(pid) {
+            if self.left_out.insert(pid) && terrace_linux::process::running(pid) {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 eprintln!(
                     "terrace record: cannot record pid {pid} ({}), which the program started: {why}; the \
@@ -974,14 +974,6 @@ mod live {
                 out.push(p);
             }
             out
-        }
-
-        /// Whether `pid` is alive and not a zombie.
-        fn alive(pid: i32) -> bool {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().to_string()))
-                .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
         }
 
         /// Whether `pid` is alive with an address space of its own: not a zombie, and not a

@@ -471,6 +471,29 @@ fn a_dry_run_on_one_node_tracks_and_a_real_run_is_refused() {
     }
 }
 
+/// `terrace run` of a shell running 3,000 short commands under hemem, whose fault sampler joins
+/// each process of the tree with a userfaultfd made inside it: the shell runs to its end (a
+/// command that exited as it joined once hung it, its exit held by Terrace, its tracer), and a
+/// command that exited as it joined is neither warned about as refused (ptrace answers EPERM for
+/// a process exiting) nor logged as managed. Where hemem cannot run, one line says so.
+#[test]
+fn run_of_a_shell_of_short_commands_ends_and_blames_no_exit_on_ptrace() {
+    let out = terrace()
+        .args(["run", "--dry-run", "--policy", "hemem", "--", "sh", "-c"])
+        .arg("i=0; while [ $i -lt 3000 ]; do /bin/true; i=$((i+1)); done; exit 4")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("policy hemem cannot run here") {
+        eprintln!("skipped: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(4), "the shell did not run to its end: {err}");
+    assert!(!err.contains("joins without a userfaultfd"), "{err}");
+    assert!(!err.contains("too, with \n"), "{err}");
+}
+
 /// `optimal`, the offline reference, runs by name in `compare`, is never slower than the policies
 /// beside it, and says which candidate's run it is.
 #[test]
