@@ -926,7 +926,7 @@ mod live {
             slot << SLOT_SHIFT
         }
 
-        /// `pid`, given its slot, is recorded from now on.
+        /// One more process (given its slot by [`Self::vpn_base`]) is recorded from now on.
         fn joined(&mut self) {
             self.recorded += 1;
         }
