@@ -548,7 +548,7 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
     if let Err(e) = numa_sys::move_pages(pid, &addrs, &nodes, &mut status, 0) {
         // The whole call failed (the process went away, no permission): nothing moved.
         let mut why = failure_of(-e.raw_os_error().unwrap_or(libc::EINVAL));
-        if why == MoveFailure::Invalid && has_exited(pid) {
+        if why == MoveFailure::Invalid && !crate::process::running(pid) {
             why = MoveFailure::NotPresent;
         }
         out.failed.extend(chunk.iter().map(|m| (m.tag, why)));
@@ -569,7 +569,7 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
     }
     // A program that exits during the batch takes its pages with it: the kernel then refuses
     // their addresses (EINVAL) as it would a bad one, but nothing is wrong with the plan.
-    if out.failed.iter().any(|&(_, w)| w == MoveFailure::Invalid) && has_exited(pid) {
+    if out.failed.iter().any(|&(_, w)| w == MoveFailure::Invalid) && !crate::process::running(pid) {
         for (_, w) in &mut out.failed {
             if *w == MoveFailure::Invalid {
                 *w = MoveFailure::NotPresent;
@@ -577,17 +577,6 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
         }
     }
     out
-}
-
-/// Whether `pid` has exited or is exiting (gone, a zombie, or its memory already torn down).
-fn has_exited(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name's closing parenthesis.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_none_or(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('Z' | 'X'))),
-        Err(_) => true,
-    }
 }
 
 #[cfg(test)]
@@ -617,8 +606,6 @@ mod tests {
         assert_eq!(failure_of(-libc::EFAULT), MoveFailure::NotPresent);
         assert_eq!(failure_of(-libc::ENOENT), MoveFailure::NotPresent);
         assert_eq!(failure_of(-libc::EACCES), MoveFailure::Permission);
-        assert!(!has_exited(std::process::id() as i32));
-        assert!(has_exited(i32::MAX), "no such process");
     }
 
     #[test]

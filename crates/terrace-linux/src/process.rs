@@ -54,14 +54,31 @@ impl ProcessError {
     }
 }
 
+/// Where a process is in its life, from /proc/PID/stat: its state and its real parent (procfs
+/// gives the parent, not a tracer). `None` once the process is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Life {
+    pub state: char,
+    pub ppid: i32,
+}
+
+impl Life {
+    pub fn of(pid: i32) -> Option<Life> {
+        let stat = Process::new(pid).and_then(|p| p.stat()).ok()?;
+        Some(Life { state: stat.state, ppid: stat.ppid })
+    }
+
+    /// A zombie, or dead: its memory is torn down or going.
+    pub fn exiting(&self) -> bool {
+        matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
 /// Whether process `pid` is running: there, and not exiting (a zombie, or dead). A process that
 /// exits while Terrace joins it fails the join with what looks like a refusal (ptrace answers
 /// EPERM for a process exiting); this tells the two apart.
 pub fn running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])))
-        .is_some_and(|exiting| !exiting)
+    Life::of(pid).is_some_and(|life| !life.exiting())
 }
 
 /// A run of consecutive pages with consecutive indexes.
@@ -484,6 +501,11 @@ mod tests {
     #[test]
     fn a_zombie_and_a_reaped_process_are_not_running() {
         assert!(running(std::process::id() as i32));
+        assert!(!running(i32::MAX), "no such process");
+        assert_eq!(
+            Life::of(std::process::id() as i32).map(|l| l.ppid),
+            Some(std::os::unix::process::parent_id() as i32)
+        );
         let mut child = std::process::Command::new("sleep").arg("0.2").spawn().unwrap();
         let pid = child.id() as i32;
         assert!(running(pid));

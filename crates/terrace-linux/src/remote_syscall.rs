@@ -359,10 +359,7 @@ fn hand_back_exit(pid: Pid) {
 /// Whether `pid`'s parent is another process than this one (procfs gives the real parent, not
 /// a tracer); a process gone reads as another's, which costs a wait that finds nothing.
 fn parent_is_another(pid: Pid) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let ppid =
-        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-    ppid != Some(std::process::id())
+    crate::process::Life::of(pid.as_raw()).map(|life| life.ppid as u32) != Some(std::process::id())
 }
 
 impl Tracee {

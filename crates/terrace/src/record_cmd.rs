@@ -105,7 +105,7 @@ mod live {
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::time::{Duration, Instant};
-    use terrace_linux::process::ProcessMemory;
+    use terrace_linux::process::{Life, ProcessMemory};
     use terrace_linux::trackers::damon::{self, DamonReader};
     use terrace_linux::trackers::perf_sampler::{self, PerfSampler, SampledEvent};
     use terrace_linux::trackers::written_bits::{self, WrittenBits};
@@ -980,14 +980,8 @@ mod live {
         /// child of vfork (or posix_spawn) still in its parent's memory before its exec
         /// (kcmp(2); where the kernel lacks it, taken as its own).
         fn has_own_memory(pid: i32) -> bool {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-            let Some((_, rest)) = stat.rsplit_once(')') else { return false };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next().unwrap_or("X");
-            let Some(ppid) = fields.next().and_then(|p| p.parse::<libc::pid_t>().ok()) else { return false };
-            if state.starts_with(['Z', 'X']) {
-                return false;
-            }
+            let Some(life) = Life::of(pid).filter(|life| !life.exiting()) else { return false };
+            let ppid = life.ppid;
             const KCMP_VM: libc::c_int = 1;
             // SAFETY: kcmp reads nothing from our memory; 0 means the two share one mm.
             let same = unsafe { libc::syscall(libc::SYS_kcmp, pid, ppid, KCMP_VM, 0, 0) };
