@@ -22,7 +22,7 @@ random_lines 100000 7 /tmp/lines
 cat >/tmp/p.py <<'PY'
 import hashlib
 d = {i: str(i * 7919 % 1000003) for i in range(150000)}
-for r in range(3):
+for r in range(6):
     s = sorted(d.values(), reverse=bool(r % 2))
     d = {k: v + "x" for k, v in d.items()}
 print(len(d), hashlib.sha256("".join(s).encode()).hexdigest())
@@ -42,6 +42,7 @@ output_ok() {
 output_ok 'hemem, numactl outside' "$want_py"
 outside_moved=$(done_field 'pages moved')
 outside_plans=$(done_field plans)
+outside_faults=$(sed -n 's/.*; \([0-9]*\) sampled write faults.*/\1/p' /tmp/log)
 manage 'hemem via numactl --membind=1' --policy hemem -- "$numactl" --membind=1 "$py" /tmp/p.py
 output_ok 'hemem via numactl' "$want_py"
 grep -q 'made a new userfaultfd inside pid' /tmp/log || fail "hemem via numactl: no userfaultfd made inside python3"
@@ -56,7 +57,7 @@ moved=$(done_field 'pages moved')
 if [ "${outside_moved:-0}" -gt 0 ]; then
 	[ "${moved:-0}" -gt 0 ] || fail "hemem via numactl: nothing moved, where numactl outside moved $outside_moved pages"
 fi
-note "python3 under hemem: numactl outside $outside_plans plans, $outside_moved pages moved; numactl inside $plans plans, $moved pages moved, $after write faults sampled after the exec ($before before)"
+note "python3 under hemem: numactl outside $outside_plans plans, $outside_moved pages moved, $outside_faults write faults sampled; numactl inside $plans plans, $moved pages moved, $after write faults sampled after the exec ($before before)"
 
 # 2. sort under hpwp and kernel-tiering, on node 1.
 for policy in hpwp kernel-tiering; do
