@@ -293,7 +293,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 60% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses; on MG ambix moves 1.0/2.5 GiB for 5/2 points of hit rate and loses 23%/27%; the stronger first-touch baseline (above)",
+        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves 1.0/2.5 GiB for 5/2 points of hit rate and loses 23%/27%; the stronger first-touch baseline (above)",
     },
     Headline {
         section: "Ambix §5.5.2",
