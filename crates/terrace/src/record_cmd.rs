@@ -428,12 +428,19 @@ mod live {
         let started = Instant::now();
         let mut sampling = Sampling::default();
         let mut slots = ProcessSlots::new(pid);
-        // DAMON watches the program alone: the processes it started, which it did not record.
-        let mut not_followed = std::collections::BTreeMap::new();
+        // The processes the program started that DAMON could not follow.
+        let mut not_followed = NotFollowed::default();
         let recorded = match tracker {
-            TrackerName::Damon => {
-                watch(pid, child.as_mut(), sample_us, interval_us, args.duration, writes, &mut not_followed)
-            }
+            TrackerName::Damon => watch(
+                pid,
+                child.as_mut(),
+                sample_us,
+                interval_us,
+                args.duration,
+                writes,
+                &mut slots,
+                &mut not_followed,
+            ),
             TrackerName::Sampler => {
                 let opened = match sampler.take() {
                     Some(s) => Ok(s),
@@ -474,18 +481,7 @@ mod live {
             }
         };
         // DAMON's, said once the trace is written, or in the refusal when there is none.
-        let not_followed = (!not_followed.is_empty()).then(|| {
-            let names: Vec<String> = not_followed.iter().take(3).map(|(p, c)| format!("{p} {c}")).collect();
-            format!(
-                "the program started {} process{} that DAMON does not follow ({}{}): the trace holds pid {pid} \
-                 alone; record with --tracker idle-page, soft-dirty or uffd-wp, which follow them, or start the \
-                 one you mean without its wrapper",
-                not_followed.len(),
-                if not_followed.len() == 1 { "" } else { "es" },
-                names.join(", "),
-                if not_followed.len() > 3 { ", ..." } else { "" }
-            )
-        });
+        let not_followed = not_followed.line();
         let (intervals, physical) = match recorded {
             Ok(i) => i,
             Err(e) => {
@@ -641,10 +637,13 @@ mod live {
         Ok(())
     }
 
-    /// Records `pid` with DAMON until it exits, a stop signal comes, or `duration` passes:
-    /// each aggregation's regions, clipped to the process's mappings, as one interval. DAMON
-    /// watches this one process: the processes it starts are put in `not_followed` (pid, name),
-    /// which the caller reports.
+    /// Records `pid` and the processes it starts with DAMON until it exits, a stop signal comes,
+    /// or `duration` passes: each aggregation's regions, clipped to each process's mappings, as
+    /// one interval. On virtual memory each process the program starts becomes one more target
+    /// of the kdamond ([`DamonReader::follow`]); on physical memory, which holds every process's
+    /// pages, each one's pages take their frames' counts. A process DAMON cannot follow is put in
+    /// `not_followed` (pid, name) with the reason, which the caller reports.
+    #[allow(clippy::too_many_arguments)]
     fn watch(
         pid: i32,
         mut child: Option<&mut std::process::Child>,
@@ -652,9 +651,10 @@ mod live {
         interval_us: u64,
         duration: Option<f64>,
         writes: bool,
-        not_followed: &mut std::collections::BTreeMap<i32, String>,
+        slots: &mut ProcessSlots,
+        not_followed: &mut NotFollowed,
     ) -> Result<(Vec<Interval>, bool)> {
-        let mut memory = match ProcessMemory::attach(pid) {
+        let memory = match ProcessMemory::attach(pid) {
             Ok(m) => m,
             // A program that has exited already recorded nothing, which the caller says.
             Err(terrace_linux::process::ProcessError::Gone(_)) if child.is_some() => {
@@ -664,7 +664,7 @@ mod live {
         };
         // DAMON on the process's virtual memory where the kernel has it, else on physical memory
         // with the process's pages found by frame (pagemap).
-        let (reader, physical) = match DamonReader::start(pid, sample_us, interval_us) {
+        let (mut reader, physical) = match DamonReader::start(pid, sample_us, interval_us) {
             Ok(r) => (r, false),
             Err(damon::DamonError::NoOperations { .. }) => {
                 tracing::info!(
@@ -675,23 +675,20 @@ mod live {
             }
             Err(e) => return Err(e).context("cannot start DAMON"),
         };
-        let mut entries = Vec::new();
-        let mut frames = Vec::new();
-        let mut counted = Vec::new();
-        let mut dirty_entries = Vec::new();
-        let mut written: Vec<u64> = Vec::new();
         if writes {
             // What the program wrote before the recording began is not counted.
             soft_dirty::clear(pid)
                 .with_context(|| format!("cannot clear the soft-dirty bits of pid {pid}"))?;
         }
+        let mut tree = vec![DamonWatched::new(memory, 0, slots.vpn_base(pid))];
         let frames_every = (1_000_000 / interval_us).max(1) as usize;
         let bar = spinner();
         let started = Instant::now();
         let poll = Duration::from_micros((interval_us / 10).max(1000));
         let mut intervals: Vec<Interval> = Vec::new();
         let mut seen = 0u64;
-        let mut mapped = Vec::new();
+        let mut counted = Vec::new();
+        let mut part = Interval::new();
         loop {
             if STOP.load(Ordering::Relaxed) != 0 {
                 break;
@@ -699,76 +696,80 @@ mod live {
             if duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d) {
                 break;
             }
-            match reader.latest() {
-                Ok((seq, regions)) if seq > seen => {
+            match reader.latest_of_each() {
+                Ok((seq, targets)) if seq > seen => {
                     seen = seq;
-                    // Mappings now, for this aggregation's regions; a process exiting has none.
-                    // A program started by Terrace was attached before its exec: follow it.
-                    // On physical memory the mappings matter only when frames are read again.
                     let frames_due = intervals.len().is_multiple_of(frames_every);
-                    let _ = memory.follow_exec();
-                    if (!physical || frames_due) && memory.refresh().is_ok() {
-                        mapped.clear();
-                        mapped.extend(memory.mapped_ranges());
-                    }
                     let mut interval = Interval::new();
-                    counted.clear();
-                    counted.extend(
-                        regions
-                            .iter()
-                            .map(|r| (r.start, r.end, u64::from(r.nr_accesses) * ACCESSES_PER_TOUCH, 0)),
-                    );
-                    if physical {
-                        // Frames change seldom (a page faulted in, migrated, reclaimed): read
-                        // pagemap about once a second, not every interval.
-                        if frames_due {
-                            frames.clear();
-                            if memory.read_pagemap(&mut entries).is_ok() {
-                                for_each_page(&memory, &entries, |vpn, e| {
-                                    // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
-                                    let pfn = e & ((1 << 55) - 1);
-                                    if e >> 63 == 1 && pfn != 0 {
-                                        frames.push((pfn, vpn));
-                                    }
-                                });
-                            }
-                            frames.sort_unstable();
+                    let mut k = 0;
+                    while k < tree.len() {
+                        let w = &mut tree[k];
+                        // On physical memory every process's pages lie in the one target's regions.
+                        let regions =
+                            targets.get(if physical { 0 } else { w.target }).map_or(&[][..], |r| &r[..]);
+                        counted.clear();
+                        counted.extend(
+                            regions
+                                .iter()
+                                .map(|r| (r.start, r.end, u64::from(r.nr_accesses) * ACCESSES_PER_TOUCH, 0)),
+                        );
+                        part.clear();
+                        if w.read(&counted, physical, frames_due, writes, &mut part) || k == 0 {
+                            let base = w.vpn_base;
+                            interval.extend(part.drain(..).map(|mut s| {
+                                s.first_page += base;
+                                s
+                            }));
+                            k += 1;
+                        } else {
+                            // Gone: what it had recorded stays.
+                            slots.leave(tree.remove(k).pid);
                         }
-                        recorded::by_frame(&frames, &counted, &mut interval);
-                    } else {
-                        recorded::clip_to_mapped(counted.iter().copied(), &mapped, &mut interval);
-                    }
-                    if writes {
-                        written.clear();
-                        if memory.read_pagemap(&mut dirty_entries).is_ok() {
-                            for_each_page(&memory, &dirty_entries, |vpn, e| {
-                                if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
-                                    written.push(vpn);
-                                }
-                            });
-                            let _ = soft_dirty::clear(pid);
-                        }
-                        written.sort_unstable();
-                        recorded::mark_written(&mut interval, &written);
                     }
                     tracing::debug!(
-                        "aggregation {seq}: {} regions ({} accessed), {} frames, {} spans",
-                        regions.len(),
-                        regions.iter().filter(|r| r.nr_accesses > 0).count(),
-                        frames.len(),
+                        "aggregation {seq}: {} targets, {} regions ({} accessed), {} processes, {} spans",
+                        targets.len(),
+                        targets.iter().map(Vec::len).sum::<usize>(),
+                        targets.iter().flatten().filter(|r| r.nr_accesses > 0).count(),
+                        tree.len(),
                         interval.len()
                     );
                     intervals.push(interval);
                     bar.set_message(format!("{pid}: {} intervals", intervals.len()));
-                    for p in
-                        terrace_linux::process_group::descendants(Path::new("/proc"), pid).into_iter().skip(1)
-                    {
-                        not_followed.entry(p).or_insert_with(|| {
-                            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                                .unwrap_or_default()
-                                .trim()
-                                .to_string()
-                        });
+                    // Processes started since join now: from the aggregation after next on
+                    // virtual memory (DAMON lays a new target's regions out at its next update),
+                    // at once on physical memory.
+                    for p in slots.new_processes(pid, tree.iter().map(|w| w.pid)) {
+                        if !ProcessSlots::has_own_memory(p) {
+                            continue; // tried again at the next aggregation
+                        }
+                        let memory = match ProcessMemory::attach(p) {
+                            Ok(m) => m,
+                            Err(terrace_linux::process::ProcessError::Gone(_)) => continue,
+                            Err(e) => {
+                                slots.refuse(p, &format!("{e:#}"));
+                                continue;
+                            }
+                        };
+                        let target = if physical {
+                            0
+                        } else {
+                            match reader.follow(p) {
+                                Ok(t) => t,
+                                Err(why) => {
+                                    if terrace_linux::process::running(p) {
+                                        slots.leave_out(p);
+                                        not_followed.add(p, why);
+                                    }
+                                    continue;
+                                }
+                            }
+                        };
+                        if writes && soft_dirty::clear(p).is_err() {
+                            continue;
+                        }
+                        slots.joined();
+                        tree.push(DamonWatched::new(memory, target, slots.vpn_base(p)));
                     }
                 }
                 Ok(_) => {}
@@ -789,6 +790,131 @@ mod live {
         bar.finish_and_clear();
         drop(reader);
         Ok((intervals, physical))
+    }
+
+    /// The processes DAMON could not follow, and why (the first reason given).
+    #[derive(Default)]
+    struct NotFollowed {
+        processes: std::collections::BTreeMap<i32, String>,
+        why: Option<String>,
+    }
+
+    impl NotFollowed {
+        fn add(&mut self, pid: i32, why: String) {
+            self.processes.entry(pid).or_insert_with(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+            });
+            self.why.get_or_insert(why);
+        }
+
+        /// One line naming them, or none.
+        fn line(&self) -> Option<String> {
+            let why = self.why.as_ref()?;
+            let n = self.processes.len();
+            let names: Vec<String> = self.processes.iter().take(3).map(|(p, c)| format!("{p} {c}")).collect();
+            Some(format!(
+                "DAMON did not follow {n} process{} the program started ({}{}): {why}; the trace leaves {} out. \
+                 Record with --tracker idle-page, soft-dirty or uffd-wp, which follow every process, or start \
+                 the one you mean without its wrapper",
+                if n == 1 { "" } else { "es" },
+                names.join(", "),
+                if n > 3 { ", ..." } else { "" },
+                if n == 1 { "it" } else { "them" }
+            ))
+        }
+    }
+
+    /// One process of a tree DAMON records: its memory, its target, and where its pages go.
+    struct DamonWatched {
+        pid: i32,
+        memory: ProcessMemory,
+        /// Its target in the kdamond's order (virtual memory).
+        target: usize,
+        /// Added to its virtual page numbers in the trace ([`ProcessSlots`]).
+        vpn_base: u64,
+        mapped: Vec<(u64, u64)>,
+        /// (frame, virtual page) of its present pages, sorted by frame (physical memory).
+        frames: Vec<(u64, u64)>,
+        entries: Vec<u64>,
+        written: Vec<u64>,
+    }
+
+    impl DamonWatched {
+        fn new(memory: ProcessMemory, target: usize, vpn_base: u64) -> Self {
+            DamonWatched {
+                pid: memory.pid(),
+                memory,
+                target,
+                vpn_base,
+                mapped: Vec::new(),
+                frames: Vec::new(),
+                entries: Vec::new(),
+                written: Vec::new(),
+            }
+        }
+
+        /// Its pages' counts in this aggregation into `out` (at its own page numbers), from
+        /// `counted` ([start, end) addresses, reads and writes per page): its target's regions,
+        /// or on physical memory, the regions of every frame. `false` if it is gone.
+        fn read(
+            &mut self,
+            counted: &[(u64, u64, u64, u64)],
+            physical: bool,
+            frames_due: bool,
+            writes: bool,
+            out: &mut Interval,
+        ) -> bool {
+            // Mappings now, for this aggregation's regions; a process exiting has none. A
+            // program started by Terrace was attached before its exec: follow it. On physical
+            // memory the mappings matter only when frames are read again.
+            let _ = self.memory.follow_exec();
+            if !physical || frames_due {
+                match self.memory.refresh() {
+                    Ok(()) => {
+                        self.mapped.clear();
+                        self.mapped.extend(self.memory.mapped_ranges());
+                    }
+                    Err(terrace_linux::process::ProcessError::Gone(_)) => return false,
+                    Err(_) => {}
+                }
+            }
+            if physical {
+                // Frames change seldom (a page faulted in, migrated, reclaimed): read pagemap
+                // about once a second, not every interval.
+                if frames_due {
+                    self.frames.clear();
+                    if self.memory.read_pagemap(&mut self.entries).is_ok() {
+                        let frames = &mut self.frames;
+                        for_each_page(&self.memory, &self.entries, |vpn, e| {
+                            // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
+                            let pfn = e & ((1 << 55) - 1);
+                            if e >> 63 == 1 && pfn != 0 {
+                                frames.push((pfn, vpn));
+                            }
+                        });
+                    }
+                    self.frames.sort_unstable();
+                }
+                recorded::by_frame(&self.frames, counted, out);
+            } else {
+                recorded::clip_to_mapped(counted.iter().copied(), &self.mapped, out);
+            }
+            if writes {
+                self.written.clear();
+                if self.memory.read_pagemap(&mut self.entries).is_ok() {
+                    let written = &mut self.written;
+                    for_each_page(&self.memory, &self.entries, |vpn, e| {
+                        if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {
+                            written.push(vpn);
+                        }
+                    });
+                    let _ = soft_dirty::clear(self.pid);
+                }
+                self.written.sort_unstable();
+                recorded::mark_written(out, &self.written);
+            }
+            true
+        }
     }
 
     /// Calls `each` with every page of `memory`'s index and its pagemap entry from `entries`
@@ -935,6 +1061,12 @@ mod live {
         /// another one.
         fn leave(&mut self, pid: i32) {
             self.slots.remove(&pid);
+        }
+
+        /// `pid` is not recorded, and not tried again; the caller says why.
+        fn leave_out(&mut self, pid: i32) {
+            self.slots.remove(&pid);
+            self.left_out.insert(pid);
         }
 
         /// `pid` cannot be recorded: said once, in one line, unless it is gone meanwhile (a

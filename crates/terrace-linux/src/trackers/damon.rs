@@ -18,7 +18,7 @@ use crate::tracepoint::{Record, TracepointEvents};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use terrace_model::{AccessKind, Sample, PAGE_REFERENCED};
 
@@ -191,6 +191,8 @@ pub struct DamonTracker {
     kdamond: PathBuf,
     /// Samples per aggregation interval: the most `nr_accesses` can be.
     samples_per_aggregation: u32,
+    /// The process watched (vaddr); none on physical memory.
+    pid: Option<i32>,
 }
 
 impl DamonTracker {
@@ -231,6 +233,7 @@ impl DamonTracker {
         let tracker = DamonTracker {
             kdamond: kd.clone(),
             samples_per_aggregation: (aggr_us / sample_us.max(1)) as u32,
+            pid,
         };
         let ctx = kd.join("contexts/0");
         write(&kd.join("contexts/nr_contexts"), "1")?;
@@ -332,19 +335,20 @@ impl Drop for DamonTracker {
     }
 }
 
-/// The latest regions a [`DamonReader`] has read, numbered.
+/// The latest regions a [`DamonReader`] has read, numbered: each target's, in the kdamond's
+/// order.
 #[derive(Default)]
 struct Latest {
     seq: u64,
-    regions: Vec<Region>,
+    targets: Vec<Vec<Region>>,
     error: Option<String>,
 }
 
 impl Latest {
     /// One more aggregation read: it replaces the last, and any error.
-    fn publish(&mut self, regions: Vec<Region>) {
+    fn publish(&mut self, targets: Vec<Vec<Region>>) {
         self.seq += 1;
-        self.regions = regions;
+        self.targets = targets;
         self.error = None;
     }
 }
@@ -367,11 +371,24 @@ pub struct DamonReader {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     samples_per_aggregation: u32,
+    /// The kdamond's sysfs directory, where [`Self::follow`] adds targets.
+    kdamond: PathBuf,
+    /// Each target's process, in the kdamond's order (vaddr; empty on physical memory).
+    pids: Vec<i32>,
+    /// How many targets an aggregation has, for the reading thread.
+    targets: Arc<AtomicUsize>,
+    /// Why targets cannot be added here, once found.
+    no_follow: Option<String>,
 }
 
 /// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read DAMON's regions
 /// from sysfs rather than from its trace event.
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
+
+/// The most processes one kdamond watches for a recording of a process tree ([`DamonReader::follow`]):
+/// each target costs the kdamond its own sampling, and a target whose process has exited
+/// keeps its place.
+pub const MAX_TARGETS: usize = 32;
 
 impl DamonReader {
     /// Starts DAMON on `pid` ([`DamonTracker::start`]) and a thread that reads every aggregation.
@@ -386,9 +403,12 @@ impl DamonReader {
 
     fn reading(tracker: DamonTracker, aggr_us: u64) -> Result<Self, DamonError> {
         let samples_per_aggregation = tracker.samples_per_aggregation();
+        let kdamond = tracker.kdamond.clone();
+        let pids = tracker.pid.into_iter().collect();
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (l, s) = (Arc::clone(&latest), Arc::clone(&stop));
+        let targets = Arc::new(AtomicUsize::new(1));
+        let (l, s, t) = (Arc::clone(&latest), Arc::clone(&stop), Arc::clone(&targets));
         let sysfs_asked = std::env::var_os(REGIONS_ENV).is_some_and(|v| v == "sysfs");
         let events = match (!sysfs_asked).then(|| trace_events(&tracker)) {
             Some(Ok(events)) => Some(events),
@@ -401,27 +421,100 @@ impl DamonReader {
         let source =
             if events.is_some() { "the damon_aggregated trace event" } else { "sysfs tried_regions" };
         tracing::info!("DAMON: regions read from {source}");
+        let no_follow = match (&events, tracker.pid) {
+            (_, None) => {
+                Some("DAMON watches physical memory here, which has no processes to add".to_string())
+            }
+            (None, _) => Some(
+                "DAMON's regions are read from sysfs here, whose tried_regions do not say which process \
+                 each is of"
+                    .to_string(),
+            ),
+            (Some((_, fields)), _) if fields.target_id.is_none() => {
+                Some("this kernel's damon_aggregated event does not name its target".to_string())
+            }
+            _ => None,
+        };
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
                 // The tracker lives (and its kdamond runs) as long as this thread.
                 match events {
-                    Some((events, fields)) => read_events(&l, &s, events, fields, aggr_us),
+                    Some((events, fields)) => read_events(&l, &s, &t, events, fields, aggr_us),
                     None => read_sysfs(&tracker, &l, &s, aggr_us),
                 }
                 drop(tracker);
             })
             .map_err(|source| DamonError::Io { what: "start a thread for", path: ADMIN.into(), source })?;
-        Ok(DamonReader { latest, stop, thread: Some(thread), samples_per_aggregation })
+        Ok(DamonReader {
+            latest,
+            stop,
+            thread: Some(thread),
+            samples_per_aggregation,
+            kdamond,
+            pids,
+            targets,
+            no_follow,
+        })
     }
 
     /// The latest aggregation read, numbered from 1 (0 with no regions: none read yet), or the
-    /// last read's error.
+    /// last read's error: the first target's regions (the program's).
     pub fn latest(&self) -> Result<(u64, Vec<Region>), String> {
+        self.latest_of_each().map(|(seq, mut targets)| {
+            (seq, if targets.is_empty() { Vec::new() } else { targets.swap_remove(0) })
+        })
+    }
+
+    /// [`Self::latest`] for every target, in the order they were added ([`Self::follow`]).
+    pub fn latest_of_each(&self) -> Result<(u64, Vec<Vec<Region>>), String> {
         let l = self.latest.lock().expect("damon lock");
         match &l.error {
             Some(e) => Err(e.clone()),
-            None => Ok((l.seq, l.regions.clone())),
+            None => Ok((l.seq, l.targets.clone())),
+        }
+    }
+
+    /// Adds process `pid` to the monitored processes, as the next target of the running kdamond
+    /// (sysfs `nr_targets`, each `pid_target`, then `commit`, which Linux 5.19 and later apply
+    /// without stopping it); its regions are [`Self::latest_of_each`]'s at the returned index
+    /// from the aggregation after next. A target whose process has exited is given the first
+    /// process's pid again, since DAMON refuses a pid that is gone and the targets keep their
+    /// places. Refused, with the reason: on physical memory, where the regions are read from
+    /// sysfs (whose regions do not say which target they are of), past [`MAX_TARGETS`], or
+    /// where the kernel cannot commit.
+    pub fn follow(&mut self, pid: i32) -> Result<usize, String> {
+        if let Some(why) = &self.no_follow {
+            return Err(why.clone());
+        }
+        if self.pids.len() >= MAX_TARGETS {
+            return Err(format!("DAMON follows at most {MAX_TARGETS} processes at once here"));
+        }
+        let first = self.pids[0];
+        let ctx = self.kdamond.join("contexts/0/targets");
+        let mut pids = self.pids.clone();
+        pids.push(pid);
+        let written = write(&ctx.join("nr_targets"), &pids.len().to_string()).and_then(|()| {
+            for (i, &p) in pids.iter().enumerate() {
+                let p = if i > 0 && !crate::process::running(p) { first } else { p };
+                write(&ctx.join(format!("{i}/pid_target")), &p.to_string())?;
+            }
+            write(&self.kdamond.join("state"), "commit")
+        });
+        match written {
+            Ok(()) => {
+                self.pids = pids;
+                self.targets.store(self.pids.len(), Ordering::Relaxed);
+                Ok(self.pids.len() - 1)
+            }
+            // The process exited meanwhile: DAMON refused its pid. The targets in sysfs are
+            // written again at the next follow.
+            Err(_) if !crate::process::running(pid) => Err(format!("pid {pid} exited")),
+            Err(e) => {
+                let why = format!("DAMON cannot add a process to its running monitor here ({e})");
+                self.no_follow = Some(why.clone());
+                Err(why)
+            }
         }
     }
 
@@ -445,6 +538,7 @@ fn trace_events(tracker: &DamonTracker) -> Result<(TracepointEvents, AggregatedF
 fn read_events(
     latest: &Mutex<Latest>,
     stop: &AtomicBool,
+    targets: &AtomicUsize,
     mut events: TracepointEvents,
     fields: AggregatedFields,
     aggr_us: u64,
@@ -459,14 +553,17 @@ fn read_events(
         let read = events.read(wait, |record| match record {
             Record::Lost(_) => lost = true,
             Record::Event(raw) if !lost => {
-                if let Some(regions) = fields.parse(raw).and_then(|(n, r)| aggregation.push(n, r)) {
-                    latest.lock().expect("damon lock").publish(regions);
+                let expected = targets.load(Ordering::Relaxed);
+                if let Some(whole) =
+                    fields.parse(raw).and_then(|(t, n, r)| aggregation.push(t, n, r, expected))
+                {
+                    latest.lock().expect("damon lock").publish(whole);
                 }
             }
             Record::Event(_) => {}
         });
         if lost {
-            aggregation.regions.clear();
+            aggregation.clear();
         }
         if let Err(e) = read {
             latest.lock().expect("damon lock").error =
@@ -480,7 +577,7 @@ fn read_events(
 fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool, aggr_us: u64) {
     while !stop.load(Ordering::Relaxed) {
         match tracker.regions() {
-            Ok(regions) => latest.lock().expect("damon lock").publish(regions),
+            Ok(regions) => latest.lock().expect("damon lock").publish(vec![regions]),
             Err(e) => {
                 latest.lock().expect("damon lock").error = Some(e.to_string());
                 std::thread::sleep(std::time::Duration::from_micros(aggr_us));
@@ -492,6 +589,9 @@ fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool,
 /// Where a `damon_aggregated` record's fields lie (its tracefs `format` file; mm/damon/core.c,
 /// `kdamond_reset_aggregated`, emits it).
 struct AggregatedFields {
+    /// Which target the region is of: its index since Linux 5.18 or so, before that the
+    /// target's own id; only told apart from the next target's here.
+    target_id: Option<Field>,
     nr_regions: Field,
     start: Field,
     end: Field,
@@ -501,6 +601,7 @@ struct AggregatedFields {
 impl AggregatedFields {
     fn of(format: &EventFormat) -> Option<Self> {
         Some(AggregatedFields {
+            target_id: format.field("target_id"),
             nr_regions: format.field("nr_regions")?,
             start: format.field("start")?,
             end: format.field("end")?,
@@ -508,35 +609,84 @@ impl AggregatedFields {
         })
     }
 
-    /// One record: the target's region count at this aggregation, and the region.
-    fn parse(&self, raw: &[u8]) -> Option<(u32, Region)> {
+    /// One record: its target's id (0 where the event has none), the target's region count at
+    /// this aggregation, and the region.
+    fn parse(&self, raw: &[u8]) -> Option<(u64, u32, Region)> {
         let region = Region {
             start: self.start.read(raw)?,
             end: self.end.read(raw)?,
             nr_accesses: self.nr_accesses.read(raw)? as u32,
         };
-        Some((self.nr_regions.read(raw)? as u32, region))
+        let target = match &self.target_id {
+            Some(f) => f.read(raw)?,
+            None => 0,
+        };
+        Some((target, self.nr_regions.read(raw)? as u32, region))
     }
 }
 
-/// The events of one aggregation, gathered: DAMON emits one per region of its target, in
-/// address order, each carrying the target's region count (mm/damon/core.c,
-/// `kdamond_reset_aggregated`). An aggregation is whole when that many have come in order; one
-/// begun before the reading started, or with events lost, is dropped.
+/// The events of one aggregation, gathered: DAMON emits one per region of each target, target
+/// after target, each target's in address order, each carrying its target's index and region
+/// count (mm/damon/core.c, `kdamond_reset_aggregated`). An aggregation is whole when each of
+/// its targets has had that many in order; one begun before the reading started, or with
+/// events lost, is dropped. A target with no regions (one just added, before DAMON has laid
+/// its regions out) emits nothing, and counts as none.
 #[derive(Default)]
 struct Aggregation {
-    regions: Vec<Region>,
+    /// By target index: its region count and the regions so far.
+    targets: Vec<Option<(u32, Vec<Region>)>>,
+    /// The target of the last event.
+    last: Option<usize>,
 }
 
 impl Aggregation {
-    /// Takes one event; returns the aggregation it completes.
-    fn push(&mut self, nr_regions: u32, region: Region) -> Option<Vec<Region>> {
-        // A region that starts below the last one's end begins the next aggregation.
-        if self.regions.last().is_some_and(|last| region.start < last.end) {
-            self.regions.clear();
+    fn clear(&mut self) {
+        self.targets.clear();
+        self.last = None;
+    }
+
+    /// Every target's regions, if the first target's and every other's that came are all there.
+    fn take_whole(&mut self) -> Option<Vec<Vec<Region>>> {
+        let whole_target = |t: &(u32, Vec<Region>)| t.1.len() == t.0 as usize;
+        let whole = self.targets.first().is_some_and(|t| t.as_ref().is_some_and(whole_target))
+            && self.targets.iter().flatten().all(whole_target);
+        let out = whole.then(|| self.targets.drain(..).map(|t| t.map(|t| t.1).unwrap_or_default()).collect());
+        self.clear();
+        out
+    }
+
+    /// Takes one event of target `target`; returns the aggregation it completes: at once when
+    /// the last of `expected` targets is whole, or when the next aggregation begins (a target
+    /// added that the kdamond has not yet taken up makes one aggregation shorter).
+    fn push(
+        &mut self,
+        target: u64,
+        nr_regions: u32,
+        region: Region,
+        expected: usize,
+    ) -> Option<Vec<Vec<Region>>> {
+        // An index out of any range DAMON's sysfs gives: a kernel whose event names the target
+        // otherwise, which watches one target here.
+        let target = if target < 4 * MAX_TARGETS as u64 { target as usize } else { 0 };
+        let begins_another = self.last.is_some_and(|last| {
+            target < last
+                || (target == last
+                    && self.targets[last].as_ref().is_some_and(|(n, regions)| {
+                        regions.len() >= *n as usize || regions.last().is_some_and(|l| region.start < l.end)
+                    }))
+        });
+        let done = if begins_another { self.take_whole() } else { None };
+        if self.targets.len() <= target {
+            self.targets.resize_with(target + 1, || None);
         }
-        self.regions.push(region);
-        (self.regions.len() >= nr_regions as usize).then(|| std::mem::take(&mut self.regions))
+        let (n, regions) = self.targets[target].get_or_insert_with(|| (nr_regions, Vec::new()));
+        *n = nr_regions;
+        regions.push(region);
+        self.last = Some(target);
+        if regions.len() >= nr_regions as usize && target + 1 >= expected.max(1) {
+            return self.take_whole().or(done);
+        }
+        done
     }
 }
 
@@ -716,8 +866,14 @@ mod tests {
 
     /// A `damon_aggregated` record as Linux 6.18 writes it, by kdamond pid 77.
     fn record(nr_regions: u32, start: u64, end: u64, nr_accesses: u32) -> Vec<u8> {
+        record_of(0, nr_regions, start, end, nr_accesses)
+    }
+
+    /// The same, of target `target`.
+    fn record_of(target: u64, nr_regions: u32, start: u64, end: u64, nr_accesses: u32) -> Vec<u8> {
         let mut raw = vec![0u8; 48];
         raw[4..8].copy_from_slice(&77i32.to_ne_bytes());
+        raw[8..16].copy_from_slice(&target.to_ne_bytes());
         raw[16..20].copy_from_slice(&nr_regions.to_ne_bytes());
         raw[24..32].copy_from_slice(&start.to_ne_bytes());
         raw[32..40].copy_from_slice(&end.to_ne_bytes());
@@ -729,7 +885,7 @@ mod tests {
     #[test]
     fn an_aggregated_record_is_read_where_the_format_puts_its_fields() {
         let r = |start, end, nr_accesses| Region { start, end, nr_accesses };
-        assert_eq!(fields().parse(&record(3, 4096, 81920, 7)), Some((3, r(4096, 81920, 7))));
+        assert_eq!(fields().parse(&record_of(2, 3, 4096, 81920, 7)), Some((2, 3, r(4096, 81920, 7))));
         assert_eq!(fields().parse(&record(3, 4096, 81920, 7)[..40]), None, "cut short");
         // Before Linux 6.3 the event had no age, and a kernel may lay the fields out otherwise.
         let old = "ID: 5\n\tfield:unsigned int nr_regions;\toffset:8;\tsize:4;\tsigned:0;\n\
@@ -741,7 +897,7 @@ mod tests {
         raw[12..16].copy_from_slice(&20u32.to_ne_bytes());
         raw[24..32].copy_from_slice(&4096u64.to_ne_bytes());
         let old = AggregatedFields::of(&EventFormat::parse(old).unwrap()).unwrap();
-        assert_eq!(old.parse(&raw), Some((10, r(0, 4096, 20))));
+        assert_eq!(old.parse(&raw), Some((0, 10, r(0, 4096, 20))), "no target_id: one target");
         let no_regions = "ID: 5\n\tfield:unsigned long start;\toffset:16;\tsize:8;\tsigned:0;\n";
         assert!(AggregatedFields::of(&EventFormat::parse(no_regions).unwrap()).is_none());
     }
@@ -751,8 +907,8 @@ mod tests {
         let f = fields();
         let mut a = Aggregation::default();
         let mut push = |raw: Vec<u8>| {
-            let (n, r) = f.parse(&raw).unwrap();
-            a.push(n, r)
+            let (t, n, r) = f.parse(&raw).unwrap();
+            a.push(t, n, r, 1).map(|mut whole| whole.swap_remove(0))
         };
         // The reading began in the middle of an aggregation of three regions: its tail is dropped
         // when the next one starts over at a lower address.
@@ -773,6 +929,46 @@ mod tests {
         // One region: every event is an aggregation.
         assert_eq!(push(record(1, 0, 1 << 30, 4)).map(|r| r[0].nr_accesses), Some(4));
         assert_eq!(push(record(1, 0, 1 << 30, 6)).map(|r| r[0].nr_accesses), Some(6));
+    }
+
+    /// Several targets (a process tree): an aggregation is every target's regions, whole, in
+    /// the order the targets were added; a target added late makes one aggregation short.
+    #[test]
+    fn an_aggregation_of_several_targets_is_whole_when_each_target_is() {
+        let f = fields();
+        let mut a = Aggregation::default();
+        let mut push = |raw: Vec<u8>, expected| {
+            let (t, n, r) = f.parse(&raw).unwrap();
+            a.push(t, n, r, expected)
+        };
+        let starts = |w: &Vec<Vec<Region>>| -> Vec<Vec<u64>> {
+            w.iter().map(|t| t.iter().map(|r| r.start).collect()).collect()
+        };
+        // The reading began within target 0: that aggregation is dropped.
+        assert_eq!(push(record_of(0, 2, 4096, 8192, 1), 2), None);
+        assert_eq!(push(record_of(1, 1, 0, 4096, 1), 2), None);
+        assert_eq!(push(record_of(0, 2, 0, 4096, 3), 2), None);
+        assert_eq!(push(record_of(0, 2, 4096, 8192, 3), 2), None, "target 1 still to come");
+        let whole = push(record_of(1, 1, 0, 4096, 5), 2).expect("both targets whole");
+        assert_eq!(starts(&whole), [vec![0, 4096], vec![0]]);
+        assert_eq!(whole[1][0].nr_accesses, 5);
+        // Three targets expected, but the kdamond still has two: the aggregation is taken when
+        // the next one begins.
+        assert_eq!(push(record_of(0, 1, 0, 4096, 1), 3), None);
+        assert_eq!(push(record_of(1, 1, 0, 4096, 2), 3), None);
+        let short = push(record_of(0, 1, 0, 4096, 7), 3).expect("taken as the next begins");
+        assert_eq!(short.len(), 2);
+        assert_eq!(push(record_of(1, 1, 0, 4096, 8), 3), None);
+        let three = push(record_of(2, 2, 0, 8192, 9), 3);
+        assert_eq!(three, None, "target 2 has one of its two regions");
+        let three = push(record_of(2, 2, 8192, 12288, 9), 3).expect("three targets whole");
+        assert_eq!(starts(&three), [vec![0], vec![0], vec![0, 8192]]);
+        assert_eq!(three[0][0].nr_accesses, 7);
+        // Target 1 has no regions yet (just added): it emits nothing and has none.
+        assert_eq!(push(record_of(0, 1, 0, 4096, 1), 3), None);
+        let gap = push(record_of(2, 1, 0, 4096, 4), 3).expect("targets 0 and 2 whole");
+        assert_eq!(starts(&gap), [vec![0], vec![], vec![0]]);
+        assert_eq!(gap[2][0].nr_accesses, 4);
     }
 
     /// Regions handed out as DAMON's aggregation number `seq`.
