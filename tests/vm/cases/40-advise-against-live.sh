@@ -65,24 +65,23 @@ note "soft-dirty recording: $(grep -E '^(accesses|pages touched)' /tmp/sd.info |
 # process the shell starts becomes one more target of its kdamond (docs/live.md, "Process trees"),
 # and both hot sets must be in its trace.
 two="terrace-hotcold --hot-mib 4 --cold-mib 1 --seconds 2"
-terrace record -o /tmp/tree.trace --tracker soft-dirty -- sh -c "$two & $two; wait" >/tmp/tree.out 2>/tmp/tree.log ||
-	fail "record --tracker soft-dirty of a shell exited $?: $(tail -n 2 /tmp/tree.log)"
-[ "$(grep -c 'hotcold checksum ok' /tmp/tree.out)" = 2 ] || fail "the shell's two programs: their checksums"
-grep -q 'and the 2 processes it started with soft-dirty' /tmp/tree.log || fail "the shell's recording: $(cat /tmp/tree.log)"
-terrace trace info /tmp/tree.trace >/tmp/tree.info || fail "the shell's recording is no valid trace"
-tree_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/tree.info)
-grep -q '3 processes, the program and those it started' /tmp/tree.info && [ "${tree_pages:-0}" -ge 2048 ] ||
-	{ cat /tmp/tree.info; fail "the shell's recording: pages '$tree_pages'"; }
+# record_tree TRACKER LABEL: the shell recorded with TRACKER (LABEL in the summary line): both
+# programs end well, and the trace holds three processes and both hot sets (`tree_pages`).
+record_tree() {
+	RUST_LOG=terrace=debug terrace record -o /tmp/tree.trace --tracker "$1" -- sh -c "$two & $two; wait" \
+		>/tmp/tree.out 2>/tmp/tree.log || fail "record --tracker $1 of a shell exited $?: $(grep -v DEBUG /tmp/tree.log | tail -n 2)"
+	[ "$(grep -c 'hotcold checksum ok' /tmp/tree.out)" = 2 ] || fail "the shell's two programs under $1: their checksums"
+	grep -q "and the 2 processes it started with $2" /tmp/tree.log ||
+		fail "$1 on a shell: $(grep -v DEBUG /tmp/tree.log | tail -n 3)"
+	terrace trace info /tmp/tree.trace >/tmp/tree.info || fail "$1's recording of a shell is no valid trace"
+	tree_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/tree.info)
+	grep -q '3 processes, the program and those it started' /tmp/tree.info && [ "${tree_pages:-0}" -ge 2048 ] ||
+		{ cat /tmp/tree.info; fail "$1's recording of a shell: pages '$tree_pages'"; }
+}
+record_tree soft-dirty soft-dirty
 note "soft-dirty recording of a shell starting two copies: $tree_pages pages"
-RUST_LOG=terrace=debug terrace record -o /tmp/dt.trace --tracker damon -- sh -c "$two & $two; wait" >/tmp/dt.out 2>/tmp/dt.log ||
-	fail "record --tracker damon of a shell exited $?: $(grep -v DEBUG /tmp/dt.log | tail -n 2)"
-[ "$(grep -c 'hotcold checksum ok' /tmp/dt.out)" = 2 ] || fail "the shell's two programs under DAMON: their checksums"
-grep -q 'and the 2 processes it started with DAMON' /tmp/dt.log || fail "DAMON on a shell: $(grep -v DEBUG /tmp/dt.log | tail -n 3)"
-terrace trace info /tmp/dt.trace >/tmp/dt.info || fail "DAMON's recording of a shell is no valid trace"
-dt_pages=$(sed -n 's/^pages touched *\([0-9]*\) .*/\1/p' /tmp/dt.info)
-grep -q '3 processes, the program and those it started' /tmp/dt.info && [ "${dt_pages:-0}" -ge 2048 ] ||
-	{ cat /tmp/dt.info; grep 'aggregation' /tmp/dt.log | tail -n 5; fail "DAMON's recording of a shell: pages '$dt_pages'"; }
-note "DAMON recording of a shell starting two copies: $dt_pages pages; $(grep -c 'aggregation .*: 3 targets' /tmp/dt.log) aggregations of 3 targets"
+record_tree damon DAMON
+note "DAMON recording of a shell starting two copies: $tree_pages pages; $(grep -c 'aggregation .*: 3 targets' /tmp/tree.log) aggregations of 3 targets"
 # Read from sysfs, DAMON's regions do not say whose they are: it follows no one, and says so.
 TERRACE_DAMON_REGIONS=sysfs terrace record -o /tmp/ds.trace --tracker damon -- sh -c "$two; true" >/dev/null 2>/tmp/ds.log
 grep -q 'DAMON did not follow 1 process the program started (.*terrace-hotcold.*whose tried_regions' /tmp/ds.log ||
