@@ -878,12 +878,15 @@ mod live {
                     Err(_) => {}
                 }
             }
+            // Whether `entries` holds this interval's pagemap already.
+            let mut read = false;
             if physical {
                 // Frames change seldom (a page faulted in, migrated, reclaimed): read pagemap
                 // about once a second, not every interval.
                 if frames_due {
                     self.frames.clear();
-                    if self.memory.read_pagemap(&mut self.entries).is_ok() {
+                    read = self.memory.read_pagemap(&mut self.entries).is_ok();
+                    if read {
                         let frames = &mut self.frames;
                         for_each_page(&self.memory, &self.entries, |vpn, e| {
                             // Bit 63: present; bits 0-54: the frame (zero without CAP_SYS_ADMIN).
@@ -901,7 +904,7 @@ mod live {
             }
             if writes {
                 self.written.clear();
-                if self.memory.read_pagemap(&mut self.entries).is_ok() {
+                if read || self.memory.read_pagemap(&mut self.entries).is_ok() {
                     let written = &mut self.written;
                     for_each_page(&self.memory, &self.entries, |vpn, e| {
                         if e & terrace_linux::process::PM_PRESENT != 0 && soft_dirty::is_dirty(e) {

@@ -589,8 +589,9 @@ fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool,
 /// Where a `damon_aggregated` record's fields lie (its tracefs `format` file; mm/damon/core.c,
 /// `kdamond_reset_aggregated`, emits it).
 struct AggregatedFields {
-    /// Which target the region is of: its index since Linux 5.18 or so, before that the
-    /// target's own id; only told apart from the next target's here.
+    /// Which target the region is of: its index in the kdamond's targets (since the kernels
+    /// that have DAMON's sysfs interface, 5.18, which Terrace uses; before, an id of the
+    /// target's own, which [`Aggregation::push`] takes as one target).
     target_id: Option<Field>,
     nr_regions: Field,
     start: Field,
