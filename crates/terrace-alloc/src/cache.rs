@@ -11,14 +11,22 @@
 //! mapping, and bound mappings are never cached, so advice keeps meaning "first touch on the
 //! advised node".
 //!
-//! One lock-free stack per page count; the link to the next cached mapping is stored in the
-//! first word of the mapping itself (the runtime owns it while it is cached). The head packs the
-//! page number of the top mapping (35 bits) with a 29-bit counter bumped by every push and pop,
-//! so a pop that raced with a pop-pop-push of the same mapping fails its compare-and-swap (ABA).
-//! Across fork the stacks are copied with the rest of private memory; a mapping a vanished thread
-//! was popping is merely leaked in the child.
+//! One stack per page count, each behind a try-lock: the link to the next cached mapping is
+//! stored in the first word of the mapping itself (the runtime owns it while it is cached). A
+//! `take` or `put` that finds its stack's lock held does not wait: it maps afresh, or unmaps,
+//! as it would with the cache off. So no thread ever waits for another, a signal handler that
+//! allocates inside an interrupted `take` cannot deadlock, and a fork child whose parent had a
+//! lock held only finds that size's cache off.
+//!
+//! Why not lock-free: until 2026-11-29 each stack was a lock-free (Treiber) stack with a tagged
+//! head, which guards the compare-and-swap against ABA but not the read of the top mapping's
+//! link: a thread that had loaded the head could read the link after another thread had popped
+//! that mapping, handed it to the program, and the program had freed it past the cache's cap
+//! (unmapped) or grown it by `mremap` (moved). The read then faulted, and the program died of
+//! SIGSEGV (tests/c/threads.c, about once in 2,000 runs on 2 busy cores; core dump in
+//! `cache::take`). Under the lock the top mapping is the cache's, and mapped.
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::PAGE;
 
@@ -27,23 +35,28 @@ pub const MAX_PAGES: usize = 256;
 /// Default cap on the bytes held in the cache.
 pub const DEFAULT_MB: usize = 32;
 
-static HEADS: [AtomicU64; MAX_PAGES + 1] = [const { AtomicU64::new(0) }; MAX_PAGES + 1];
+/// Each page count's top cached mapping (0: none).
+static HEADS: [AtomicUsize; MAX_PAGES + 1] = [const { AtomicUsize::new(0) }; MAX_PAGES + 1];
+/// Each page count's try-lock.
+static LOCKS: [AtomicBool; MAX_PAGES + 1] = [const { AtomicBool::new(false) }; MAX_PAGES + 1];
 static HELD: AtomicUsize = AtomicUsize::new(0);
 static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_MB << 20);
 
-const PAGE_BITS: u32 = 35;
-const PAGE_MASK: u64 = (1 << PAGE_BITS) - 1;
+/// Holds a stack's lock; released when dropped.
+struct Locked(&'static AtomicBool);
 
-fn pack(addr: usize, tag: u64) -> u64 {
-    ((addr as u64 >> 12) & PAGE_MASK) | (tag << PAGE_BITS)
+impl Locked {
+    /// The lock of `pages`'s stack, if no one holds it.
+    fn try_lock(pages: usize) -> Option<Locked> {
+        let lock = &LOCKS[pages];
+        lock.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| Locked(lock))
+    }
 }
 
-fn addr_of(head: u64) -> usize {
-    ((head & PAGE_MASK) << 12) as usize
-}
-
-fn tag_of(head: u64) -> u64 {
-    head >> PAGE_BITS
+impl Drop for Locked {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// The bytes to map for an object of `len` bytes (a page multiple) so that its mapping can be
@@ -78,10 +91,11 @@ pub fn init() {
 }
 
 /// Offers a freed mapping of `len` bytes (page multiple) to the cache; false if it was not
-/// taken (too big, not of a class size, or the cache is full), and the caller unmaps it.
+/// taken (too big, not of a class size, the cache full, or its stack busy), and the caller
+/// unmaps it.
 pub fn put(addr: usize, len: usize) -> bool {
     let pages = len / PAGE;
-    if pages == 0 || pages > MAX_PAGES || class_len(len) != len || addr >> (12 + PAGE_BITS) != 0 {
+    if pages == 0 || pages > MAX_PAGES || class_len(len) != len {
         return false;
     }
     let held = HELD.fetch_add(len, Ordering::Relaxed);
@@ -89,44 +103,35 @@ pub fn put(addr: usize, len: usize) -> bool {
         HELD.fetch_sub(len, Ordering::Relaxed);
         return false;
     }
+    let Some(_locked) = Locked::try_lock(pages) else {
+        HELD.fetch_sub(len, Ordering::Relaxed);
+        return false;
+    };
     let head = &HEADS[pages];
-    let mut cur = head.load(Ordering::Relaxed);
-    loop {
-        // SAFETY: the mapping is the runtime's and unused; its first word holds the link.
-        unsafe { (addr as *mut u64).write(cur) };
-        let new = pack(addr, tag_of(cur).wrapping_add(1));
-        match head.compare_exchange_weak(cur, new, Ordering::Release, Ordering::Relaxed) {
-            Ok(_) => return true,
-            Err(now) => cur = now,
-        }
-    }
+    // SAFETY: the mapping is the runtime's and unused; its first word holds the link.
+    unsafe { (addr as *mut usize).write(head.load(Ordering::Relaxed)) };
+    head.store(addr, Ordering::Relaxed);
+    true
 }
 
-/// A cached mapping of exactly `len` bytes (a class size), if there is one. Its contents are stale.
+/// A cached mapping of exactly `len` bytes (a class size), if there is one and its stack is not
+/// busy. Its contents are stale.
 pub fn take(len: usize) -> Option<usize> {
     let pages = len / PAGE;
     if pages == 0 || pages > MAX_PAGES {
         return None;
     }
+    let _locked = Locked::try_lock(pages)?;
     let head = &HEADS[pages];
-    let mut cur = head.load(Ordering::Acquire);
-    loop {
-        let addr = addr_of(cur);
-        if addr == 0 {
-            return None;
-        }
-        // SAFETY: a mapping on the stack stays mapped (cached mappings are never unmapped), so the
-        // link is readable even if another thread pops it meanwhile; the tag then fails our CAS.
-        let next = unsafe { (addr as *const u64).read_volatile() };
-        let new = (next & PAGE_MASK) | (tag_of(cur).wrapping_add(1) << PAGE_BITS);
-        match head.compare_exchange_weak(cur, new, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => {
-                HELD.fetch_sub(len, Ordering::Relaxed);
-                return Some(addr);
-            }
-            Err(now) => cur = now,
-        }
+    let addr = head.load(Ordering::Relaxed);
+    if addr == 0 {
+        return None;
     }
+    // SAFETY: under the lock the top mapping is on the stack: the runtime's, mapped, its first
+    // word the link put there.
+    head.store(unsafe { (addr as *const usize).read() }, Ordering::Relaxed);
+    HELD.fetch_sub(len, Ordering::Relaxed);
+    Some(addr)
 }
 
 #[cfg(test)]
@@ -150,8 +155,12 @@ mod tests {
         assert_eq!(class_len(129 * PAGE), 160 * PAGE);
     }
 
+    /// The cache's counters and cap are the process's: its tests take turns.
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn cached_mappings_come_back_by_class_and_respect_the_cap() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let len = 10 * PAGE;
         let a = map_for_test(len);
         let b = map_for_test(len);
@@ -167,6 +176,54 @@ mod tests {
         assert!(!put(b, len), "over the cap");
         assert_eq!(take(len), Some(a));
         LIMIT.store(DEFAULT_MB << 20, Ordering::Relaxed);
+    }
+
+    /// A mapping taken from the cache is the program's: freed past the cap (unmapped) while
+    /// other threads take and put, no take may read it. The lock-free stack this replaced read
+    /// the link of a mapping another thread had taken, and faulted once it was unmapped.
+    #[test]
+    fn a_taken_mapping_may_be_unmapped_while_others_take_and_put() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        const LEN: usize = 12 * PAGE;
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                s.spawn(move || {
+                    for i in 0..20_000usize {
+                        let m = take(LEN).unwrap_or_else(|| map_for_test(LEN));
+                        // SAFETY: the mapping is this thread's now, LEN bytes.
+                        unsafe { (m as *mut usize).write(i) };
+                        if (i + t) % 3 == 0 || !put(m, LEN) {
+                            crate::runtime::unmap(m, LEN);
+                        }
+                    }
+                });
+            }
+        });
+        while let Some(m) = take(LEN) {
+            crate::runtime::unmap(m, LEN);
+        }
+    }
+
+    /// A stack whose lock is held is not waited for: take finds nothing, and put refuses (the
+    /// caller unmaps), leaving the cap's count as it was. So a fork child whose parent held a
+    /// lock, or a signal handler that allocates inside a take, goes on.
+    #[test]
+    fn a_busy_stack_is_passed_over_not_waited_for() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        const LEN: usize = 14 * PAGE;
+        let a = map_for_test(LEN);
+        assert!(put(a, LEN));
+        let held = HELD.load(Ordering::Relaxed);
+        let busy = Locked::try_lock(LEN / PAGE).expect("free");
+        assert!(Locked::try_lock(LEN / PAGE).is_none(), "held");
+        assert_eq!(take(LEN), None, "a held stack gives nothing");
+        let b = map_for_test(LEN);
+        assert!(!put(b, LEN), "a held stack takes nothing");
+        assert_eq!(HELD.load(Ordering::Relaxed), held, "a refused put leaves the count");
+        drop(busy);
+        assert_eq!(take(LEN), Some(a));
+        crate::runtime::unmap(a, LEN);
+        crate::runtime::unmap(b, LEN);
     }
 
     fn map_for_test(len: usize) -> usize {

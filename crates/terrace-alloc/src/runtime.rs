@@ -326,7 +326,7 @@ pub(crate) fn map(len: usize) -> *mut u8 {
     }
 }
 
-fn unmap(p: usize, len: usize) {
+pub(crate) fn unmap(p: usize, len: usize) {
     // SAFETY: [p, p+len) is a mapping (or part of one) the runtime made and no longer hands out.
     unsafe { libc::munmap(p as *mut c_void, len) };
 }
