@@ -74,6 +74,11 @@ impl Life {
     }
 }
 
+/// The command name of process `pid` (`/proc/PID/comm`), empty once it is gone: for messages.
+pub fn name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string()).unwrap_or_default()
+}
+
 /// Whether process `pid` is running: there, and not exiting (a zombie, or dead). A process that
 /// exits while Terrace joins it fails the join with what looks like a refusal (ptrace answers
 /// EPERM for a process exiting); this tells the two apart.
@@ -502,6 +507,8 @@ mod tests {
     fn a_zombie_and_a_reaped_process_are_not_running() {
         assert!(running(std::process::id() as i32));
         assert!(!running(i32::MAX), "no such process");
+        assert!(!name(std::process::id() as i32).is_empty());
+        assert_eq!(name(i32::MAX), "", "no such process: no name");
         assert_eq!(
             Life::of(std::process::id() as i32).map(|l| l.ppid),
             Some(std::os::unix::process::parent_id() as i32)

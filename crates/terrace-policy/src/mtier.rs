@@ -13,7 +13,7 @@
 //!   traces carry no protections, or a program that protects nothing), a page is eligible when
 //!   it was read (referenced in an epoch with no write) since it was last written, and no write
 //!   to it was seen in the last `read_only_window` epochs (page-table bits); a page written since
-//!   the list was built is passed over. The thesis's program protects data it reads: a page
+//!   the list was built is passed over. The thesis's program protects data it reads (§3.2): a page
 //!   never read (untouched, or only ever written, as every page of a recording that sees writes
 //!   only) is not read-only data, and rotating it through the pool costs copies for nothing.
 //! - Every other epoch (§3.4.5) draws up to `fill` x pool pages from the list at random

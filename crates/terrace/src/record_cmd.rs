@@ -357,14 +357,14 @@ mod live {
         let mut sampler = None;
         let (pid, mut child, what) = match args.pid {
             Some(pid) => {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                let comm = terrace_linux::process::name(pid);
                 if tracker == TrackerName::UffdWp {
                     let fd = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid).with_context(
                         || format!("cannot make a userfaultfd inside pid {pid} to record it"),
                     )?;
                     uffd = Some(Userfaultfd::from_fd(fd));
                 }
-                (pid, None, format!("pid {pid} ({})", comm.trim()))
+                (pid, None, format!("pid {pid} ({comm})"))
             }
             None => {
                 let mut cmd = std::process::Command::new(&args.command[0]);
@@ -687,7 +687,7 @@ mod live {
         let poll = Duration::from_micros((interval_us / 10).max(1000));
         let mut intervals: Vec<Interval> = Vec::new();
         let mut seen = 0u64;
-        let mut counted = Vec::new();
+        let mut counted: Vec<Vec<(u64, u64, u64, u64)>> = Vec::new();
         let mut part = Interval::new();
         loop {
             if STOP.load(Ordering::Relaxed) != 0 {
@@ -701,20 +701,24 @@ mod live {
                     seen = seq;
                     let frames_due = intervals.len().is_multiple_of(frames_every);
                     let mut interval = Interval::new();
-                    let mut k = 0;
-                    while k < tree.len() {
-                        let w = &mut tree[k];
-                        // On physical memory every process's pages lie in the one target's regions.
-                        let regions =
-                            targets.get(if physical { 0 } else { w.target }).map_or(&[][..], |r| &r[..]);
-                        counted.clear();
-                        counted.extend(
+                    // Each target's regions as (start, end, reads, writes) per page, once.
+                    counted.resize_with(targets.len(), Vec::new);
+                    for (c, regions) in counted.iter_mut().zip(&targets) {
+                        c.clear();
+                        c.extend(
                             regions
                                 .iter()
                                 .map(|r| (r.start, r.end, u64::from(r.nr_accesses) * ACCESSES_PER_TOUCH, 0)),
                         );
+                    }
+                    let mut k = 0;
+                    while k < tree.len() {
+                        let w = &mut tree[k];
+                        // On physical memory every process's pages lie in the one target's regions.
+                        let target = if physical { 0 } else { w.target };
+                        let regions = counted.get(target).map_or(&[][..], |c| &c[..]);
                         part.clear();
-                        if w.read(&counted, physical, frames_due, writes, &mut part) || k == 0 {
+                        if w.read(regions, physical, frames_due, writes, &mut part) || k == 0 {
                             let base = w.vpn_base;
                             interval.extend(part.drain(..).map(|mut s| {
                                 s.first_page += base;
@@ -740,12 +744,9 @@ mod live {
                     // virtual memory (DAMON lays a new target's regions out at its next update),
                     // at once on physical memory.
                     for p in slots.new_processes(pid, tree.iter().map(|w| w.pid)) {
-                        if !ProcessSlots::has_own_memory(p) {
-                            continue; // tried again at the next aggregation
-                        }
-                        let memory = match ProcessMemory::attach(p) {
-                            Ok(m) => m,
-                            Err(terrace_linux::process::ProcessError::Gone(_)) => continue,
+                        let memory = match attach_started(p) {
+                            Ok(Some(m)) => m,
+                            Ok(None) => continue, // tried again at the next aggregation
                             Err(e) => {
                                 slots.refuse(p, &format!("{e:#}"));
                                 continue;
@@ -801,9 +802,7 @@ mod live {
 
     impl NotFollowed {
         fn add(&mut self, pid: i32, why: String) {
-            self.processes.entry(pid).or_insert_with(|| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
-            });
+            self.processes.entry(pid).or_insert_with(|| terrace_linux::process::name(pid));
             self.why.get_or_insert(why);
         }
 
@@ -1077,11 +1076,10 @@ mod live {
         fn refuse(&mut self, pid: i32, why: &str) {
             self.slots.remove(&pid);
             if self.left_out.insert(pid) && terrace_linux::process::running(pid) {
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 eprintln!(
                     "terrace record: cannot record pid {pid} ({}), which the program started: {why}; the \
                      recording goes on without it",
-                    comm.trim()
+                    terrace_linux::process::name(pid)
                 );
             }
         }
@@ -1230,18 +1228,24 @@ mod live {
         Ok(Some(weight))
     }
 
+    /// The memory of `pid`, a process the program started. `Ok(None)`: it is gone, a zombie, or
+    /// still shares its parent's memory (vfork, before its exec): it is tried again later.
+    fn attach_started(pid: i32) -> Result<Option<ProcessMemory>> {
+        if !ProcessSlots::has_own_memory(pid) {
+            return Ok(None);
+        }
+        match ProcessMemory::attach(pid) {
+            Ok(m) => Ok(Some(m)),
+            Err(terrace_linux::process::ProcessError::Gone(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Starts watching `pid`, a process the program started: its memory, and for uffd-wp a
     /// userfaultfd made inside it. `Ok(None)`: it is gone, a zombie, or still shares its
     /// parent's memory (vfork, before its exec): it is tried again at the next scan.
     fn join(pid: i32, scan: Scan, budget: Option<u64>) -> Result<Option<Watched>> {
-        if !ProcessSlots::has_own_memory(pid) {
-            return Ok(None);
-        }
-        let memory = match ProcessMemory::attach(pid) {
-            Ok(m) => m,
-            Err(terrace_linux::process::ProcessError::Gone(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
+        let Some(memory) = attach_started(pid)? else { return Ok(None) };
         let written = if scan.uffd_wp {
             let fd = terrace_linux::remote_syscall::create_userfaultfd_in_running(pid)?;
             Some(WrittenBits::start(Userfaultfd::from_fd(fd), pid, budget)?)
