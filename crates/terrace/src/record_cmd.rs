@@ -18,10 +18,12 @@ use std::path::PathBuf;
 /// the cost its authors chose for always-on monitoring; an epoch of the trace is about one.
 pub const DEFAULT_INTERVAL_MS: u64 = 100;
 
-/// The default budget of `uffd-wp`'s write-protect faults a second: about 2% of one core at the
-/// about 1 us a fault measured on the development host (docs/live.md, "Overhead"), leaving room
-/// in the 3% goal for the scans themselves.
-pub const DEFAULT_FAULT_BUDGET: u64 = 20_000;
+/// The default budget of `uffd-wp`'s write-protect faults a second, a TLB flush counted as
+/// [`terrace_linux::trackers::written_bits::FLUSH_IN_FAULTS`] faults: about 1% of one core at the about 1 us a fault
+/// measured on the development host (docs/live.md, "Overhead"), leaving the rest of the 3% goal
+/// to the recording's floor (about 2% there at a budget of 1). At 20,000, the default before
+/// 2026-11-30, python3 ran 3.2% longer recorded (median of 15 rounds).
+pub const DEFAULT_FAULT_BUDGET: u64 = 10_000;
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {
@@ -51,9 +53,10 @@ pub struct RecordArgs {
     #[arg(long)]
     pub writes: bool,
     /// With uffd-wp: the write-protect faults a second the recording may cost the program (each
-    /// about a microsecond). Where the program writes more pages than that, an interval watches
-    /// a sample of its 2 MiB chunks, in turn, and a page seen written there counts for the
-    /// chunks not watched. 0: every page, every interval, whatever it costs.
+    /// about a microsecond), a TLB flush of its cores counted as ten. Where the program writes
+    /// more pages than that, an interval watches a sample of its 2 MiB chunks, in turn, and a page
+    /// seen written there counts for the chunks not watched. 0: every page, every interval,
+    /// whatever it costs.
     #[arg(long, default_value_t = DEFAULT_FAULT_BUDGET, value_name = "FAULTS")]
     pub fault_budget: u64,
     /// The sampler's events: `memory`, the CPU's load and store sampling (PEBS or IBS), or

@@ -6,7 +6,8 @@
 //! for Terrace). Each scan asks PAGEMAP_SCAN for the pages whose protection is gone and protects
 //! them again in the same call (`PM_SCAN_WP_MATCHING`), as soft-dirty's read of
 //! `/proc/PID/pagemap` and write of `clear_refs` do together, so what a scan reports is each page
-//! written since the one before. It costs the program what soft-dirty does: a fault on the first
+//! written since the one before (with a budget, a scan reads first and protects after, once it
+//! knows which chunks the next interval watches: [`WrittenBits::take`]). It costs the program what soft-dirty does: a fault on the first
 //! write to each page after each scan. Unlike soft-dirty it needs a userfaultfd made inside the
 //! program ([`crate::remote_syscall`]), which acts on one address space, so an exec takes a new
 //! one ([`WrittenBits::follow`]).
@@ -43,12 +44,13 @@ pub const MIN_CHUNKS_WATCHED: u64 = 8;
 /// The written bits of one process, through a userfaultfd of its address space.
 ///
 /// With a budget, the pages protected each interval are a sample: when the last interval's
-/// estimated written pages exceed the budget (or a burst within an interval does,
+/// estimated cost exceeds the budget ([`every_for`]; or a burst within an interval does,
 /// [`WrittenBits::check_burst`]), only one 2 MiB chunk in `every` (a power of two, at most
 /// [`MAX_EVERY`], and never fewer than [`MIN_CHUNKS_WATCHED`] chunks) is protected for the next, the chunks whose number plus the interval's is a multiple of
 /// `every`, so each chunk is sampled once every `every` intervals, in turn, as its neighbours
 /// are in the intervals between. The others are left unprotected and cost nothing. The cost,
-/// one fault per page written per interval, then falls to about the budget, and what a scan
+/// one fault per page written per interval and a TLB flush per chunk whose protection changes
+/// ([`FLUSH_IN_FAULTS`]), then falls to about the budget, and what a scan
 /// reports is each written page of the sampled chunks, which the caller counts `every` times
 /// (each stands for the chunks not sampled): an unbiased estimate of the pages written, at a
 /// page's time resolution of `every` intervals. This is DAMON's trade (one sampled page stands
@@ -71,23 +73,54 @@ pub struct WrittenBits {
     faults_seen: u64,
 }
 
-/// What a scan does to a piece of a range: first it reports the written pages of the chunks
-/// sampled in the interval that ends and protects them again; then, the next interval's
-/// sampling known, it releases those not sampled in it and protects those that are.
+/// What a scan does to a piece of a range. At the end of an interval it first reads the written
+/// pages of the chunks sampled in it, then, the next interval's sampling known, protects those
+/// of the next again, releases those not sampled in it, and protects those new to it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Turn {
-    /// Sampled in the interval that ends: report its written pages and protect them again.
+    /// Report its written pages and protect them again (a chunk watched in the interval that ends
+    /// and the next, or watched in a range new since the last scan).
     Report,
     /// Sampled in the interval that ended only: lift the protection of its pages.
     Release,
     /// Sampled in the interval that begins only: protect its pages, reporting nothing (what the
     /// kernel calls written there is everything unprotected since its last turn).
     Protect,
-    /// Sampled now, in the middle of an interval: report its written pages so far, leaving them
-    /// as they are.
+    /// Report its written pages, leaving their protection as it is: a chunk read before the next
+    /// interval's sampling is known, a chunk out of turn in a range new since the last scan
+    /// (never protected), or one read in the middle of an interval.
     Count,
     /// Nothing to do.
     Skip,
+}
+
+/// The chunks (numbered by address / [`CHUNK_BYTES`]) that hold a page of `runs`.
+fn chunks_of(runs: &[(u64, u64)]) -> std::collections::HashSet<u64> {
+    runs.iter().flat_map(|&(s, e)| s / CHUNK_BYTES..=(e - 1) / CHUNK_BYTES).collect()
+}
+
+/// The runs of `runs` outside every run of `taken`, both sorted by address, each run
+/// [start, end).
+fn runs_minus(runs: &[(u64, u64)], taken: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut t = 0;
+    for &(mut s, e) in runs {
+        while t < taken.len() && taken[t].1 <= s {
+            t += 1;
+        }
+        let mut u = t;
+        while s < e && u < taken.len() && taken[u].0 < e {
+            if taken[u].0 > s {
+                out.push((s, taken[u].0));
+            }
+            s = s.max(taken[u].1);
+            u += 1;
+        }
+        if s < e {
+            out.push((s, e));
+        }
+    }
+    out
 }
 
 /// Whether the chunk holding `addr` is sampled in interval `round` at one chunk in `every`.
@@ -95,14 +128,40 @@ pub fn sampled(addr: u64, round: u64, every: u64) -> bool {
     (addr / CHUNK_BYTES + round).is_multiple_of(every)
 }
 
-/// The sampling for the next interval: one chunk in the least power of two that brings
-/// `estimated` written pages (an interval's, at full sampling) within `budget`, at most
-/// [`MAX_EVERY`].
-pub fn every_for(estimated: u64, budget: u64) -> u64 {
-    if estimated <= budget {
+/// What one TLB flush of the program's cores costs it, in write-protect faults: each change of
+/// a chunk's protection (protecting a chunk whose turn comes, releasing one whose turn ends, or
+/// protecting the pages written in a chunk watched on) flushes the range from every core the
+/// program runs on, an interrupt to each. Measured on the development host (a virtual machine,
+/// where an interrupt between cores exits to the hypervisor): 11 us of a program's time per
+/// flush (`mprotect` of one page from another thread, 1,950 a second, slowed a loop of random
+/// reads and writes over 512 MiB by 3-5%), against about 1 us per fault (docs/live.md,
+/// "Overhead"). On a machine without a hypervisor both cost less; the ratio is what counts here.
+pub const FLUSH_IN_FAULTS: u64 = 10;
+
+/// What an interval cost, estimated for the whole address space (what was seen, times the
+/// sampling it was seen at), to choose the next interval's sampling from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cost {
+    /// Pages written.
+    pub pages: u64,
+    /// Chunks holding a page written.
+    pub written_chunks: u64,
+    /// Chunks registered.
+    pub chunks: u64,
+}
+
+/// The sampling for the next interval: one chunk in the least power of two that brings the
+/// cost of an interval within `budget` faults, at most [`MAX_EVERY`]. Watching every chunk costs
+/// a fault per page written and a flush per chunk written (each is protected again); one chunk in
+/// `k` costs the faults of one chunk in `k` and, as the chunks take turns, a protection and a
+/// release of one chunk in `k`, whether written or not, each a flush ([`FLUSH_IN_FAULTS`]).
+pub fn every_for(cost: Cost, budget: u64) -> u64 {
+    let budget = budget.max(1);
+    if cost.pages + FLUSH_IN_FAULTS * cost.written_chunks <= budget {
         return 1;
     }
-    estimated.div_ceil(budget.max(1)).next_power_of_two().min(MAX_EVERY)
+    let in_turns = cost.pages + 2 * FLUSH_IN_FAULTS * cost.chunks;
+    in_turns.div_ceil(budget).next_power_of_two().clamp(2, MAX_EVERY)
 }
 
 /// [`WrittenBits::sparsest`] for `chunks` chunks registered.
@@ -113,11 +172,11 @@ fn sparsest_for(chunks: u64) -> u64 {
     }
 }
 
-/// The next interval's sampling after one at `every` whose report stands for `estimated`
-/// written pages: [`every_for`], but sparser by any factor at once and denser by at most 2, as
-/// an estimate from a few chunks is noisy and a low one would cost the program a burst.
-fn next_every(every: u64, estimated: u64, budget: u64) -> u64 {
-    every_for(estimated, budget).max(every / 2)
+/// The next interval's sampling after one at `every` whose report estimates `cost`:
+/// [`every_for`], but sparser by any factor at once and denser by at most 2, as an estimate from
+/// a few chunks is noisy and a low one would cost the program a burst.
+fn next_every(every: u64, cost: Cost, budget: u64) -> u64 {
+    every_for(cost, budget).max(every / 2)
 }
 
 /// The parts of [start, end) that no range of `old` covers (each [start, end), in order).
@@ -224,15 +283,15 @@ impl WrittenBits {
             let fresh = fresh_parts(s, e, &self.registered);
             let registered = self.uffd.register_wp(s, e - s).and_then(|()| {
                 for &(fs, fe) in &fresh {
-                    self.pagemap.take_written(fs, fe, out)?;
-                    if every > 1 {
-                        let release =
-                            |a: u64| if sampled(a, round, every) { Turn::Skip } else { Turn::Release };
-                        for (ps, pe, _) in
-                            pieces(fs, fe, release).into_iter().filter(|p| p.2 == Turn::Release)
-                        {
-                            self.uffd.write_protect(ps, pe - ps, false)?;
-                        }
+                    if every == 1 {
+                        self.pagemap.take_written(fs, fe, out)?;
+                        continue;
+                    }
+                    // A chunk out of turn is read and left unprotected: protecting it, only to
+                    // release it, would cost the program two TLB flushes for nothing.
+                    let turn = |a: u64| if sampled(a, round, every) { Turn::Report } else { Turn::Count };
+                    for (ps, pe, t) in pieces(fs, fe, turn) {
+                        self.do_turn(ps, pe, t, out)?;
                     }
                 }
                 Ok(())
@@ -252,26 +311,48 @@ impl WrittenBits {
     pub fn take(&mut self, out: &mut Vec<(u64, u64)>) -> io::Result<u64> {
         let (round, every) = (self.round, self.every);
         let from = out.len();
-        if every == 1 {
-            // Every chunk: one call a range, not a look at each chunk.
+        let Some(budget) = self.budget else {
+            // Every chunk, every interval: one call a range reports and protects again.
             self.walk_whole(Turn::Report, out)?;
+            self.round += 1;
+            return Ok(1);
+        };
+        // The chunks watched are read first and their protection left as it is: which of them
+        // stay watched depends on the next interval's sampling, which depends on what they
+        // report, and a chunk about to be released need not be protected again (each change of
+        // a chunk's protection flushes the program's TLB, an interrupt to its core).
+        if every == 1 {
+            self.walk_whole(Turn::Count, out)?;
         } else {
-            self.walk(|a| if sampled(a, round, every) { Turn::Report } else { Turn::Skip }, out)?;
+            self.walk(|a| if sampled(a, round, every) { Turn::Count } else { Turn::Skip }, out)?;
         }
         let pages: u64 = out[from..].iter().map(|&(s, e)| (e - s) / 4096).sum();
+        let written = chunks_of(&out[from..]).len() as u64;
         // The next interval's sampling, from this one's report: none while the budget holds.
-        let next = match self.budget {
-            Some(budget) => next_every(every, pages * every, budget).min(self.sparsest()),
-            None => 1,
+        let cost = Cost { pages: pages * every, written_chunks: written * every, chunks: self.chunks() };
+        let next = next_every(every, cost, budget).min(self.sparsest());
+        tracing::debug!(round, every, next, pages, written, "written bits");
+        // Then each chunk is set for the next interval: one watched in both is protected again,
+        // and what was written since it was read is reported too (once: the runs already read
+        // are taken out); one watched in the interval that ends only is released, one watched in
+        // the next only protected.
+        let mut late = Vec::new();
+        let turn = |a: u64| match (sampled(a, round, every), sampled(a, round + 1, next)) {
+            (true, true) => Turn::Report,
+            (true, false) => Turn::Release,
+            (false, true) => Turn::Protect,
+            (false, false) => Turn::Skip,
         };
-        tracing::debug!(round, every, next, pages, "written bits");
-        if every > 1 || next > 1 {
-            let turn = |a: u64| match (sampled(a, round, every), sampled(a, round + 1, next)) {
-                (true, false) => Turn::Release,
-                (false, true) => Turn::Protect,
-                _ => Turn::Skip,
-            };
-            self.walk(turn, &mut Vec::new())?;
+        if every == 1 && next == 1 {
+            self.walk_whole(Turn::Report, &mut late)?;
+        } else {
+            self.walk(turn, &mut late)?;
+        }
+        if !late.is_empty() {
+            let mut read: Vec<(u64, u64)> = out[from..].to_vec();
+            read.sort_unstable();
+            late.sort_unstable();
+            out.extend(runs_minus(&late, &read));
         }
         self.round += 1;
         self.every = next;
@@ -305,7 +386,9 @@ impl WrittenBits {
             return Ok(());
         }
         let projected = (pages * every) as f64 / elapsed.clamp(0.05, 1.0);
-        let next = every_for(projected as u64, budget).max(every * 2).min(sparsest);
+        let chunks = self.chunks();
+        let cost = Cost { pages: projected as u64, written_chunks: chunks, chunks };
+        let next = every_for(cost, budget).max(every * 2).min(sparsest);
         tracing::debug!(round, every, next, pages, elapsed, "written bits: a burst");
         self.walk(
             |a| if sampled(a, round, every) && !sampled(a, round, next) { Turn::Release } else { Turn::Skip },
@@ -318,9 +401,12 @@ impl WrittenBits {
     /// The sparsest sampling that still watches [`MIN_CHUNKS_WATCHED`] chunks an interval, at
     /// most [`MAX_EVERY`]: a power of two.
     fn sparsest(&self) -> u64 {
-        let chunks: u64 =
-            self.registered.iter().map(|&(s, e)| (e - 1) / CHUNK_BYTES - s / CHUNK_BYTES + 1).sum();
-        sparsest_for(chunks)
+        sparsest_for(self.chunks())
+    }
+
+    /// The chunks registered.
+    fn chunks(&self) -> u64 {
+        self.registered.iter().map(|&(s, e)| (e - 1) / CHUNK_BYTES - s / CHUNK_BYTES + 1).sum()
     }
 
     /// The program's minor faults so far (0 if they cannot be read).
@@ -343,18 +429,8 @@ impl WrittenBits {
         pieces_of: impl Fn(u64, u64) -> Vec<(u64, u64, Turn)>,
         out: &mut Vec<(u64, u64)>,
     ) -> io::Result<()> {
-        let mut discard = Vec::new();
         for &(s, e) in &self.registered {
-            let done = pieces_of(s, e).into_iter().try_for_each(|(ps, pe, t)| match t {
-                Turn::Report => self.pagemap.take_written(ps, pe, out),
-                Turn::Release => self.uffd.write_protect(ps, pe - ps, false),
-                Turn::Protect => {
-                    discard.clear();
-                    self.pagemap.take_written(ps, pe, &mut discard)
-                }
-                Turn::Count => self.pagemap.written(ps, pe, out),
-                Turn::Skip => Ok(()),
-            });
+            let done = pieces_of(s, e).into_iter().try_for_each(|(ps, pe, t)| self.do_turn(ps, pe, t, out));
             match done {
                 Ok(()) => {}
                 // Unmapped since it was registered: nothing of it to read.
@@ -365,6 +441,17 @@ impl WrittenBits {
             }
         }
         Ok(())
+    }
+
+    /// Does `turn` to the piece [start, end), appending what a report or a count finds to `out`.
+    fn do_turn(&self, start: u64, end: u64, turn: Turn, out: &mut Vec<(u64, u64)>) -> io::Result<()> {
+        match turn {
+            Turn::Report => self.pagemap.take_written(start, end, out),
+            Turn::Release => self.uffd.write_protect(start, end - start, false),
+            Turn::Protect => self.pagemap.take_written(start, end, &mut Vec::new()),
+            Turn::Count => self.pagemap.written(start, end, out),
+            Turn::Skip => Ok(()),
+        }
     }
 }
 
@@ -462,24 +549,48 @@ mod tests {
         // SAFETY: unmapping the test's own mapping.
         unsafe { nix::sys::mman::munmap(p, len) }.unwrap();
     }
+    /// An interval's cost of `pages` written faults, nothing in chunks (no flush counted).
+    fn faults(pages: u64) -> Cost {
+        Cost { pages, written_chunks: 0, chunks: 0 }
+    }
+
     #[test]
     fn the_sampling_brings_the_estimate_within_the_budget_in_powers_of_two() {
-        assert_eq!(every_for(0, 1000), 1);
-        assert_eq!(every_for(1000, 1000), 1);
-        assert_eq!(every_for(1001, 1000), 2);
-        assert_eq!(every_for(4000, 1000), 4);
-        assert_eq!(every_for(4001, 1000), 8);
-        assert_eq!(every_for(u64::MAX / 2, 1), MAX_EVERY);
-        assert_eq!(every_for(5, 0), 8, "a budget of 0 is read as 1");
+        assert_eq!(every_for(faults(0), 1000), 1);
+        assert_eq!(every_for(faults(1000), 1000), 1);
+        assert_eq!(every_for(faults(1001), 1000), 2);
+        assert_eq!(every_for(faults(4000), 1000), 4);
+        assert_eq!(every_for(faults(4001), 1000), 8);
+        assert_eq!(every_for(faults(u64::MAX / 4), 1), MAX_EVERY);
+        assert_eq!(every_for(faults(5), 0), 8, "a budget of 0 is read as 1");
+    }
+
+    /// Each change of a chunk's protection flushes the program's TLB: watching every chunk costs
+    /// a flush per chunk written, taking turns a flush per chunk protected and per chunk
+    /// released, written or not. A program writing a little in many chunks is watched whole
+    /// where that fits, and otherwise sparsely enough that the turns fit too.
+    #[test]
+    fn the_sampling_counts_a_flush_per_change_of_a_chunks_protection() {
+        let cost = |pages, written_chunks, chunks| Cost { pages, written_chunks, chunks };
+        // 500 faults and 40 flushes: every chunk.
+        assert_eq!(every_for(cost(500, 40, 300), 1000), 1);
+        // 700 faults and 40 flushes do not fit; in turns, 700 faults and 600 flushes a round of
+        // 300 chunks (6,700) fit at one chunk in 8, not in 4 (1,675).
+        assert_eq!(every_for(cost(700, 40, 300), 1000), 8);
+        // Faults alone would take one in 2.
+        assert_eq!(every_for(faults(1100), 1000), 2);
+        assert_eq!(every_for(cost(1100, 1, 300), 1000), 8);
+        // A small program's turns cost little: 8 chunks, 160 fault's worth.
+        assert_eq!(every_for(cost(1100, 8, 8), 1000), 2);
     }
 
     #[test]
     fn the_sampling_grows_sparser_at_once_and_denser_by_halves() {
-        assert_eq!(next_every(1, 8000, 1000), 8);
-        assert_eq!(next_every(8, 100, 1000), 4, "a low estimate halves it");
-        assert_eq!(next_every(4, 100, 1000), 2);
-        assert_eq!(next_every(2, 0, 1000), 1);
-        assert_eq!(next_every(4, 30_000, 1000), 32);
+        assert_eq!(next_every(1, faults(8000), 1000), 8);
+        assert_eq!(next_every(8, faults(100), 1000), 4, "a low estimate halves it");
+        assert_eq!(next_every(4, faults(100), 1000), 2);
+        assert_eq!(next_every(2, faults(0), 1000), 1);
+        assert_eq!(next_every(4, faults(30_000), 1000), 32);
     }
 
     #[test]
@@ -511,6 +622,18 @@ mod tests {
                 assert_eq!(turns, 1, "chunk {chunk} at 1 in {every}");
             }
         }
+    }
+
+    #[test]
+    fn the_runs_left_are_those_outside_every_run_taken() {
+        assert_eq!(runs_minus(&[(0, 100)], &[]), vec![(0, 100)]);
+        assert_eq!(runs_minus(&[(0, 100)], &[(0, 100)]), vec![]);
+        assert_eq!(runs_minus(&[(0, 100)], &[(10, 20), (30, 40)]), vec![(0, 10), (20, 30), (40, 100)]);
+        assert_eq!(
+            runs_minus(&[(0, 10), (20, 30), (50, 60)], &[(5, 25), (55, 70)]),
+            vec![(0, 5), (25, 30), (50, 55)]
+        );
+        assert_eq!(runs_minus(&[(10, 20)], &[(0, 5), (30, 40)]), vec![(10, 20)]);
     }
 
     #[test]
