@@ -399,14 +399,18 @@ fn uffd_wp_over_its_fault_budget_samples_chunks_and_keeps_the_estimate() {
     };
     let (whole, sampled) = (record("0"), record("40000"));
     assert!(!whole.contains("in a sample"), "{whole}");
-    // 4,000 faults an interval against 16,384 pages written: one chunk in 8.
+    // 4,000 faults an interval against 16,384 pages written: one chunk in 8, or in 4 where the
+    // program has fewer than 64 chunks (8 chunks watched at least).
     assert!(
         sampled.contains("in a sample: within a budget of 40000 write-protect faults a second"),
         "{sampled}"
     );
     let (w, s) = (reads_and_writes(&whole).1 as f64, reads_and_writes(&sampled).1 as f64);
     assert!((s / w - 1.0).abs() < 0.25, "writes {s} sampled against {w} whole:\n{sampled}\n{whole}");
+    // Every page the whole recording saw, the buffer's and Python's own (17,724 in both on the
+    // development host), within 64 pages for the heap's run-to-run differences.
     assert!(pages(&sampled) >= 16384, "{sampled}");
+    assert!(pages(&sampled) + 64 >= pages(&whole), "pages seen sampled against whole:\n{sampled}\n{whole}");
 }
 
 /// A program that writes an `mib` MiB buffer page by page for `seconds` (a line for `sh -c`),
