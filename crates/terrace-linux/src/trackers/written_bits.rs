@@ -7,10 +7,10 @@
 //! them again in the same call (`PM_SCAN_WP_MATCHING`), as soft-dirty's read of
 //! `/proc/PID/pagemap` and write of `clear_refs` do together, so what a scan reports is each page
 //! written since the one before (with a budget, a scan reads first and protects after, once it
-//! knows which chunks the next interval watches: [`WrittenBits::take`]). It costs the program what soft-dirty does: a fault on the first
-//! write to each page after each scan. Unlike soft-dirty it needs a userfaultfd made inside the
-//! program ([`crate::remote_syscall`]), which acts on one address space, so an exec takes a new
-//! one ([`WrittenBits::follow`]).
+//! knows which chunks the next interval watches: [`WrittenBits::take`]). It costs the program
+//! what soft-dirty does: a fault on the first write to each page after each scan. Unlike
+//! soft-dirty it needs a userfaultfd made inside the program ([`crate::remote_syscall`]), which
+//! acts on one address space, so an exec takes a new one ([`WrittenBits::follow`]).
 //!
 //! A range's present pages are protected when it is registered, by the same call, which reports
 //! those already written (in a range mapped since the last scan, or after an exec, written since
@@ -46,15 +46,16 @@ pub const MIN_CHUNKS_WATCHED: u64 = 8;
 /// With a budget, the pages protected each interval are a sample: when the last interval's
 /// estimated cost exceeds the budget ([`every_for`]; or a burst within an interval does,
 /// [`WrittenBits::check_burst`]), only one 2 MiB chunk in `every` (a power of two, at most
-/// [`MAX_EVERY`], and never fewer than [`MIN_CHUNKS_WATCHED`] chunks) is protected for the next, the chunks whose number plus the interval's is a multiple of
-/// `every`, so each chunk is sampled once every `every` intervals, in turn, as its neighbours
-/// are in the intervals between. The others are left unprotected and cost nothing. The cost,
-/// one fault per page written per interval and a TLB flush per chunk whose protection changes
-/// ([`FLUSH_IN_FAULTS`]), then falls to about the budget, and what a scan
-/// reports is each written page of the sampled chunks, which the caller counts `every` times
-/// (each stands for the chunks not sampled): an unbiased estimate of the pages written, at a
-/// page's time resolution of `every` intervals. This is DAMON's trade (one sampled page stands
-/// for its region) applied to writes, and it is why DAMON can run always-on.
+/// [`MAX_EVERY`], and never fewer than [`MIN_CHUNKS_WATCHED`] chunks) is protected for the
+/// next, the chunks whose number plus the interval's is a multiple of `every`, so each chunk is
+/// sampled once every `every` intervals, in turn, as its neighbours are in the intervals
+/// between. The others are left unprotected and cost nothing. The cost, one fault per page
+/// written per interval and a TLB flush per chunk whose protection changes
+/// ([`FLUSH_IN_FAULTS`]), then falls to about the budget, and what a scan reports is each
+/// written page of the sampled chunks, which the caller counts `every` times (each stands for
+/// the chunks not sampled): an unbiased estimate of the pages written, at a page's time
+/// resolution of `every` intervals. This is DAMON's trade (one sampled page stands for its
+/// region) applied to writes, and it is why DAMON can run always-on.
 pub struct WrittenBits {
     uffd: Userfaultfd,
     pagemap: PagemapScan,
@@ -659,7 +660,8 @@ mod tests {
         assert!(pieces(c, c, |_| Turn::Report).is_empty());
     }
 
-    /// Sampling on a real userfaultfd: a program writing half the pages of 64 MiB (32 chunks, of which one in 4 is 8, the fewest an interval watches)
+    /// Sampling on a real userfaultfd: a program writing half the pages of 64 MiB (32 chunks, of
+    /// which one in 4 is 8, the fewest an interval watches)
     /// every interval, at a budget of a quarter of those, is sampled at one chunk in 4 from the
     /// second scan on (the first scan's report sets it); each scan then
     /// reports exactly the written pages of the chunks whose turn it was, so that over 4 scans
