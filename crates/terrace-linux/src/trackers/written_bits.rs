@@ -157,12 +157,17 @@ pub struct Cost {
 /// `k` costs the faults of one chunk in `k` and, as the chunks take turns, a protection and a
 /// release of one chunk in `k`, whether written or not, each a flush ([`FLUSH_IN_FAULTS`]).
 pub fn every_for(cost: Cost, budget: u64) -> u64 {
-    let budget = budget.max(1);
-    if cost.pages + FLUSH_IN_FAULTS * cost.written_chunks <= budget {
+    if cost.pages + FLUSH_IN_FAULTS * cost.written_chunks <= budget.max(1) {
         return 1;
     }
-    let in_turns = cost.pages + 2 * FLUSH_IN_FAULTS * cost.chunks;
-    in_turns.div_ceil(budget).next_power_of_two().clamp(2, MAX_EVERY)
+    every_in_turns(cost.pages, cost.chunks, budget)
+}
+
+/// The least power of two k from 2 to [`MAX_EVERY`] at which watching one chunk in k, in turn,
+/// costs at most `budget` faults an interval: the faults of 1/k of `pages` written and a
+/// protection and a release of 1/k of `chunks`.
+fn every_in_turns(pages: u64, chunks: u64, budget: u64) -> u64 {
+    (pages + 2 * FLUSH_IN_FAULTS * chunks).div_ceil(budget.max(1)).next_power_of_two().clamp(2, MAX_EVERY)
 }
 
 /// [`WrittenBits::sparsest`] for `chunks` chunks registered.
@@ -387,9 +392,7 @@ impl WrittenBits {
             return Ok(());
         }
         let projected = (pages * every) as f64 / elapsed.clamp(0.05, 1.0);
-        let chunks = self.chunks();
-        let cost = Cost { pages: projected as u64, written_chunks: chunks, chunks };
-        let next = every_for(cost, budget).max(every * 2).min(sparsest);
+        let next = every_in_turns(projected as u64, self.chunks(), budget).max(every * 2).min(sparsest);
         tracing::debug!(round, every, next, pages, elapsed, "written bits: a burst");
         self.walk(
             |a| if sampled(a, round, every) && !sampled(a, round, next) { Turn::Release } else { Turn::Skip },
