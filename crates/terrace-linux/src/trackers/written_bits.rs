@@ -6,8 +6,8 @@
 //! for Terrace). Each scan asks PAGEMAP_SCAN for the pages whose protection is gone and protects
 //! them again in the same call (`PM_SCAN_WP_MATCHING`), as soft-dirty's read of
 //! `/proc/PID/pagemap` and write of `clear_refs` do together, so what a scan reports is each page
-//! written since the one before (with a budget, a scan reads first and protects after, once it
-//! knows which chunks the next interval watches: [`WrittenBits::take`]). It costs the program
+//! written since the one before (where a sample of chunks was watched, a scan reads first and
+//! protects after, once it knows which chunks the next interval watches: [`WrittenBits::take`]). It costs the program
 //! what soft-dirty does: a fault on the first write to each page after each scan. Unlike
 //! soft-dirty it needs a userfaultfd made inside the program ([`crate::remote_syscall`]), which
 //! acts on one address space, so an exec takes a new one ([`WrittenBits::follow`]).
@@ -79,8 +79,9 @@ pub struct WrittenBits {
 /// of the next again, releases those not sampled in it, and protects those new to it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Turn {
-    /// Report its written pages and protect them again (a chunk watched in the interval that ends
-    /// and the next, or watched in a range new since the last scan).
+    /// Report its written pages and protect them again (every chunk, when every chunk was
+    /// watched; a chunk watched in a range new since the last scan; or one watched in the
+    /// interval that ends and the next, read already, for what was written since).
     Report,
     /// Sampled in the interval that ended only: lift the protection of its pages.
     Release,
@@ -323,12 +324,14 @@ impl WrittenBits {
             self.round += 1;
             return Ok(1);
         };
-        // The chunks watched are read first and their protection left as it is: which of them
-        // stay watched depends on the next interval's sampling, which depends on what they
-        // report, and a chunk about to be released need not be protected again (each change of
-        // a chunk's protection flushes the program's TLB, an interrupt to its core).
+        // Watching every chunk, one call a range reports and protects again: most intervals
+        // watch every chunk next too. Watching a sample, the chunks watched are read first and
+        // their protection left as it is: which of them stay watched depends on the next
+        // interval's sampling, which depends on what they report, and a chunk about to be
+        // released need not be protected again (each change of a chunk's protection flushes the
+        // program's TLB, an interrupt to its core).
         if every == 1 {
-            self.walk_whole(Turn::Count, out)?;
+            self.walk_whole(Turn::Report, out)?;
         } else {
             self.walk(|a| if sampled(a, round, every) { Turn::Count } else { Turn::Skip }, out)?;
         }
@@ -338,20 +341,19 @@ impl WrittenBits {
         let cost = Cost { pages: pages * every, written_chunks: written * every, chunks: self.chunks() };
         let next = next_every(every, cost, budget).min(self.sparsest());
         tracing::debug!(round, every, next, pages, written, "written bits");
-        // Then each chunk is set for the next interval: one watched in both is protected again,
-        // and what was written since it was read is reported too (once: the runs already read
-        // are taken out); one watched in the interval that ends only is released, one watched in
-        // the next only protected.
+        // Then each chunk is set for the next interval: one watched in both and only read is
+        // protected again, and what was written since it was read is reported too (once: the
+        // runs already read are taken out); one watched in the interval that ends only is
+        // released, one watched in the next only protected.
         let mut late = Vec::new();
         let turn = |a: u64| match (sampled(a, round, every), sampled(a, round + 1, next)) {
+            (true, true) if every == 1 => Turn::Skip,
             (true, true) => Turn::Report,
             (true, false) => Turn::Release,
             (false, true) => Turn::Protect,
             (false, false) => Turn::Skip,
         };
-        if every == 1 && next == 1 {
-            self.walk_whole(Turn::Report, &mut late)?;
-        } else {
+        if every > 1 || next > 1 {
             self.walk(turn, &mut late)?;
         }
         if !late.is_empty() {
