@@ -10,6 +10,12 @@
 //! - **Rate limit**: at most `numa_balancing_promote_rate_limit_MBps` of promotions per second
 //!   (`numa_promotion_rate_limit`: once a one-second window has seen that many, promotion stops
 //!   until the next window).
+//! - **Threshold adjustment** (`numa_promotion_adjust_threshold`, Linux 6.1: "memory tiering:
+//!   adjust hot threshold automatically"): once per `numa_balancing_scan_period_max_ms` the pages
+//!   that passed the threshold are compared with the rate limit's worth over that period; more
+//!   than 110% of it lowers the threshold by an eighth of its default, less than 90% raises it,
+//!   within one step and twice the default. So under a rate limit the kernel promotes the pages
+//!   faulting soonest after their scan, the hottest, rather than whichever fault first.
 //! - **Demotion** (kswapd reclaim with `demotion_enabled`): when the fast tier's free pages fall
 //!   below its low watermark, or a promotion finds no room above the high watermark, kswapd
 //!   demotes the least recently used fast pages until the free pages reach the high watermark
@@ -80,6 +86,21 @@ pub const PARAMS: &[Param] = &[
         source: "Linux's default, 65536: it limits nothing in practice, as the kernel intends",
     },
     Param {
+        name: "adjust_threshold",
+        default: "true",
+        kind: Kind::Flag,
+        meaning: "adjust the hot threshold so that about the rate limit's worth of pages pass it",
+        source: "Linux's numa_promotion_adjust_threshold (since 6.1, always on in tiering mode); the \
+                 tiering branches had it before [inference: tiering-0.8's notes change how fast it rises]",
+    },
+    Param {
+        name: "adjust_period",
+        default: "60s",
+        kind: Kind::Duration { min_ns: 1_000_000, max_ns: 3_600_000_000_000 },
+        meaning: "numa_balancing_scan_period_max_ms: how often the threshold is adjusted (real time)",
+        source: "Linux's default, 60000 ms (divided by the run's scale)",
+    },
+    Param {
         name: "interval",
         default: "10ms",
         kind: Kind::Duration { min_ns: 1_000, max_ns: 3_600_000_000_000 },
@@ -127,12 +148,22 @@ pub struct KernelTiering {
     demote_headroom: f64,
     /// Promotion rate limit, MiB/s.
     rate_limit_mb_s: f64,
-    /// The hot threshold in real time, and scaled to the run (`start`).
+    /// The default hot threshold in real time, scaled to the run (`start`), and the threshold in
+    /// force (the default, or where the adjustment has taken it).
     real_hot_threshold_ns: u64,
+    default_threshold_ns: u64,
     hot_threshold_ns: u64,
+    /// The threshold adjustment: on or off, its period in real time and scaled, the start of the
+    /// current period (`None` before the first tick), and the candidates counted in it.
+    adjust_threshold: bool,
+    real_adjust_period_ns: u64,
+    adjust_period_ns: u64,
+    adjust_start_ns: Option<u64>,
+    candidates_in_period: u64,
     window_ns: u64,
-    /// Pages the rate limit allows per window.
+    /// Pages the rate limit allows per window, and per second of the run's time.
     window_budget: u64,
+    rate_pages_per_s: f64,
     /// Start of the current rate-limit window; `None` before the first tick.
     window_start_ns: Option<u64>,
     promoted_in_window: u64,
@@ -163,9 +194,16 @@ impl KernelTiering {
             demote_headroom: p.fraction("demote_headroom"),
             rate_limit_mb_s: p.number("rate_limit"),
             real_hot_threshold_ns: p.duration_ns("hot_threshold"),
+            default_threshold_ns: p.duration_ns("hot_threshold"),
             hot_threshold_ns: p.duration_ns("hot_threshold"),
+            adjust_threshold: p.flag("adjust_threshold"),
+            real_adjust_period_ns: p.duration_ns("adjust_period"),
+            adjust_period_ns: p.duration_ns("adjust_period"),
+            adjust_start_ns: None,
+            candidates_in_period: 0,
             window_ns: RATE_WINDOW_NS,
             window_budget: u64::MAX,
+            rate_pages_per_s: f64::INFINITY,
             window_start_ns: None,
             promoted_in_window: 0,
             last_use: Vec::new(),
@@ -190,6 +228,38 @@ impl KernelTiering {
             AccessKind::Read => self.hot_threshold_ns,
             AccessKind::Write => self.hot_threshold_ns * self.write_factor,
         }
+    }
+
+    /// The hot threshold in force (without the write factor).
+    pub fn hot_threshold_ns(&self) -> u64 {
+        self.hot_threshold_ns
+    }
+
+    /// Linux's `numa_promotion_adjust_threshold`: at the end of each adjustment period, the
+    /// candidates of the period against the rate limit's worth of pages over it (the window's
+    /// budget once per window): above 110% the threshold falls by a step (an eighth of the
+    /// default, `ref_th * 2 / NUMA_MIGRATION_ADJUST_STEPS` with 16 steps), not below one step;
+    /// below 90% it rises by one, not above twice the default.
+    fn adjust_threshold(&mut self, now: u64) {
+        if !self.adjust_threshold {
+            return;
+        }
+        let start = *self.adjust_start_ns.get_or_insert(now);
+        if now.saturating_sub(start) <= self.adjust_period_ns {
+            return;
+        }
+        // The limit's pages over the period (pages per second of the run's time are the same at
+        // every scale), unrounded: at a small scale a window's budget rounds to few pages.
+        let reference = self.rate_pages_per_s * self.adjust_period_ns as f64 * 1e-9;
+        let step = (self.default_threshold_ns * 2 / 16).max(1);
+        let candidates = self.candidates_in_period as f64;
+        if candidates > reference * 1.1 {
+            self.hot_threshold_ns = self.hot_threshold_ns.saturating_sub(step).max(step);
+        } else if candidates < reference * 0.9 {
+            self.hot_threshold_ns = (self.hot_threshold_ns + step).min(2 * self.default_threshold_ns);
+        }
+        self.adjust_start_ns = Some(now);
+        self.candidates_in_period = 0;
     }
 
     /// Promotions the rate limit still allows at `now`.
@@ -233,12 +303,17 @@ impl Policy for KernelTiering {
 
     fn start(&mut self, m: &MachineInfo) {
         let scale = if m.scale > 0.0 { m.scale } else { 1.0 };
-        self.hot_threshold_ns = ((self.real_hot_threshold_ns as f64 / scale).round() as u64).max(1);
+        self.default_threshold_ns = ((self.real_hot_threshold_ns as f64 / scale).round() as u64).max(1);
+        self.hot_threshold_ns = self.default_threshold_ns;
+        self.adjust_period_ns = ((self.real_adjust_period_ns as f64 / scale).round() as u64).max(1);
+        self.adjust_start_ns = None;
+        self.candidates_in_period = 0;
         self.window_ns = ((RATE_WINDOW_NS as f64 / scale).round() as u64).max(1);
         // Bytes per second are the same at every scale (footprint and time shrink together), so
         // a window 1/scale as long holds 1/scale of the pages.
         let bytes = self.rate_limit_mb_s * (1u64 << 20) as f64 * (RATE_WINDOW_NS as f64 * 1e-9) / scale;
         self.window_budget = (bytes / m.page_size.bytes() as f64).floor() as u64;
+        self.rate_pages_per_s = self.rate_limit_mb_s * (1u64 << 20) as f64 / m.page_size.bytes() as f64;
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {
@@ -283,6 +358,10 @@ impl Policy for KernelTiering {
             }
             self.seen_placed = placed;
         }
+        // The candidates count towards the threshold's adjustment before the rate limit drops
+        // any (the kernel's PGPROMOTE_CANDIDATE), and the threshold for the next tick is set.
+        self.candidates_in_period += self.candidates.len() as u64;
+        self.adjust_threshold(now);
         let budget = self.rate_budget(now);
         self.candidates.truncate(budget.min(usize::MAX as u64) as usize);
 
@@ -477,6 +556,71 @@ mod tests {
         let t = HOT_THRESHOLD_NS / 1000;
         assert!(promoted(&tick(&mut p, 1, &[S], &[fault(0, AccessKind::Read, t - 1)], 10)) == vec![0]);
         assert!(tick(&mut p, 2, &[S, S], &[fault(1, AccessKind::Read, t)], 10).is_empty());
+    }
+
+    /// Linux's threshold adjustment, by hand: at 1 MiB/s (256 pages a second) a 60 s period's
+    /// reference is 15,360 candidates; a step is 2/16 of the 1000 ms default, 125 ms.
+    #[test]
+    fn the_threshold_follows_the_candidates_against_the_rate_limit() {
+        const SECOND: u64 = 1_000_000_000;
+        let mut p = started(1.0);
+        let slow = vec![S; 20_000];
+        let faults = |n: usize, latency: u64| -> Vec<HintFault> {
+            (0..n as PageIdx).map(|i| fault(i, AccessKind::Read, latency)).collect()
+        };
+        // 20,000 candidates (over 110% of 15,360): at the period's end the threshold falls a step.
+        tick(&mut p, 1, &slow, &faults(20_000, 1), 100);
+        assert_eq!(p.hot_threshold_ns(), HOT_THRESHOLD_NS, "not before the period ends");
+        tick(&mut p, 60 * SECOND + 2, &slow, &[], 100);
+        assert_eq!(p.hot_threshold_ns(), 875_000_000);
+        // It is the threshold in force: 900 ms is now too late, 800 ms is not.
+        let t = 60 * SECOND + 3;
+        assert!(promoted(&tick(&mut p, t, &slow, &[fault(7, AccessKind::Read, 900_000_000)], 100)).is_empty());
+        assert_eq!(
+            promoted(&tick(&mut p, t + 1, &slow, &[fault(8, AccessKind::Read, 800_000_000)], 100)),
+            vec![8]
+        );
+        // 15,000 candidates (between 90% and 110%) leave it; none raise it a step a period, up to
+        // twice the default.
+        tick(&mut p, t + 2, &slow, &faults(14_999, 1), 100);
+        tick(&mut p, 121 * SECOND, &slow, &[], 100);
+        assert_eq!(p.hot_threshold_ns(), 875_000_000);
+        let mut now = 121 * SECOND;
+        for expected in [1_000, 1_125, 1_250, 1_375, 1_500, 1_625, 1_750, 1_875, 2_000, 2_000] {
+            now += 61 * SECOND;
+            tick(&mut p, now, &slow, &[], 100);
+            assert_eq!(p.hot_threshold_ns(), expected * 1_000_000);
+        }
+        // Floods lower it a step a period, to one step and no lower.
+        for expected in
+            [1_875, 1_750, 1_625, 1_500, 1_375, 1_250, 1_125, 1_000, 875, 750, 625, 500, 375, 250, 125, 125]
+        {
+            tick(&mut p, now + 1, &slow, &faults(20_000, 1), 100);
+            now += 61 * SECOND;
+            tick(&mut p, now, &slow, &[], 100);
+            assert_eq!(p.hot_threshold_ns(), expected * 1_000_000);
+        }
+        // Switched off, the threshold stays at its default whatever the candidates.
+        let mut off = KernelTiering::new(&crate::registry::params_of(
+            "kernel-tiering:rate_limit=1,adjust_threshold=false",
+        ));
+        off.start(&info(1.0));
+        tick(&mut off, 1, &slow, &faults(20_000, 1), 100);
+        tick(&mut off, 61 * SECOND, &slow, &[], 100);
+        assert_eq!(off.hot_threshold_ns(), HOT_THRESHOLD_NS);
+    }
+
+    #[test]
+    fn the_adjustment_period_scales_with_the_run() {
+        let mut p = KernelTiering::new(&crate::registry::params_of("kernel-tiering:rate_limit=1"));
+        p.start(&info(1000.0));
+        let slow = vec![S; 10];
+        // 60 ms of a run at scale 1000 is the kernel's 60 s; no candidates raise the threshold.
+        tick(&mut p, 1, &slow, &[], 10);
+        tick(&mut p, 60_000_001, &slow, &[], 10);
+        assert_eq!(p.hot_threshold_ns(), HOT_THRESHOLD_NS / 1000);
+        tick(&mut p, 60_000_002, &slow, &[], 10);
+        assert_eq!(p.hot_threshold_ns(), HOT_THRESHOLD_NS / 1000 * 9 / 8);
     }
 
     #[test]
