@@ -316,8 +316,10 @@ fn generate(
 /// size) starts once the first has made an eighth of its accesses (the seed lets QMCPACK
 /// initialise, about 20 minutes, first). The fast tier holds the high-priority program at the
 /// policy's 90% fill (the seed's priority scheme "assumes the high priority application(s) will
-/// use most or all of the fast memory"): 10/9 of its footprint. Choices: the seed gives neither
-/// the programs' sizes against its DRAM nor how long each ran.
+/// use most or all of the fast memory"): 10/9 of its footprint. Choices made before the seed's
+/// Table 3 was read, which gives both programs' sizes and lengths: the fast tier is 54% of
+/// QMCPACK full there (56% here), but its shared inputs are 12-34% of QMCPACK's size and move
+/// 5-22% of its bytes (half here; docs/policies.md, "Reproducing Fig. 8").
 fn objects_pair(name: &str, seed: u64, size_scale: f64) -> Result<corun::CoRun, WorkloadError> {
     let low = objects::build("objects-sites", seed, size_scale, true)?;
     let high = objects::build("objects", seed.wrapping_add(1), size_scale / 2.0, false)?;
