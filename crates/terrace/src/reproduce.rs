@@ -1002,7 +1002,6 @@ fn pmbench_seed(runs: &Runs) -> String {
             / runs.aal(&pmbench_name("s12", r, "32g"), FIRST_TOUCH)
             - 1.0
     };
-    let big = ["x2", "x4", "x8"];
     let best_at = |w: &str| {
         let named = [("ambix", "ambix"), (AUTONUMA_SETUP, "autonuma"), ("memory-mode", "MemM")];
         let (_, seed_name) = named
@@ -1012,10 +1011,10 @@ fn pmbench_seed(runs: &Runs) -> String {
         seed_name.to_string()
     };
     let model = [
-        pct(mean_impr(&points("s12", &all_reads, &big), "ambix")),
-        pct(mean_impr(&points("s12", &all_reads, &big), AUTONUMA_SETUP)),
-        pct(mean_impr(&points("s25", &all_reads, &big), "ambix")),
-        pct(mean_impr(&points("s25", &all_reads, &big), AUTONUMA_SETUP)),
+        pct(mean_impr(&pmbench_seed_points("s12"), "ambix")),
+        pct(mean_impr(&pmbench_seed_points("s12"), AUTONUMA_SETUP)),
+        pct(mean_impr(&pmbench_seed_points("s25"), "ambix")),
+        pct(mean_impr(&pmbench_seed_points("s25"), AUTONUMA_SETUP)),
         pct(head_to_head("x2")),
         pct(head_to_head("x4")),
         pct(head_to_head("x8")),
