@@ -284,7 +284,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "kernel-tiering:rate_limit=30" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", cause (6): at the seed's 30 MiB/s rate limit what moves is set by the run's length, and the generator caps NPB at 32 iterations (NPB: BT 250, MG 50, CG 100); with every kernel at NPB's count (BT 250, MG 50, CG 100: minutes a run) the mean is 1.22x, 0.76 of the seed's; at Linux's default the capped runs gave 1.44x",
+        cause: "\"Ambix §5.5.3\", cause (6): at the seed's 30 MiB/s rate limit what moves is set by the run's length, and the generator caps NPB at 32 iterations (NPB: BT 250, MG 50, CG 100); with every kernel at NPB's count (BT 250, MG 50, CG 100: up to a minute a run) the mean is 1.22x, 0.76 of the seed's; at Linux's default the capped runs gave 1.44x",
     },
     Headline {
         section: "Ambix §5.5.3",
