@@ -4,8 +4,10 @@
 //! distinct simulations of `terrace reproduce --check docs/policies.md` (the count it prints), in
 //! parallel on all cores: about 7-11 CPU-minutes in the release profile (the NPB runs, at NPB's
 //! iteration counts, Nimble's sweep and mtier's shootdowns at the thesis's size are most of it;
-//! 6.8 CPU-minutes on 2026-11-29, niced beside a clean-clone CI run): 289 s in a clean-clone CI run
-//! on the 2-core development machine, longer while other builds share it. In a debug build the simulations take about 7
+//! 6.8 CPU-minutes on 2026-11-29, niced beside a clean-clone CI run; 9.7 CPU-minutes and 294 s
+//! alone on 2026-11-30, with the kernel-tiering-setup table): 289 s in a clean-clone CI run on
+//! 2026-11-29 on the 2-core development machine, 708-718 s in the two of 2026-11-30 beside the
+//! guest, longer while other builds share it. In a debug build the simulations take about 7
 //! times as long. It is ignored in a plain `cargo test` either way: scripts/test runs it by itself
 //! beside the guest tests (see the test). The other tests here take well under a second: they
 //! fail before any run.
