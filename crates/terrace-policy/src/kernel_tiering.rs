@@ -236,10 +236,10 @@ impl KernelTiering {
     }
 
     /// Linux's `numa_promotion_adjust_threshold`: at the end of each adjustment period, the
-    /// candidates of the period against the rate limit's worth of pages over it (the window's
-    /// budget once per window): above 110% the threshold falls by a step (an eighth of the
-    /// default, `ref_th * 2 / NUMA_MIGRATION_ADJUST_STEPS` with 16 steps), not below one step;
-    /// below 90% it rises by one, not above twice the default.
+    /// candidates of the period against the rate limit's worth of pages over it: above 110% the
+    /// threshold falls by a step (an eighth of the default, `ref_th * 2 /
+    /// NUMA_MIGRATION_ADJUST_STEPS` with 16 steps), not below one step; below 90% it rises by
+    /// one, not above twice the default.
     fn adjust_threshold(&mut self, now: u64) {
         if !self.adjust_threshold {
             return;
