@@ -311,9 +311,8 @@ impl Policy for KernelTiering {
         self.window_ns = ((RATE_WINDOW_NS as f64 / scale).round() as u64).max(1);
         // Bytes per second are the same at every scale (footprint and time shrink together), so
         // a window 1/scale as long holds 1/scale of the pages.
-        let bytes = self.rate_limit_mb_s * (1u64 << 20) as f64 * (RATE_WINDOW_NS as f64 * 1e-9) / scale;
-        self.window_budget = (bytes / m.page_size.bytes() as f64).floor() as u64;
         self.rate_pages_per_s = self.rate_limit_mb_s * (1u64 << 20) as f64 / m.page_size.bytes() as f64;
+        self.window_budget = (self.rate_pages_per_s * (RATE_WINDOW_NS as f64 * 1e-9) / scale).floor() as u64;
     }
 
     fn tick(&mut self, obs: &Observations<'_>) -> Plan {

@@ -528,9 +528,7 @@ fn pmbench_seed_points(sigma: &str) -> Vec<String> {
 }
 
 fn kernel_tiering_setup_runs() -> Vec<(String, String)> {
-    let npb: Vec<String> =
-        NPB_KERNELS.iter().flat_map(|k| NPB_SIZES.iter().map(move |s| npb_name(k, s))).collect();
-    let mut workloads = npb;
+    let mut workloads = npb_workloads();
     workloads.extend(bfs_workloads());
     workloads.extend(pmbench_seed_points("s12"));
     workloads.extend(pmbench_seed_points("s25"));
@@ -593,10 +591,13 @@ fn npb_name(kernel: &str, size: &str) -> String {
     format!("npb-{kernel}-{size}")
 }
 
+/// Every NPB workload, `npb-KERNEL-SIZE`.
+fn npb_workloads() -> Vec<String> {
+    NPB_KERNELS.iter().flat_map(|k| NPB_SIZES.iter().map(move |s| npb_name(k, s))).collect()
+}
+
 fn npb_runs() -> Vec<(String, String)> {
-    let workloads: Vec<String> =
-        NPB_KERNELS.iter().flat_map(|k| NPB_SIZES.iter().map(move |s| npb_name(k, s))).collect();
-    grid(&workloads, &NPB_POLICIES)
+    grid(&npb_workloads(), &NPB_POLICIES)
 }
 
 /// Ambix thesis §5.5.3, "Medium and Large Parametrizations": speedup over ADM-default, the
