@@ -350,4 +350,6 @@ pub enum WorkloadError {
          a simulated machine keeps state for; use a size scale of at most {max_size_scale:.1}"
     )]
     FootprintTooLarge { name: String, size_scale: f64, footprint_gib: f64, max_size_scale: f64 },
+    #[error("workload '{name}': {reason}")]
+    BadParameter { name: String, reason: String },
 }

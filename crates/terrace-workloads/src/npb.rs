@@ -24,10 +24,10 @@ use terrace_model::{Access, AccessKind};
 const THREADS: u32 = 32;
 /// Ambix §5.2.1: ~27 GB usable DRAM per socket, scaled GB -> MB.
 const FAST_BYTES: u64 = 27 << 20;
-/// The most iterations any kernel runs: the simulator's time budget (a BT iteration at the large
-/// size is about 10 million accesses), not a seed value; docs/policies.md measures what the cap
-/// leaves out (§5.5.3's run-length paragraph).
-const MAX_ITERATIONS: u32 = 32;
+/// The most iterations the `iterations` parameter allows: four times NPB's longest count, so that
+/// a mistyped value is refused rather than simulated for hours (a BT iteration at the large size
+/// is about 10 million accesses).
+pub(crate) const MAX_ITERATIONS: u32 = 1000;
 /// Fixed point for per-cell rates: 2^32 = once per cell.
 const ONE: u64 = 1 << 32;
 /// The most accesses one pass makes per grid cell.
@@ -111,17 +111,17 @@ impl Kernel {
     /// Iterations after initialisation (time steps, FFT iterations, V-cycles, CG iterations):
     /// NPB 3.4.1's own count for classes D and E (`setparams.c`: BT 250, FT 25, MG 50, CG 100),
     /// the classes Table 5.1's sizes lie at and between (MG small, 26.5 GB, is class D's 1024^3
-    /// grid), capped at [`MAX_ITERATIONS`]. Ambix §5.4.3 says it edited the sizes; a dynamic
-    /// policy's gain depends on the run's length relative to its periods, since every iteration
-    /// after it has learnt repays its moves (both are scaled alike, docs/model.md §9).
+    /// grid). Ambix §5.4.3 says it edited the sizes, not the counts; a dynamic policy's gain
+    /// depends on the run's length relative to its periods, since every iteration after it has
+    /// learnt repays its moves (both are scaled alike, docs/model.md §9). The `iterations`
+    /// parameter overrides it (`npb-bt-large:iterations=32`).
     pub(crate) fn iterations(self) -> u32 {
-        let npb = match self {
+        match self {
             Kernel::Bt => 250,
             Kernel::Ft => 25,
             Kernel::Mg => 50,
             Kernel::Cg => 100,
-        };
-        npb.min(MAX_ITERATIONS)
+        }
     }
 
     fn describe(self) -> &'static str {
@@ -144,11 +144,13 @@ pub(crate) fn seed_bytes(kernel: Kernel, size: Size) -> u64 {
 pub(crate) fn summary(kernel: Kernel, size: Size) -> String {
     let bytes = seed_bytes(kernel, size);
     format!(
-        "NPB {}, 32 threads, {:.2} MiB ({:.1}x the 27 MiB fast tier), {}:1 reads:writes (Ambix §5.4.3)",
+        "NPB {}, 32 threads, {:.2} MiB ({:.1}x the 27 MiB fast tier), {}:1 reads:writes, {} iterations \
+         (NPB's; `:iterations=N` for another count) (Ambix §5.4.3)",
         kernel.describe(),
         bytes as f64 / f64::from(1 << 20),
         bytes as f64 / FAST_BYTES as f64,
-        kernel.reads_per_write()
+        kernel.reads_per_write(),
+        kernel.iterations()
     )
 }
 
@@ -157,6 +159,7 @@ pub(crate) fn build(
     name: &str,
     kernel: Kernel,
     size: Size,
+    iterations: u32,
     seed: u64,
     size_scale: f64,
 ) -> Result<Generator, WorkloadError> {
@@ -166,7 +169,7 @@ pub(crate) fn build(
     let mut phases = vec![Phase::Sweep(init)];
     let mut rng = Rng::new(seed);
     match kernel {
-        Kernel::Cg => cg_phases(footprint, seed, &mut phases),
+        Kernel::Cg => cg_phases(footprint, iterations, seed, &mut phases),
         _ => {
             let passes = match kernel {
                 Kernel::Bt => bt_passes(footprint),
@@ -174,7 +177,7 @@ pub(crate) fn build(
                 _ => mg_passes(footprint),
             };
             let refetch = refetch_rate(&passes, kernel.reads_per_write());
-            for _ in 0..kernel.iterations() {
+            for _ in 0..iterations {
                 for spec in &passes {
                     let pass = GridPass::new(spec, refetch, instructions, &mut rng);
                     phases.push(Phase::Custom(Box::new(pass)));
@@ -187,7 +190,7 @@ pub(crate) fn build(
         format!(
             "NPB-like {} (Ambix §5.4.3): {THREADS} threads, {} iterations, {}:1 reads:writes",
             kernel.describe(),
-            kernel.iterations(),
+            iterations,
             kernel.reads_per_write()
         ),
         footprint,
@@ -710,13 +713,13 @@ impl CgLayout {
     }
 }
 
-fn cg_phases(footprint: u64, seed: u64, phases: &mut Vec<Phase>) {
+fn cg_phases(footprint: u64, iterations: u32, seed: u64, phases: &mut Vec<Phase>) {
     let l = CgLayout::fitting(footprint);
     let ins = Kernel::Cg.instructions();
     let [p, q, z, r] = [0, 1, 2, 3].map(|i| l.vector(i));
     let (rd, wr) = (|b| Step::read(b, ins), |b| Step::write(b, ins));
     let salt = Rng::new(seed).next_u64();
-    for _ in 0..Kernel::Cg.iterations() {
+    for _ in 0..iterations {
         phases.push(Phase::Custom(Box::new(Spmv::new(l, salt))));
         // d = p.q; then z += alpha p, r -= alpha q, rho = r.r (one loop); then p = r + beta p.
         let loops =
@@ -885,7 +888,7 @@ mod tests {
 
     /// Post-init reads and writes, checking bounds on the way.
     fn mix(kernel: Kernel, size: Size, scale: f64) -> (u64, u64, Generator) {
-        let mut g = build("npb", kernel, size, 3, scale).unwrap();
+        let mut g = build("npb", kernel, size, kernel.iterations(), 3, scale).unwrap();
         let info = g.info().clone();
         let init = info.footprint_bytes / LINE;
         let (mut seen, mut reads, mut writes) = (0u64, 0u64, 0u64);
@@ -995,7 +998,7 @@ mod tests {
 
     #[test]
     fn default_sizes_follow_table_5_1() {
-        let g = build("npb", Kernel::Bt, Size::Small, 1, 1.0).unwrap();
+        let g = build("npb", Kernel::Bt, Size::Small, Kernel::Bt.iterations(), 1, 1.0).unwrap();
         assert_eq!(g.info().footprint_bytes, 114 * (256 << 10));
         assert_eq!(g.info().suggested_fast_bytes, 27 << 20);
         assert_eq!(seed_bytes(Kernel::Cg, Size::Large), 150 << 20);

@@ -39,7 +39,8 @@ enum Recipe {
     Stream(Kernel),
     /// mtier's read-only STREAM with this many threads.
     MtierStream(u32),
-    Npb(npb::Kernel, npb::Size),
+    /// The kernel, its size, and its iterations when not NPB's own count.
+    Npb(npb::Kernel, npb::Size, Option<u32>),
     Bfs(bfs::Size),
     KvStore {
         set_percent: u32,
@@ -213,7 +214,7 @@ fn entries() -> &'static [Entry] {
                 v.push(Entry {
                     name: leak(format!("npb-{}-{}", kernel.name(), size.name())),
                     summary: leak(npb::summary(kernel, size)),
-                    recipe: Recipe::Npb(kernel, size),
+                    recipe: Recipe::Npb(kernel, size, None),
                 });
             }
         }
@@ -253,11 +254,16 @@ pub fn list() -> Vec<WorkloadSpec> {
 
 /// Builds a named workload. `seed` makes it deterministic (STREAM has no randomness and ignores
 /// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
+///
+/// A name may carry parameters, `NAME:key=value`: the NPB kernels take `iterations` (their run
+/// length; NPB's own count by default).
 pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSource>, WorkloadError> {
-    let entry = entries().iter().find(|e| e.name == name).ok_or_else(|| WorkloadError::Unknown {
-        name: name.to_string(),
+    let (base, params) = name.split_once(':').unwrap_or((name, ""));
+    let entry = entries().iter().find(|e| e.name == base).ok_or_else(|| WorkloadError::Unknown {
+        name: base.to_string(),
         known: entries().iter().map(|e| e.name).collect::<Vec<_>>().join(", "),
     })?;
+    let entry = &with_params(entry, name, params)?;
     if !(size_scale.is_finite() && size_scale > 0.0) {
         return Err(WorkloadError::InvalidScale { size_scale });
     }
@@ -281,6 +287,44 @@ pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSou
     generate(entry, name, seed, size_scale)
 }
 
+/// `entry` with the parameters of `name` (`params`: what follows its ':', comma-separated
+/// `key=value`) applied, each checked.
+fn with_params(entry: &Entry, name: &str, params: &str) -> Result<Entry, WorkloadError> {
+    let bad = |reason: String| WorkloadError::BadParameter { name: name.to_string(), reason };
+    let mut entry = *entry;
+    if !name.contains(':') {
+        return Ok(entry);
+    }
+    for item in params.split(',') {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| bad(format!("'{item}' is not key=value (e.g. `npb-bt-large:iterations=32`)")))?;
+        match (&mut entry.recipe, key) {
+            (Recipe::Npb(_, _, iterations), "iterations") => {
+                *iterations = match value.parse::<u32>() {
+                    Ok(n @ 1..=npb::MAX_ITERATIONS) => Some(n),
+                    _ => {
+                        return Err(bad(format!(
+                            "iterations must be a whole number from 1 to {}, not '{value}'",
+                            npb::MAX_ITERATIONS
+                        )))
+                    }
+                }
+            }
+            (Recipe::Npb(..), _) => {
+                return Err(bad(format!("unknown parameter '{key}'; the NPB kernels take `iterations`")))
+            }
+            _ => {
+                return Err(bad(format!(
+                    "'{}' takes no parameters (only the NPB kernels do: `iterations`)",
+                    entry.name
+                )))
+            }
+        }
+    }
+    Ok(entry)
+}
+
 fn generate(
     entry: &Entry,
     name: &str,
@@ -300,7 +344,14 @@ fn generate(
         )?),
         Recipe::Stream(kernel) => phases(stream::build(name, kernel, size_scale)?),
         Recipe::MtierStream(threads) => phases(stream::mtier::build(name, threads, size_scale)?),
-        Recipe::Npb(kernel, size) => phases(npb::build(name, kernel, size, seed, size_scale)?),
+        Recipe::Npb(kernel, size, iterations) => phases(npb::build(
+            name,
+            kernel,
+            size,
+            iterations.unwrap_or(kernel.iterations()),
+            seed,
+            size_scale,
+        )?),
         Recipe::Bfs(size) => phases(bfs::build(name, size, seed, size_scale)?),
         Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
         // Not made of phases: its stream carries object events.
@@ -432,5 +483,34 @@ mod tests {
         }
         assert!(matches!(build("gups", 1, 1e-9), Err(WorkloadError::TooSmall { .. })));
         assert!(matches!(build("gups", 1, 4096.0), Err(WorkloadError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn npb_kernels_take_their_iterations_as_a_parameter() {
+        let scale = 1.0 / 16.0;
+        let accesses = |name: &str| build(name, 1, scale).unwrap().info().accesses;
+        let init = build("npb-bt-small", 1, scale).unwrap().info().footprint_bytes / 64;
+        // NPB's own 250 time steps by default; each iteration is the same passes.
+        let (one, two) =
+            (accesses("npb-bt-small:iterations=1") - init, accesses("npb-bt-small:iterations=2") - init);
+        assert!(one > 0 && (two as f64 / one as f64 - 2.0).abs() < 0.01, "{one} {two}");
+        let all = accesses("npb-bt-small") - init;
+        assert!((all as f64 / one as f64 - 250.0).abs() < 2.5, "{all} against {one} a step");
+        let cg = build("npb-cg-small:iterations=3", 1, scale).unwrap();
+        assert_eq!(cg.info().name, "npb-cg-small:iterations=3");
+        assert!(cg.info().description.contains("3 iterations"), "{}", cg.info().description);
+        for (name, says) in [
+            ("npb-bt-small:iterations=0", "iterations must be a whole number from 1 to 1000, not '0'"),
+            ("npb-bt-small:iterations=1001", "not '1001'"),
+            ("npb-bt-small:iterations=2.5", "not '2.5'"),
+            ("npb-bt-small:steps=3", "unknown parameter 'steps'; the NPB kernels take `iterations`"),
+            ("npb-bt-small:iterations", "'iterations' is not key=value"),
+            ("gups:iterations=3", "'gups' takes no parameters"),
+        ] {
+            let err = build(name, 1, scale).err().unwrap().to_string();
+            assert!(err.starts_with(&format!("workload '{name}': ")) && err.contains(says), "{err}");
+        }
+        let err = build("nope:iterations=3", 1, scale).err().unwrap().to_string();
+        assert!(err.starts_with("unknown workload 'nope'"), "{err}");
     }
 }

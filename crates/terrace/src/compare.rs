@@ -17,7 +17,8 @@ use terrace_sim::{Profile, RunReport, DEFAULT_PROFILE};
 pub struct CompareArgs {
     #[command(subcommand)]
     pub command: Option<CompareCommand>,
-    /// Workloads (names or trace files), comma-separated. Default: the built-in suite.
+    /// Workloads (names or trace files), comma-separated; a name may carry a parameter
+    /// (`npb-bt-large:iterations=32`). Default: the built-in suite.
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<String>,
     /// Policies, comma-separated, each a name or `NAME:key=value,...`: an item `key=value` after a
