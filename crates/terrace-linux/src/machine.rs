@@ -1180,7 +1180,7 @@ impl Machine for LiveMachine {
                      it is); kernel-tiering's modelled plans are logged instead"
                 );
             } else {
-                let mut run = TieringRun::start().map_err(MachineError::Other)?;
+                let mut run = TieringRun::start(&req.kernel_tiering).map_err(MachineError::Other)?;
                 // Now, not at the first look a second later: a short program is gone by then.
                 for m in &self.members {
                     run.check_policy(m.pid);
@@ -1444,7 +1444,11 @@ pub fn check_requirements(
     sampling: SamplingSource,
 ) -> Result<(), MachineError> {
     match req.memory_mode {
-        MemoryMode::Flat | MemoryMode::KernelTiering => {}
+        MemoryMode::Flat => {}
+        MemoryMode::KernelTiering => {
+            crate::kernel_tiering::check_settings(&req.kernel_tiering, Path::new("/"))
+                .map_err(MachineError::Other)?
+        }
         MemoryMode::FastTierAsCache => {
             return Err(MachineError::UnsupportedMode {
                 mode: "memory-mode".into(),

@@ -35,5 +35,5 @@ pub use plan::{
     Applied, CheckedExchange, CheckedPlan, Exchange, Move, MoveFailure, MoveOptions, ObjectMove, Plan,
     RateBudget, SiteAdvice, TlbFlush,
 };
-pub use policy::{InitialPlacement, MemoryMode, Policy, Requirements};
+pub use policy::{InitialPlacement, KernelTieringSettings, MemoryMode, Policy, Requirements};
 pub use tier::{Tier, TierId, TierKind};

@@ -21,6 +21,27 @@ pub enum MemoryMode {
     KernelTiering,
 }
 
+/// The kernel settings a [`MemoryMode::KernelTiering`] policy's parameters stand for, for a live
+/// machine to set for the run: each `None` where the policy leaves the kernel's own value (its
+/// parameter is at its default, which is Linux's). The simulated machine has no kernel and
+/// ignores them: the policy's model uses its parameters directly.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelTieringSettings {
+    /// `kernel.numa_balancing_promote_rate_limit_MBps` (Linux 6.1 and later), MiB/s.
+    pub promote_rate_limit_mib_s: Option<u64>,
+    /// debugfs `sched/numa_balancing/hot_threshold_ms` (Linux 6.1 and later).
+    pub hot_threshold_ms: Option<u64>,
+    /// debugfs `sched/numa_balancing/scan_period_min_ms`.
+    pub scan_period_min_ms: Option<u64>,
+    /// debugfs `sched/numa_balancing/scan_period_max_ms`.
+    pub scan_period_max_ms: Option<u64>,
+    /// `vm.watermark_scale_factor`.
+    pub watermark_scale_factor: Option<u64>,
+    /// Parameters set away from their defaults that no kernel setting carries, each as `key=value
+    /// (why)`: a live machine refuses to run them rather than pretend.
+    pub model_only: Vec<String>,
+}
+
 /// Where a page goes when it is first touched.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -67,6 +88,9 @@ pub struct Requirements {
     /// kernel promotes in the faulting thread and demotes in kswapd. `None`: `mover` does all.
     #[serde(default)]
     pub demotion_mover: Option<crate::Mover>,
+    /// Under [`MemoryMode::KernelTiering`], the kernel settings the policy's parameters ask for.
+    #[serde(default)]
+    pub kernel_tiering: KernelTieringSettings,
 }
 
 impl Requirements {
@@ -92,6 +116,7 @@ impl Default for Requirements {
             max_tiers: None,
             mover: crate::Mover::PolicyThread,
             demotion_mover: None,
+            kernel_tiering: KernelTieringSettings::default(),
         }
     }
 }

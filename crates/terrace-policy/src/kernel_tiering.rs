@@ -41,8 +41,8 @@
 
 use crate::params::{Kind, Param, Params};
 use terrace_model::{
-    AccessKind, FreeRoom, MachineInfo, MemoryMode, Move, MoveOptions, Mover, Observations, PageIdx, PageSize,
-    Plan, Policy, Requirements, TierId, TrackerKind, TrackerRequest,
+    AccessKind, FreeRoom, KernelTieringSettings, MachineInfo, MemoryMode, Move, MoveOptions, Mover,
+    Observations, PageIdx, PageSize, Plan, Policy, Requirements, TierId, TrackerKind, TrackerRequest,
 };
 
 pub const NAME: &str = "kernel-tiering";
@@ -127,6 +127,60 @@ pub const PARAMS: &[Param] = &[
     },
 ];
 
+/// The kernel settings `p` asks for away from its defaults (Linux's own): those a kernel carries,
+/// and the rest named as the model's only. On a live machine the kernel tiers, so a parameter
+/// must be a kernel setting to mean anything there.
+pub fn kernel_settings(p: &Params) -> KernelTieringSettings {
+    let defaults = crate::registry::defaults_of(NAME);
+    let set = |name: &str| p.get(name) != defaults.get(name);
+    let mut s = KernelTieringSettings::default();
+    let whole_ms =
+        |name: &str| p.duration_ns(name).is_multiple_of(1_000_000).then(|| p.duration_ns(name) / 1_000_000);
+    let mut model_only = |name: &str, why: &str| push_model_only(&mut s.model_only, p, name, why);
+    if set("rate_limit") {
+        let mib_s = p.number("rate_limit");
+        if mib_s.fract() == 0.0 {
+            s.promote_rate_limit_mib_s = Some(mib_s as u64);
+        } else {
+            model_only("rate_limit", "the kernel takes whole MiB/s");
+        }
+    }
+    if set("hot_threshold") {
+        match whole_ms("hot_threshold") {
+            Some(ms) => s.hot_threshold_ms = Some(ms),
+            None => model_only("hot_threshold", "the kernel takes whole milliseconds"),
+        }
+    }
+    if set("adjust_period") {
+        match whole_ms("adjust_period") {
+            Some(ms) => s.scan_period_max_ms = Some(ms),
+            None => model_only("adjust_period", "the kernel takes whole milliseconds"),
+        }
+    }
+    if set("scan_period") {
+        // `check` has refused a period of part milliseconds.
+        s.scan_period_min_ms = whole_ms("scan_period");
+    }
+    if set("watermark_scale_factor") {
+        s.watermark_scale_factor = Some(p.count("watermark_scale_factor"));
+    }
+    for (name, why) in [
+        ("write_factor", "the tiering-0.4 patch's; upstream Linux treats write faults as reads"),
+        ("adjust_threshold", "Linux always adjusts the threshold in tiering mode"),
+        ("interval", "how often the model decides; the kernel decides at each fault"),
+        ("demote_headroom", "TPP's; upstream Linux has no such setting"),
+    ] {
+        if set(name) {
+            model_only(name, why);
+        }
+    }
+    s
+}
+
+fn push_model_only(list: &mut Vec<String>, p: &Params, name: &str, why: &str) {
+    list.push(format!("{name}={} ({why})", p.get(name)));
+}
+
 /// Refuses a scan period the kernel's millisecond setting cannot hold.
 pub fn check(p: &Params) -> Result<(), String> {
     if !p.duration_ns("scan_period").is_multiple_of(1_000_000) {
@@ -175,6 +229,8 @@ pub struct KernelTiering {
     lru: Vec<(u64, PageIdx)>,
     /// Per page: a mover has it in flight (neither a candidate nor a victim until it lands).
     moving: Vec<bool>,
+    /// The kernel settings the parameters stand for, for a live machine.
+    kernel_settings: KernelTieringSettings,
 }
 
 impl Default for KernelTiering {
@@ -211,6 +267,7 @@ impl KernelTiering {
             candidates: Vec::new(),
             lru: Vec::new(),
             moving: Vec::new(),
+            kernel_settings: kernel_settings(p),
         }
     }
 
@@ -312,6 +369,7 @@ impl Policy for KernelTiering {
             // Promotion in the faulting thread, demotion in kswapd.
             mover: Mover::FaultingThread,
             demotion_mover: Some(Mover::KernelThread { queue_pages: kswapd_batch }),
+            kernel_tiering: self.kernel_settings.clone(),
             ..Requirements::default()
         }
     }
@@ -722,6 +780,46 @@ mod tests {
             }
         }
         assert!((377..=385).contains(&promoted), "{promoted} promotions in 50 ms");
+    }
+
+    #[test]
+    fn parameters_away_from_linux_defaults_become_kernel_settings_or_are_named_model_only() {
+        let settings = |spec: &str| kernel_settings(&crate::registry::params_of(spec));
+        assert_eq!(settings(NAME), KernelTieringSettings::default(), "the defaults leave the kernel alone");
+        let s = settings(&format!(
+            "{NAME}:rate_limit=30,hot_threshold=500ms,scan_period=2s,adjust_period=30s,watermark_scale_factor=100"
+        ));
+        assert_eq!(
+            s,
+            KernelTieringSettings {
+                promote_rate_limit_mib_s: Some(30),
+                hot_threshold_ms: Some(500),
+                scan_period_min_ms: Some(2000),
+                scan_period_max_ms: Some(30_000),
+                watermark_scale_factor: Some(100),
+                model_only: Vec::new(),
+            }
+        );
+        let s = settings(&format!(
+            "{NAME}:rate_limit=30.5,write_factor=3,adjust_threshold=false,hot_threshold=1500us"
+        ));
+        assert_eq!(s.promote_rate_limit_mib_s, None);
+        assert_eq!(s.hot_threshold_ms, None);
+        let names: Vec<&str> = s.model_only.iter().map(|m| m.split('=').next().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["rate_limit", "hot_threshold", "write_factor", "adjust_threshold"],
+            "{:?}",
+            s.model_only
+        );
+        assert!(
+            s.model_only[0].starts_with("rate_limit=30.5 (the kernel takes whole MiB/s)"),
+            "{:?}",
+            s.model_only
+        );
+        // A policy's requirements carry them to the machine.
+        let p = KernelTiering::new(&crate::registry::params_of(&format!("{NAME}:rate_limit=30")));
+        assert_eq!(p.requirements(&info(1.0)).kernel_tiering.promote_rate_limit_mib_s, Some(30));
     }
 
     #[test]
