@@ -190,6 +190,7 @@ fn file_trackers(sys: &Path, topo: &Topology) -> Vec<TrackerCheck> {
         }
     });
 
+    let settings = crate::kernel_tiering::settings_available(sys.parent().unwrap_or(Path::new("/")));
     out.push(match topo.numa_balancing {
         None => TrackerCheck {
             kind: TrackerKind::NumaBalancingTiering,
@@ -200,13 +201,16 @@ fn file_trackers(sys: &Path, topo: &Topology) -> Vec<TrackerCheck> {
         Some(v) if v & 2 != 0 => TrackerCheck {
             kind: TrackerKind::NumaBalancingTiering,
             available: true,
-            detail: format!("numa_balancing = {v}: the kernel promotes hot slow-tier pages itself"),
+            detail: format!("numa_balancing = {v}: the kernel promotes hot slow-tier pages itself; {settings}"),
             enable: None,
         },
         Some(v) => TrackerCheck {
             kind: TrackerKind::NumaBalancingTiering,
             available: false,
-            detail: format!("numa_balancing = {v}: memory-tiering mode (2) is off"),
+            detail: format!(
+                "numa_balancing = {v}: memory-tiering mode (2) is off (kernel-tiering switches it on for its runs); \
+                 {settings}"
+            ),
             enable: Some("echo 2 > /proc/sys/kernel/numa_balancing".into()),
         },
     });

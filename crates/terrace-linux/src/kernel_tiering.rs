@@ -124,6 +124,22 @@ impl Drop for KernelTiering {
     }
 }
 
+/// For `terrace doctor`: what kernel-tiering's parameters can be set through on the kernel under
+/// `root`, with the values now, and which parameters it cannot set.
+pub fn settings_available(root: &Path) -> String {
+    let mut out = format!("kernel-tiering's settings here: {}", settings_in_force(root));
+    if !root.join(RATE_LIMIT).exists() {
+        out.push_str("; no numa_balancing_promote_rate_limit_MBps (Linux 6.1+), so rate_limit cannot be set");
+    }
+    if !root.join(DEBUGFS).is_dir() {
+        out.push_str(
+            "; no debugfs sched/numa_balancing (mount -t debugfs none /sys/kernel/debug), so hot_threshold, \
+             scan_period and adjust_period cannot be set",
+        );
+    }
+    out
+}
+
 /// What the kernel's tiering runs with, of the settings a parameter stands for, as this kernel
 /// shows them (a setting it lacks or hides is left out).
 fn settings_in_force(root: &Path) -> String {
@@ -312,6 +328,16 @@ mod tests {
         assert!(err.contains("has no setting for write_factor=3 (the tiering-0.4 patch's)"), "{err}");
         // The defaults ask for nothing and run anywhere tiering does.
         assert!(check_settings(&KernelTieringSettings::default(), root.path()).is_ok());
+        let doctor = settings_available(root.path());
+        assert!(
+            doctor.starts_with("kernel-tiering's settings here: promotion rate limit 65536 MiB/s"),
+            "{doctor}"
+        );
+        assert!(
+            doctor.ends_with("so hot_threshold, scan_period and adjust_period cannot be set"),
+            "{doctor}"
+        );
+        assert!(!settings_available(kernel_root(true).path()).contains("cannot"));
     }
 
     #[test]
