@@ -12,8 +12,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use terrace_model::KernelTieringSettings;
 
-const BALANCING: &str = "/proc/sys/kernel/numa_balancing";
-const DEMOTION: &str = "/sys/kernel/mm/numa/demotion_enabled";
+/// The files below, under the root (`/` on a host).
+const BALANCING: &str = "proc/sys/kernel/numa_balancing";
+const DEMOTION: &str = "sys/kernel/mm/numa/demotion_enabled";
 /// `numa_balancing_promote_rate_limit_MBps` (Linux 6.1 and later).
 const RATE_LIMIT: &str = "proc/sys/kernel/numa_balancing_promote_rate_limit_MBps";
 /// NUMA balancing's debugfs directory (Linux 5.13 and later; `hot_threshold_ms` since 6.1).
@@ -33,23 +34,32 @@ struct Setting {
 fn setting_files(settings: &KernelTieringSettings, root: &Path) -> Vec<Setting> {
     let debugfs = "needs debugfs mounted (`mount -t debugfs none /sys/kernel/debug`) and Linux 6.1 or later";
     let mut out = Vec::new();
-    let mut push = |param: &str, value: Option<u64>, file: String, missing: &'static str| {
+    // The parameter as written (`hot_threshold=500ms`), its file and what a kernel without it lacks.
+    let mut push = |param: &str, unit: &str, value: Option<u64>, file: String, missing: &'static str| {
         if let Some(value) = value {
-            let param = format!("{param}={value}");
+            let param = format!("{param}={value}{unit}");
             out.push(Setting { param, file: root.join(file), value, missing });
         }
     };
     push(
         "rate_limit",
+        "",
         settings.promote_rate_limit_mib_s,
         RATE_LIMIT.into(),
         "needs Linux 6.1 or later (numa_balancing_promote_rate_limit_MBps)",
     );
-    push("hot_threshold (ms)", settings.hot_threshold_ms, format!("{DEBUGFS}/hot_threshold_ms"), debugfs);
-    push("scan_period (ms)", settings.scan_period_min_ms, format!("{DEBUGFS}/scan_period_min_ms"), debugfs);
-    push("adjust_period (ms)", settings.scan_period_max_ms, format!("{DEBUGFS}/scan_period_max_ms"), debugfs);
+    push("hot_threshold", "ms", settings.hot_threshold_ms, format!("{DEBUGFS}/hot_threshold_ms"), debugfs);
+    push("scan_period", "ms", settings.scan_period_min_ms, format!("{DEBUGFS}/scan_period_min_ms"), debugfs);
+    push(
+        "adjust_period",
+        "ms",
+        settings.scan_period_max_ms,
+        format!("{DEBUGFS}/scan_period_max_ms"),
+        debugfs,
+    );
     push(
         "watermark_scale_factor",
+        "",
         settings.watermark_scale_factor,
         WATERMARK_SCALE_FACTOR.into(),
         "needs /proc/sys/vm/watermark_scale_factor (Linux 4.6 or later)",
@@ -100,7 +110,7 @@ impl KernelTiering {
     fn enable_under(settings: &KernelTieringSettings, root: &Path) -> Result<Self, String> {
         check_settings(settings, root)?;
         let mut on = KernelTiering { previous: Vec::new() };
-        let switches = [(BALANCING, 2), (DEMOTION, 1)].map(|(path, value)| (root.join(&path[1..]), value));
+        let switches = [(BALANCING, 2), (DEMOTION, 1)].map(|(path, value)| (root.join(path), value));
         let asked = setting_files(settings, root).into_iter().map(|s| (s.file, s.value));
         for (path, value) in switches.into_iter().chain(asked) {
             let shown = Path::new("/").join(path.strip_prefix(root).unwrap_or(&path));
@@ -255,8 +265,8 @@ mod tests {
     fn kernel_root(with_debugfs: bool) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
         let mut files = vec![
-            (&BALANCING[1..], "0"),
-            (&DEMOTION[1..], "false"),
+            (BALANCING, "0"),
+            (DEMOTION, "false"),
             (RATE_LIMIT, "65536"),
             (WATERMARK_SCALE_FACTOR, "10"),
         ];
@@ -293,15 +303,15 @@ mod tests {
         assert_eq!(read(root.path(), "sys/kernel/debug/sched/numa_balancing/hot_threshold_ms"), "500");
         assert_eq!(read(root.path(), "sys/kernel/debug/sched/numa_balancing/scan_period_min_ms"), "1000");
         assert_eq!(read(root.path(), WATERMARK_SCALE_FACTOR), "100");
-        assert_eq!(read(root.path(), &BALANCING[1..]), "2");
+        assert_eq!(read(root.path(), BALANCING), "2");
         let shown = settings_in_force(root.path());
         assert!(shown.starts_with("promotion rate limit 30 MiB/s, hot threshold 500 ms"), "{shown}");
         drop(on);
         assert_eq!(read(root.path(), RATE_LIMIT), "65536");
         assert_eq!(read(root.path(), "sys/kernel/debug/sched/numa_balancing/hot_threshold_ms"), "1000");
         assert_eq!(read(root.path(), WATERMARK_SCALE_FACTOR), "10");
-        assert_eq!(read(root.path(), &BALANCING[1..]), "0");
-        assert_eq!(read(root.path(), &DEMOTION[1..]), "false");
+        assert_eq!(read(root.path(), BALANCING), "0");
+        assert_eq!(read(root.path(), DEMOTION), "false");
     }
 
     #[test]
@@ -313,13 +323,13 @@ mod tests {
             ..KernelTieringSettings::default()
         };
         let err = KernelTiering::enable_under(&asked, root.path()).err().unwrap();
-        assert!(err.starts_with("kernel-tiering: hot_threshold (ms)=500 needs debugfs mounted"), "{err}");
+        assert!(err.starts_with("kernel-tiering: hot_threshold=500ms needs debugfs mounted"), "{err}");
         assert!(
             err.contains("/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms does not exist"),
             "{err}"
         );
         assert_eq!(read(root.path(), RATE_LIMIT), "65536", "nothing was written");
-        assert_eq!(read(root.path(), &BALANCING[1..]), "0");
+        assert_eq!(read(root.path(), BALANCING), "0");
         let model_only = KernelTieringSettings {
             model_only: vec!["write_factor=3 (the tiering-0.4 patch's)".into()],
             ..KernelTieringSettings::default()

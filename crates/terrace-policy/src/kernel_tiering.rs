@@ -136,7 +136,7 @@ pub fn kernel_settings(p: &Params) -> KernelTieringSettings {
     let mut s = KernelTieringSettings::default();
     let whole_ms =
         |name: &str| p.duration_ns(name).is_multiple_of(1_000_000).then(|| p.duration_ns(name) / 1_000_000);
-    let mut model_only = |name: &str, why: &str| push_model_only(&mut s.model_only, p, name, why);
+    let mut model_only = |name: &str, why: &str| s.model_only.push(format!("{name}={} ({why})", p.get(name)));
     if set("rate_limit") {
         let mib_s = p.number("rate_limit");
         if mib_s.fract() == 0.0 {
@@ -175,10 +175,6 @@ pub fn kernel_settings(p: &Params) -> KernelTieringSettings {
         }
     }
     s
-}
-
-fn push_model_only(list: &mut Vec<String>, p: &Params, name: &str, why: &str) {
-    list.push(format!("{name}={} ({why})", p.get(name)));
 }
 
 /// Refuses a scan period the kernel's millisecond setting cannot hold.
