@@ -363,6 +363,14 @@ impl LiveMachine {
         self.refresh_mechanisms(true);
     }
 
+    /// Gives the machine the kernel's tiering, switched on before the program started (so that it
+    /// ran under the policy's settings from the start); the machine keeps it on for the run and
+    /// puts it back as it ends, as it does for the tiering it switches on itself. Set before
+    /// driving.
+    pub fn set_kernel_tiering(&mut self, run: TieringRun) {
+        self.kernel_tiering = Some(run);
+    }
+
     /// Gives the machine the socket whose path the program was started with
     /// ([`crate::shadow_link::ENV`]): shadow copies are then offered, for the memory the
     /// program's agent maps ([`crate::shadow_region`]). Set before driving.
@@ -1180,7 +1188,11 @@ impl Machine for LiveMachine {
                      it is); kernel-tiering's modelled plans are logged instead"
                 );
             } else {
-                let mut run = TieringRun::start(&req.kernel_tiering).map_err(MachineError::Other)?;
+                let mut run = match self.kernel_tiering.take() {
+                    // Switched on before the program started (`terrace run`).
+                    Some(run) => run,
+                    None => TieringRun::start(&req.kernel_tiering).map_err(MachineError::Other)?,
+                };
                 // Now, not at the first look a second later: a short program is gone by then.
                 for m in &self.members {
                     run.check_policy(m.pid);

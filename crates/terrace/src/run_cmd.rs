@@ -95,6 +95,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    // The kernel's own tiering, with the settings the policy asks for, is switched on before the
+    // program starts, so that it runs under them from its first instruction (put back when this
+    // value is dropped: by the machine at the end, or here if Terrace cannot manage the program).
+    let mut kernel_tiering = if req.memory_mode == terrace_model::MemoryMode::KernelTiering && !dry_run {
+        Some(
+            terrace_linux::kernel_tiering::TieringRun::start(&req.kernel_tiering)
+                .map_err(anyhow::Error::msg)?,
+        )
+    } else {
+        None
+    };
+
     // The kernel's own shootdown counts, to set beside the simulated machine's (mtier §5.2.1).
     let tlb_before = terrace_linux::tlb_counts::TlbCounts::host();
     let mut cmd = std::process::Command::new(&args.command[0]);
@@ -155,6 +167,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         // The program ran (and may have finished already, as `true` does): it runs on unmanaged
         // and is waited for, and Terrace exits as it does.
         Err((e, Target::Child(mut child))) => {
+            // Nothing manages the program from here: the kernel's settings go back now (exit
+            // below runs no destructors).
+            drop(kernel_tiering.take());
             if matches!(e, terrace_linux::process::ProcessError::Gone(_)) {
                 tracing::info!("pid {pid} exited before Terrace could look at its memory; nothing to manage");
             } else {
@@ -165,6 +180,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         Err((e, _)) => return Err(e).with_context(|| format!("cannot manage pid {pid}")),
     };
+    if let Some(run) = kernel_tiering {
+        machine.set_kernel_tiering(run);
+    }
     // The whole process tree the program starts (its children, theirs, and their execs).
     machine.manage_tree();
     machine.set_referenced_source(config.trackers.referenced);

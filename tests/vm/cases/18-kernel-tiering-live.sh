@@ -28,15 +28,14 @@ grep -q 'pgpromote_success +' /tmp/log || fail "no promotion counted in /proc/vm
 first=$(first_report hot 0 973)
 note "kernel-tiering (the kernel's own): hot $hot0/1024 on node0 (95% by the $first report), cold $cold1/4096 on node1; $(policy_cost)"
 
-# The parameters the kernel carries: in force while the program runs (set as Terrace takes the
-# program over, a few milliseconds after it starts: it reads them a second in), as they were
-# afterwards.
+# The parameters the kernel carries: in force from the program's start (it reads them at once),
+# as they were afterwards.
 rate=/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps
 hot=/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms
 wsf=/proc/sys/vm/watermark_scale_factor
 before="$(cat $rate) $(cat $hot) $(cat $wsf)"
 terrace run --policy kernel-tiering:rate_limit=30,hot_threshold=500ms,watermark_scale_factor=100 -- \
-	sh -c "sleep 1; echo \"during: \$(cat $rate) \$(cat $hot) \$(cat $wsf)\"" >/tmp/out 2>/tmp/log || fail "terrace run with settings: $(tail -n 3 /tmp/log)"
+	sh -c "echo \"during: \$(cat $rate) \$(cat $hot) \$(cat $wsf)\"" >/tmp/out 2>/tmp/log || fail "terrace run with settings: $(tail -n 3 /tmp/log)"
 grep -q '^during: 30 500 100$' /tmp/out || fail "settings in force: $(cat /tmp/out)"
 grep -q 'promotion rate limit 30 MiB/s, hot threshold 500 ms' /tmp/log || fail "the log does not say what runs: $(grep kernel /tmp/log)"
 after="$(cat $rate) $(cat $hot) $(cat $wsf)"
