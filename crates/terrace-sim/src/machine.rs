@@ -1177,11 +1177,6 @@ impl Machine for SimMachine {
         self.info.pages = req.page_size.pages_for(footprint);
         let page = req.page_size.bytes();
         let mut capacity: Vec<Option<u64>> = self.capacity_bytes.iter().map(|&b| Some(b / page)).collect();
-        if self.slow_is_default {
-            let last = capacity.len() - 1;
-            let others: u64 = capacity[..last].iter().map(|c| c.unwrap_or(0)).sum();
-            capacity[last] = capacity[last].map(|c| c.max(self.info.pages.saturating_sub(others)));
-        }
         self.mode = req.memory_mode;
         match req.memory_mode {
             // There is no kernel here to do the tiering: the policy's model of it places pages.
@@ -1195,6 +1190,13 @@ impl Machine for SimMachine {
                 self.cache = Some(DirectMappedCache::new(self.capacity_bytes[0].min(footprint)));
                 capacity[0] = Some(0);
             }
+        }
+        // A default slow tier holds whatever the tiers above it cannot, after the mode has
+        // said what they hold (a fast tier used as a cache holds no page).
+        if self.slow_is_default {
+            let last = capacity.len() - 1;
+            let others: u64 = capacity[..last].iter().map(|c| c.unwrap_or(0)).sum();
+            capacity[last] = capacity[last].map(|c| c.max(self.info.pages.saturating_sub(others)));
         }
         if self.mode != MemoryMode::UnboundedFast
             && capacity.iter().map(|c| c.unwrap_or(0)).sum::<u64>() < self.info.pages

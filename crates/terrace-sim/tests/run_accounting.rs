@@ -158,6 +158,28 @@ fn a_footprint_that_does_not_fit_at_the_policy_s_page_size_is_refused_unless_fas
     assert!(new().prepare(&unbounded).is_ok());
 }
 
+/// A default slow tier holds the footprint whatever the mode: as a cache the fast tier holds no
+/// page, so the slow one must hold every page, the last one partial (a footprint of 40.5 pages,
+/// more than the profile's slow:fast ratio times one page, needs 41 pages of the slow tier).
+#[test]
+fn a_default_slow_tier_holds_every_page_when_the_fast_tier_is_a_cache() {
+    let footprint = 81 * PAGE / 2;
+    assert!(profile().slow_to_fast_capacity * (PAGE as f64) < footprint as f64);
+    let cache = Requirements { memory_mode: MemoryMode::FastTierAsCache, ..Requirements::default() };
+    for fast in [PAGE, 2 * PAGE, footprint] {
+        let mut m =
+            SimMachine::new(profile(), source(footprint, 1, cycling_reads(10, 2)), fast, None).unwrap();
+        assert!(m.prepare(&cache).is_ok(), "fast tier of {fast} B");
+        let info = m.info();
+        assert_eq!(info.tiers[0].capacity_pages, Some(0));
+        assert!(info.tiers[1].capacity_pages.unwrap() >= 41, "{:?}", info.tiers[1]);
+    }
+    // A slow tier the user sized stays as given, and one too small is refused.
+    let mut m = SimMachine::new(profile(), source(footprint, 1, cycling_reads(10, 2)), PAGE, Some(40 * PAGE))
+        .unwrap();
+    assert!(m.prepare(&cache).is_err());
+}
+
 #[test]
 fn sampling_costs_tracker_time_and_stalls_the_program_by_its_share() {
     let p = profile();
