@@ -417,6 +417,7 @@ fn run_optimal(
         ceiling.lower_bound_ns / 1e6,
         ceiling.report.runtime_ns / ceiling.lower_bound_ns
     );
+    crate::run_spec::note_memory_mode_on_counts(workload, &ceiling.chosen);
     Ok(ceiling.report)
 }
 

@@ -156,6 +156,21 @@ fn traces_round_trip_through_generate_info_and_sim() {
     let from_counts = stdout(&["sim", "-w", agg.to_str().unwrap(), "-p", "all-slow"]);
     let from_events = stdout(&["sim", "-w", exact.to_str().unwrap(), "-p", "all-slow"]);
     assert_eq!(tiers(&from_counts), tiers(&from_events));
+    // memory-mode's run of page counts is flagged, once per workload, and not that of events.
+    let stderr = |args: &[&str]| {
+        let out = terrace().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let note = "memory-mode's figures on it are not to be trusted";
+    let agg = agg.to_str().unwrap();
+    assert!(stderr(&["sim", "-w", agg, "-p", "memory-mode"]).contains(note));
+    assert!(!stderr(&["sim", "-w", agg, "-p", "ambix"]).contains(note));
+    assert!(!stderr(&["sim", "-w", exact.to_str().unwrap(), "-p", "memory-mode"]).contains(note));
+    let both = format!("{agg},{}", exact.to_str().unwrap());
+    let err =
+        stderr(&["compare", "--workloads", &both, "--policies", "memory-mode", "--fast-capacity", "10%,20%"]);
+    assert_eq!(err.matches(note).count(), 1, "{err}");
 }
 
 /// A trace keeps the object events of the stream it records (a wrapper once kept them back), so

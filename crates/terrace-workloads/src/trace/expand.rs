@@ -2,13 +2,18 @@
 //!
 //! An aggregated trace keeps how often each page was read and written per epoch, not the order,
 //! threads or offsets; so every count is replayed as a random 64-byte access (lines within a page
-//! visited in a scattered order, threads in turn), pages in increasing order within an epoch,
-//! reads before writes. Tier traffic and per-page heat per epoch are exact; locality and
-//! first-touch order within an epoch are not.
+//! visited in a scattered order, threads in turn). Knowing nothing of the order, the replay
+//! spreads each page's accesses evenly over the epoch, its writes evenly among its reads, and
+//! has pages no earlier epoch touched first touched in address order across the epoch (as an
+//! initialisation loop would). Tier traffic and per-page heat per epoch are exact; locality and
+//! the order within an epoch are not. docs/formats.md, "Replaying an aggregated trace", gives
+//! what this order measured against exact traces and against the order before it.
 
 use super::{TraceError, TraceReader, PAGE_SHIFT};
 use crate::{AccessSource, WorkloadInfo};
 use std::io::Read;
+#[cfg(test)]
+use terrace_model::AccessKind;
 use terrace_model::{Access, PageCounts, PageIdx};
 
 /// Lines per 4 KiB page.
@@ -22,17 +27,119 @@ pub struct ExpandedTrace<R: Read> {
     reader: TraceReader<R>,
     info: WorkloadInfo,
     epoch: Vec<(PageIdx, PageCounts)>,
-    /// Position in the epoch: entry, and accesses of that entry already emitted.
-    entry: usize,
-    emitted: u32,
-    next_thread: u32,
+    /// Per entry of the epoch: accesses already emitted, when the next one falls and the time
+    /// between two ([`EPOCH`] fixed point).
+    emitted: Vec<u32>,
+    next: Vec<u64>,
+    step: Vec<u64>,
+    /// Pages an earlier epoch touched, a bit each.
+    touched: Vec<u64>,
+    /// A calendar queue over the epoch: `due[b]` holds the entries whose next access falls in
+    /// the b-th of `due.len()` equal parts of it, in the order they were scheduled.
+    due: Vec<Vec<u32>>,
+    bucket: usize,
+    pos: usize,
     error: Option<TraceError>,
 }
+
+/// The epoch's length in fixed point.
+const EPOCH: u64 = 1 << 40;
+/// The most parts the calendar cuts an epoch into: finer than the simulator's 1,024-access
+/// slices for epochs up to 4 million accesses; within a part, entries take turns.
+const MAX_BUCKETS: u64 = 4096;
 
 impl<R: Read> ExpandedTrace<R> {
     pub fn new(reader: TraceReader<R>) -> Self {
         let info = reader.info().clone();
-        ExpandedTrace { reader, info, epoch: Vec::new(), entry: 0, emitted: 0, next_thread: 0, error: None }
+        let pages = info.footprint_bytes.div_ceil(1 << PAGE_SHIFT);
+        ExpandedTrace {
+            reader,
+            info,
+            epoch: Vec::new(),
+            emitted: Vec::new(),
+            next: Vec::new(),
+            step: Vec::new(),
+            touched: vec![0; pages.div_ceil(64) as usize],
+            due: Vec::new(),
+            bucket: 0,
+            pos: 0,
+            error: None,
+        }
+    }
+
+    /// Files entry `e` under the part of the epoch its next access falls in.
+    fn schedule(&mut self, e: usize) {
+        let buckets = self.due.len();
+        let b = ((self.next[e] * buckets as u64) >> 40) as usize;
+        self.due[b.clamp(self.bucket, buckets - 1)].push(e as u32);
+    }
+
+    /// The next entry and its index among its accesses, or `None` at the end of the epoch.
+    fn next_in_epoch(&mut self) -> Option<(usize, u32)> {
+        loop {
+            let list = self.due.get(self.bucket)?;
+            if let Some(&e) = list.get(self.pos) {
+                self.pos += 1;
+                let e = e as usize;
+                let c = self.epoch[e].1;
+                let j = self.emitted[e];
+                self.emitted[e] += 1;
+                if j + 1 < c.reads + c.writes {
+                    self.next[e] += self.step[e];
+                    self.schedule(e);
+                }
+                return Some((e, j));
+            }
+            self.due[self.bucket].clear();
+            self.bucket += 1;
+            self.pos = 0;
+        }
+    }
+
+    /// Times every entry's accesses. Each page's are spread evenly over the epoch from its
+    /// first on, `step = (EPOCH - first) / total` apart. A page no earlier epoch touched is
+    /// first touched at `rank / new` of the epoch, the new pages in address order (as a
+    /// program's initialisation would touch them), so first-touch placement follows addresses
+    /// rather than heat. A page touched before is first touched at `e / n` of its step (the
+    /// e-th of the epoch's n entries), so pages of equal counts take turns in address order,
+    /// as a sweep would, rather than all falling at once.
+    fn start_epoch(&mut self) {
+        let n = self.epoch.len();
+        self.emitted.clear();
+        self.emitted.resize(n, 0);
+        self.next.clear();
+        self.step.clear();
+        let is_new = |touched: &[u64], page: usize| {
+            touched.get(page / 64).is_some_and(|w| w & (1 << (page % 64)) == 0)
+        };
+        let new = self.epoch.iter().filter(|(p, _)| is_new(&self.touched, *p as usize)).count() as u128;
+        let mut rank = 0u128;
+        for (e, &(page, c)) in self.epoch.iter().enumerate() {
+            let total = u64::from(c.reads + c.writes).max(1);
+            let page = page as usize;
+            if is_new(&self.touched, page) {
+                let first = (rank * u128::from(EPOCH) / new) as u64;
+                rank += 1;
+                self.next.push(first);
+                self.step.push((EPOCH - first) / total);
+                self.touched[page / 64] |= 1 << (page % 64);
+            } else {
+                let step = EPOCH / total;
+                self.next.push((u128::from(step) * e as u128 / n as u128) as u64);
+                self.step.push(step);
+            }
+        }
+        let accesses: u64 = self.epoch.iter().map(|(_, c)| u64::from(c.reads + c.writes)).sum();
+        let buckets = accesses.clamp(1, MAX_BUCKETS) as usize;
+        self.due.iter_mut().for_each(Vec::clear);
+        self.due.resize_with(buckets, Vec::new);
+        self.bucket = 0;
+        self.pos = 0;
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&e| (self.next[e], e));
+        for e in order {
+            self.schedule(e);
+        }
     }
 }
 
@@ -42,47 +149,45 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
     }
 
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
-        let threads = self.info.threads.max(1);
+        let threads = self.info.threads.clamp(1, 256);
         // A recording's time besides its accesses (zero for anything else).
         let instructions = self.info.recording.as_ref().map_or(0, |r| r.instructions_per_access);
         let mut n = 0;
         while n < max {
-            let Some(&(page, counts)) = self.epoch.get(self.entry) else {
+            let Some((e, j)) = self.next_in_epoch() else {
                 match self.reader.read_epoch_into(&mut self.epoch) {
                     Ok(true) => {
-                        self.entry = 0;
-                        self.emitted = 0;
+                        self.start_epoch();
                         continue;
                     }
                     Ok(false) => break,
                     Err(e) => {
                         self.error = Some(e);
                         self.epoch.clear();
+                        self.start_epoch();
                         break;
                     }
                 }
             };
-            let total = counts.reads + counts.writes;
-            if self.emitted == total {
-                self.entry += 1;
-                self.emitted = 0;
-                continue;
-            }
-            // Threads take the page's accesses in turn, so each thread's own j-th access of it is
-            // the page's (j * threads + i)-th: each thread walks the lines LINE_STRIDE apart,
-            // and repeats a line only after all 64 (with the stride applied to the page's count,
-            // 16 threads would each see only 4 lines and the simulator would merge their
-            // repeats as one transfer).
-            let k = self.emitted as u64 / u64::from(threads.min(256));
+            let (page, counts) = self.epoch[e];
+            // The page's accesses go to the threads in turn (starting at a thread of its own), so
+            // each thread's k-th access of it is the page's (k * threads + i)-th: each thread
+            // walks the lines LINE_STRIDE apart and repeats a line only after all 64 (with the
+            // stride applied to the page's count, 16 threads would each see only 4 lines and the
+            // simulator would merge their repeats as one transfer).
+            let thread = ((u64::from(j) + page as u64) % u64::from(threads)) as u8;
+            let k = u64::from(j) / u64::from(threads);
             let addr = ((page as u64) << PAGE_SHIFT) + (k * LINE_STRIDE % LINES) * 64;
-            let thread = self.next_thread as u8;
-            self.next_thread = (self.next_thread + 1) % threads.min(256);
-            buf.push(if self.emitted < counts.reads {
-                Access::read(addr, 64, thread, instructions)
-            } else {
+            // The page's writes spread evenly among its reads (the j-th access is a write when
+            // it completes another 1/writes of the page's accesses).
+            let total = u64::from(counts.reads + counts.writes);
+            let w = u64::from(counts.writes);
+            let is_write = (u64::from(j) + 1) * w / total > u64::from(j) * w / total;
+            buf.push(if is_write {
                 Access::write(addr, 64, thread, instructions)
+            } else {
+                Access::read(addr, 64, thread, instructions)
             });
-            self.emitted += 1;
             n += 1;
         }
         n
@@ -97,6 +202,67 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
 mod tests {
     use super::*;
     use crate::trace::aggregate;
+
+    /// `accesses` over `pages` pages, aggregated in epochs of `epoch` accesses and replayed.
+    fn replay(pages: u64, epoch: u32, accesses: Vec<Access>) -> Vec<Access> {
+        let info = WorkloadInfo {
+            name: "replay".into(),
+            description: String::new(),
+            footprint_bytes: pages * 4096,
+            threads: 1,
+            scale: 1.0,
+            suggested_fast_bytes: 4096,
+            accesses: accesses.len() as u64,
+            recording: None,
+        };
+        let mut source = crate::MemorySource::new(info, accesses);
+        let bytes = aggregate(&mut source, epoch, Vec::new()).unwrap();
+        let mut expanded = ExpandedTrace::new(TraceReader::from_reader(&bytes[..]).unwrap());
+        let mut replayed = Vec::new();
+        while expanded.fill(&mut replayed, 7) > 0 {}
+        assert!(expanded.take_error().is_none());
+        replayed
+    }
+
+    /// New pages are first touched in address order, however hot: epoch 1 touches page 49 51
+    /// times and pages 0-48 once each in reverse, epoch 2 page 99 51 times and pages 50-98 in
+    /// reverse, and the replay touches them in address order. Then, in epoch 3, a page read 10
+    /// times among 90 others' single reads falls once every tenth of the epoch, not in one run.
+    #[test]
+    fn a_page_s_accesses_spread_over_the_epoch_and_new_pages_come_in_address_order() {
+        let read = |page: u64| Access::read(page * 4096, 64, 0, 0);
+        let mut a: Vec<Access> = (0..49).rev().map(read).collect();
+        a.extend((0..51).map(|_| read(49)));
+        a.extend((50..99).rev().map(read));
+        a.extend((0..51).map(|_| read(99)));
+        a.extend((0..10).map(|_| read(0)));
+        a.extend((1..91).map(read));
+        let r = replay(100, 100, a);
+        assert_eq!(r.len(), 300);
+        let mut first = Vec::new();
+        for x in &r[..200] {
+            if !first.contains(&(x.addr >> 12)) {
+                first.push(x.addr >> 12);
+            }
+        }
+        assert_eq!(first, (0..100).collect::<Vec<u64>>());
+        let at: Vec<usize> = (0..100).filter(|&i| r[200 + i].addr >> 12 == 0).collect();
+        assert_eq!(at.len(), 10);
+        for (j, &i) in at.iter().enumerate() {
+            assert!(i.abs_diff(10 * j) <= 1, "page 0's accesses at {at:?}");
+        }
+    }
+
+    /// A page's writes fall evenly among its reads: 30 reads and 10 writes replay as a write
+    /// after every three reads.
+    #[test]
+    fn a_page_s_writes_spread_among_its_reads() {
+        let mut a: Vec<Access> = (0..30).map(|_| Access::read(0, 64, 0, 0)).collect();
+        a.extend((0..10).map(|_| Access::write(0, 64, 0, 0)));
+        let kinds: String =
+            replay(1, 40, a).iter().map(|x| if x.kind == AccessKind::Write { 'w' } else { 'r' }).collect();
+        assert_eq!(kinds, "rrrw".repeat(10));
+    }
 
     /// However many threads share a hot page, each one visits all of its lines before it comes
     /// back to one, never the next line after the last.
