@@ -1191,12 +1191,16 @@ impl Machine for SimMachine {
                 capacity[0] = Some(0);
             }
         }
-        // A default slow tier holds whatever the tiers above it cannot, after the mode has
-        // said what they hold (a fast tier used as a cache holds no page).
+        // A default slow tier holds every page by itself, the last one partial, at the policy's
+        // page size: never smaller than the footprint (`new`), whatever the tiers above it hold
+        // (a fast tier used as a cache holds none). Every page in a tier above then has a frame
+        // here for its copy on the way down, so a first touch always finds room (shadows never
+        // take that room: `Placement::may_keep_shadow`). Tiers that held the footprint exactly,
+        // as 2 MiB pages of a footprint that is not a whole number of them did, left a first
+        // touch no room once one copy was in flight.
         if self.slow_is_default {
             let last = capacity.len() - 1;
-            let others: u64 = capacity[..last].iter().map(|c| c.unwrap_or(0)).sum();
-            capacity[last] = capacity[last].map(|c| c.max(self.info.pages.saturating_sub(others)));
+            capacity[last] = capacity[last].map(|c| c.max(self.info.pages));
         }
         if self.mode != MemoryMode::UnboundedFast
             && capacity.iter().map(|c| c.unwrap_or(0)).sum::<u64>() < self.info.pages

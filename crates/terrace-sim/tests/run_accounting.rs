@@ -180,6 +180,21 @@ fn a_default_slow_tier_holds_every_page_when_the_fast_tier_is_a_cache() {
     assert!(m.prepare(&cache).is_err());
 }
 
+/// A default slow tier holds every page at the policy's page size, so a copy in flight never
+/// leaves a first touch without room: hpwp (2 MiB pages) on a key-value store of 15.7 2 MiB
+/// pages with a fast tier of one ran out of room when the tiers held 16 pages in all.
+#[test]
+fn a_default_slow_tier_leaves_room_for_copies_in_flight() {
+    let profile = Profile::load("cxl").unwrap();
+    let opts = SimOptions { fast_capacity: Capacity::Percent(10.0), ..Default::default() };
+    let source = terrace_workloads::build("kvstore-set50", 1, 0.125).unwrap();
+    let footprint = source.info().footprint_bytes;
+    assert!(!footprint.is_multiple_of(2 << 20) && footprint / 10 < 2 * (2 << 20), "{footprint}");
+    let mut hpwp = terrace_policy::build("hpwp").unwrap();
+    let r = simulate(source, hpwp.as_mut(), &profile, &opts).unwrap();
+    assert!(r.pages_migrated > 0, "{r:?}");
+}
+
 #[test]
 fn sampling_costs_tracker_time_and_stalls_the_program_by_its_share() {
     let p = profile();
