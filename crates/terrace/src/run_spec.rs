@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use terrace_sim::{Capacity, Profile, RunReport, SimOptions, DEFAULT_PROFILE};
+use terrace_workloads::trace::{TraceError, TraceForm, TraceReader};
 use terrace_workloads::AccessSource;
 
 /// Options shared by `sim` and `compare`.
@@ -59,18 +60,26 @@ impl MachineArgs {
     }
     /// A workload by name, or a trace file by path.
     pub fn source(&self, workload: &str) -> Result<Box<dyn AccessSource>> {
-        let path = std::path::Path::new(workload);
-        if looks_like_path(workload) || path.exists() {
-            // The reader names the file in every error, a missing one included.
-            let reader = terrace_workloads::trace::TraceReader::open(path)?;
-            if reader.form() != terrace_workloads::trace::TraceForm::Exact {
-                // Counts per page and epoch replay as random 64 B accesses (trace/expand.rs).
-                return Ok(Box::new(terrace_workloads::trace::ExpandedTrace::new(reader)));
-            }
-            return Ok(Box::new(reader));
+        let Some(reader) = trace_reader(workload) else {
+            return Ok(terrace_workloads::build(workload, self.seed, self.size_scale)?);
+        };
+        // The reader names the file in every error, a missing one included.
+        let reader = reader?;
+        if reader.form() != TraceForm::Exact {
+            // Counts per page and epoch replay as random 64 B accesses (trace/expand.rs).
+            return Ok(Box::new(terrace_workloads::trace::ExpandedTrace::new(reader)));
         }
-        Ok(terrace_workloads::build(workload, self.seed, self.size_scale)?)
+        Ok(Box::new(reader))
     }
+}
+
+/// The trace a workload argument names, opened (its header read), or `None` for a built-in
+/// workload's name.
+fn trace_reader(
+    workload: &str,
+) -> Option<Result<TraceReader<std::io::BufReader<std::fs::File>>, TraceError>> {
+    let path = std::path::Path::new(workload);
+    (looks_like_path(workload) || path.exists()).then(|| TraceReader::open(path))
 }
 
 /// Says once per workload, on standard error, that `policy`'s run of an aggregated trace is
@@ -82,10 +91,7 @@ pub fn note_memory_mode_on_counts(workload: &str, policy: &str) {
     if !policy.starts_with("memory-mode") {
         return;
     }
-    let path = std::path::Path::new(workload);
-    let aggregated = (looks_like_path(workload) || path.exists())
-        && terrace_workloads::trace::TraceReader::open(path)
-            .is_ok_and(|r| r.form() != terrace_workloads::trace::TraceForm::Exact);
+    let aggregated = trace_reader(workload).is_some_and(|r| r.is_ok_and(|r| r.form() != TraceForm::Exact));
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if aggregated && !said.iter().any(|w| w == workload) {
         said.push(workload.to_string());
