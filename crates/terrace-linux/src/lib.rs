@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod numa_sys;
 pub mod object_runtime;
+pub mod page_size_replay;
 pub mod page_space;
 pub mod pagemap_scan;
 pub mod pidfd;

@@ -34,6 +34,30 @@ pub enum BenchCommand {
     /// What tracking costs real programs (GNU sort, sqlite3, python3): each run plain and under
     /// `terrace run --dry-run` with each policy whose tracker this host can give (live machine).
     Tracking(crate::bench_tracking::TrackingArgs),
+    /// What page walks cost a workload's accesses on this host: replays the stream on real
+    /// memory with 4 KiB pages and with 2 MiB transparent huge pages and times both (the
+    /// simulated machine charges no TLB misses; docs/model.md §10).
+    PageSize(PageSizeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PageSizeArgs {
+    /// Workloads (built-in names or trace files), comma-separated; by default Nimble Fig. 12's.
+    #[arg(long, value_delimiter = ',', default_values = crate::reproduce::NIMBLE_WORKLOADS)]
+    workloads: Vec<String>,
+    /// Multiplies workload sizes and lengths, as in `terrace sim`.
+    #[arg(long, default_value_t = 1.0)]
+    size_scale: f64,
+    /// Seed of the workload generators.
+    #[arg(long, default_value_t = 1, value_parser = crate::run_spec::parse_seed)]
+    seed: u64,
+    /// Replay at most this many of each workload's accesses, in 8 windows spread evenly over its
+    /// run (8 bytes each while replayed).
+    #[arg(long, default_value_t = 20_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    accesses: u64,
+    /// Timed replays per page size; each figure is the best of them (after one untimed one).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -143,6 +167,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Migrate(args) if args.simulated => migrate_simulated(&args),
         BenchCommand::Migrate(args) => migrate_live(&args),
         BenchCommand::Tracking(args) => crate::bench_tracking::run(&args),
+        BenchCommand::PageSize(args) => page_size(&args),
         BenchCommand::Ceiling(args) if args.exhaustive => crate::ceiling_cmd::exhaustive(
             args.size_scale.unwrap_or(1.0 / 64.0),
             &args.workloads,
@@ -200,6 +225,134 @@ fn bench_sim(workload: &str, size_scale: f64) -> Result<()> {
     println!("ratio decode / trace replay   {:>8.2}x  (goal: at most 3x)", decode_rate / replay_rate);
     for (label, s) in sim_rates {
         println!("ratio decode / sim {label:<11}{:>8.2}x", decode_rate / s);
+    }
+    Ok(())
+}
+
+/// `terrace bench page-size` without the live machine.
+#[cfg(not(all(feature = "live", target_os = "linux")))]
+fn page_size(_: &PageSizeArgs) -> Result<()> {
+    Err(crate::needs_live("bench page-size"))
+}
+
+/// Windows of a run `terrace bench page-size` replays.
+#[cfg(all(feature = "live", target_os = "linux"))]
+const WINDOWS: u64 = 8;
+
+/// Passes over `n` accesses of `source`.
+#[cfg(all(feature = "live", target_os = "linux"))]
+fn skip(source: &mut dyn AccessSource, scratch: &mut Vec<Access>, mut n: u64) {
+    while n > 0 {
+        scratch.clear();
+        let got = source.fill(scratch, n.min(1 << 16) as usize);
+        if got == 0 {
+            return;
+        }
+        n -= got as u64;
+    }
+}
+
+/// Appends up to `n` accesses of `source` to `out`; how many came.
+#[cfg(all(feature = "live", target_os = "linux"))]
+fn take(source: &mut dyn AccessSource, out: &mut Vec<Access>, n: u64) -> u64 {
+    let mut got = 0;
+    while got < n {
+        let k = source.fill(out, (n - got).min(1 << 20) as usize);
+        if k == 0 {
+            break;
+        }
+        got += k as u64;
+    }
+    got
+}
+
+/// `terrace bench page-size`: each workload's accesses in windows spread over its run, each thread's in turn (a core's
+/// TLB sees its own thread's), replayed on this host with 4 KiB and with 2 MiB pages.
+#[cfg(all(feature = "live", target_os = "linux"))]
+fn page_size(args: &PageSizeArgs) -> Result<()> {
+    use terrace_linux::page_size_replay::{self, Chain};
+    let machine = crate::run_spec::MachineArgs {
+        profile: terrace_sim::DEFAULT_PROFILE.to_string(),
+        fast_capacity: None,
+        slow_capacity: None,
+        seed: args.seed,
+        size_scale: args.size_scale,
+    };
+    // Every workload is opened before any is replayed, so a bad name costs no waiting.
+    let sources = args.workloads.iter().map(|w| machine.source(w)).collect::<Result<Vec<_>>>()?;
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    println!(
+        "terrace bench page-size: up to {} accesses per workload, in {WINDOWS} windows spread over its run, \
+         each thread's in turn, on one core; \
+         transparent_hugepage/enabled: {}",
+        args.accesses,
+        thp.trim()
+    );
+    println!("{:<32} {:>10} {:>9}   {:^25}   {:^25}", "", "", "", "independent", "dependent");
+    println!(
+        "{:<32} {:>10} {:>9}   {:>8} {:>8} {:>7}   {:>8} {:>8} {:>7}   {:>7}",
+        "workload", "footprint", "accesses", "ns 4K", "ns 2M", "4K/2M", "ns 4K", "ns 2M", "4K/2M", "in THPs"
+    );
+    let mut short = Vec::new();
+    for (name, mut source) in args.workloads.iter().zip(sources) {
+        let footprint = source.info().footprint_bytes;
+        let total = source.info().accesses;
+        // WINDOWS windows spread evenly over the run, each thread's accesses in their order,
+        // thread after thread: a run's first accesses alone are its initialising sweeps.
+        let window = (args.accesses / WINDOWS).max(1);
+        let mut accesses = Vec::new();
+        let mut scratch = Vec::new();
+        let mut at = 0u64;
+        for k in 0..WINDOWS {
+            let gap = total.saturating_sub(window * WINDOWS) / WINDOWS;
+            let start = gap / 2 + k * (gap + window);
+            skip(source.as_mut(), &mut scratch, start.saturating_sub(at));
+            let first = accesses.len();
+            let got = take(source.as_mut(), &mut accesses, window);
+            accesses[first..].sort_by_key(|a| a.thread);
+            at = start + got;
+            if got < window {
+                break;
+            }
+        }
+        let stream: Vec<u64> =
+            accesses.iter().map(|a| page_size_replay::encode(a.addr, a.kind.is_write())).collect();
+        drop(accesses);
+        let ns = |r: &page_size_replay::Replay| r.secs * 1e9 / stream.len().max(1) as f64;
+        let mut cells = Vec::new();
+        let mut huge_share = 1.0f64;
+        for chain in [Chain::Independent, Chain::Dependent] {
+            let small = page_size_replay::replay(&stream, footprint, false, chain, args.repeat)?;
+            let huge = page_size_replay::replay(&stream, footprint, true, chain, args.repeat)?;
+            huge_share = huge_share.min(huge.huge_bytes as f64 / huge.region_bytes as f64);
+            cells.push(format!("{:>8.2} {:>8.2} {:>6.2}x", ns(&small), ns(&huge), small.secs / huge.secs));
+        }
+        if huge_share < 0.9 {
+            short.push(format!(
+                "{name}: only {:.0}% of its 2 MiB runs were in huge pages",
+                huge_share * 100.0
+            ));
+        }
+        println!(
+            "{:<32} {:>10} {:>9}   {}   {:>6.0}%",
+            name,
+            format!("{:.1} MiB", footprint as f64 / f64::from(1 << 20)),
+            stream.len(),
+            cells.join("   "),
+            huge_share * 100.0
+        );
+    }
+    println!(
+        "ns = wall-clock time per access (a load or a store of 8 bytes at the access's address, no \
+         compute between them); independent: addresses known ahead, so misses and page walks overlap \
+         (array loops); dependent: each address waits for the previous read (pointer chasing), the \
+         worst case for walks; 4K/2M = the replay's time with 4 KiB pages over its time with 2 MiB \
+         pages; in THPs = the 2 MiB mappings' least share in transparent huge pages (smaps)."
+    );
+    for s in &short {
+        println!(
+            "note: {s}: its 2 MiB column is partly 4 KiB pages (is transparent_hugepage/enabled \"never\"?)"
+        );
     }
     Ok(())
 }

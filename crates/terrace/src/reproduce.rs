@@ -1152,7 +1152,7 @@ fn kvstore(runs: &Runs) -> String {
 /// their solvers with, at most 32 iterations (FT's own count is 25): SPEC ACCEL's run lengths are
 /// not NPB's, and NPB's own counts at full size would cost the simulator eight times as much for
 /// BT (the huge pages these configurations move need the full size).
-const NIMBLE_WORKLOADS: [&str; 5] = [
+pub(crate) const NIMBLE_WORKLOADS: [&str; 5] = [
     "bfs-medium",
     "npb-bt-medium:iterations=32",
     "npb-cg-medium:iterations=32",

@@ -327,6 +327,36 @@ fn bench_prints_every_figure() {
     }
 }
 
+/// `bench page-size` replays each workload at both page sizes and both chains, and refuses a
+/// bad workload before replaying anything.
+#[test]
+#[cfg(all(feature = "live", target_os = "linux"))] // replays on this host's memory
+fn page_size_bench_prints_a_row_per_workload_and_refuses_a_bad_one() {
+    let out = stdout(&[
+        "bench",
+        "page-size",
+        "--workloads",
+        "gups,npb-cg-small",
+        "--size-scale",
+        TINY,
+        "--accesses",
+        "40000",
+        "--repeat",
+        "1",
+    ]);
+    for w in ["gups", "npb-cg-small"] {
+        let row = out.lines().find(|l| l.starts_with(w)).unwrap_or_else(|| panic!("no row for {w}: {out}"));
+        // Two 4K/2M ratios (independent, dependent), each a positive factor.
+        let ratios: Vec<f64> =
+            row.split_whitespace().filter_map(|c| c.strip_suffix('x')).map(|c| c.parse().unwrap()).collect();
+        assert_eq!(ratios.len(), 2, "{row}");
+        assert!(ratios.iter().all(|r| *r > 0.0 && r.is_finite()), "{row}");
+        assert!(row.contains(" 40000 "), "the accesses replayed: {row}");
+    }
+    let err = fails(&["bench", "page-size", "--workloads", "gups,nope", "--accesses", "1000"]);
+    assert!(err.contains("nope") && err.lines().count() == 1, "{err}");
+}
+
 /// `list policies --params`: every parameter of every policy, with its default, range and
 /// source; each preset says what it is.
 #[test]
