@@ -40,6 +40,24 @@ pub enum ReplayError {
     OutOfRegion { offset: u64, region: u64 },
     #[error("mapping {bytes} bytes to replay on failed: {source}")]
     Map { bytes: u64, source: std::io::Error },
+    #[error(
+        "replaying needs {needed_mib} MiB of memory and this host has {available_mib} MiB available: use a smaller \
+         --size-scale or --accesses"
+    )]
+    TooLarge { needed_mib: u64, available_mib: u64 },
+}
+
+/// Whether a replay of a region of `region_bytes`, with `held_bytes` more held beside it (the
+/// stream), fits in 90% of the host's available memory: filling a mapping larger than that would
+/// make the kernel kill this process, or another.
+pub fn check_fits(region_bytes: u64, held_bytes: u64) -> Result<(), ReplayError> {
+    let needed = region_bytes.div_ceil(HUGE) * HUGE + held_bytes;
+    match crate::probes::mem_available_bytes() {
+        Some(available) if needed > available / 10 * 9 => {
+            Err(ReplayError::TooLarge { needed_mib: needed >> 20, available_mib: available >> 20 })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// How the replayed accesses depend on each other.
@@ -67,6 +85,7 @@ pub fn replay(
     if let Some(&bad) = stream.iter().find(|&&e| (e & !7) + 8 > region_bytes) {
         return Err(ReplayError::OutOfRegion { offset: bad & !7, region: region_bytes });
     }
+    check_fits(region_bytes, 0)?;
     let len = region_bytes.div_ceil(HUGE) * HUGE;
     let mut mapping = AlignedMapping::new(len as usize, huge, false)
         .map_err(|source| ReplayError::Map { bytes: len, source })?;
@@ -142,6 +161,14 @@ mod tests {
                 assert_eq!(r.huge_bytes, 0, "MADV_NOHUGEPAGE must keep huge pages out");
             }
         }
+    }
+
+    #[test]
+    fn a_region_larger_than_the_host_s_memory_is_refused_before_it_is_mapped() {
+        let err = replay(&[encode(0, false)], 1 << 50, false, Chain::Independent, 1).unwrap_err();
+        assert!(matches!(err, ReplayError::TooLarge { .. }), "{err}");
+        assert!(err.to_string().contains("use a smaller --size-scale"), "{err}");
+        assert!(check_fits(1 << 20, 1 << 20).is_ok());
     }
 
     #[test]

@@ -297,6 +297,8 @@ fn page_size(args: &PageSizeArgs) -> Result<()> {
     for (name, mut source) in args.workloads.iter().zip(sources) {
         let footprint = source.info().footprint_bytes;
         let total = source.info().accesses;
+        // The accesses while generated (16 bytes each) and the stream (8 each) beside the region.
+        page_size_replay::check_fits(footprint, args.accesses.min(total).saturating_mul(24))?;
         // WINDOWS windows spread evenly over the run, each thread's accesses in their order,
         // thread after thread: a run's first accesses alone are its initialising sweeps.
         let window = (args.accesses / WINDOWS).max(1);
