@@ -57,6 +57,9 @@ const RMAT_C: f64 = 0.19;
 /// Ambix ran 50 BFS iterations from random roots. Eight make 257-347 accesses a page of the
 /// footprint at the built-in sizes, builder included, at least pmbench's 256 a page.
 pub(crate) const ITERATIONS: u32 = 8;
+/// The most searches `bfs-SIZE:iterations=N` takes: graph500's 64 search keys (the reference
+/// code's `NBFS_max`, graph500 2.1 `options.h`) twice over.
+pub(crate) const MAX_ITERATIONS: u32 = 128;
 /// GAP's `DOBFS` switch parameters: go bottom-up when the frontier's edges exceed the edges left
 /// to check / alpha; return top-down when the frontier shrinks below vertices / beta.
 const ALPHA: u64 = 15;
@@ -106,7 +109,15 @@ mod site {
     pub const QUEUE: u64 = 12;
 }
 
-pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Result<Generator, WorkloadError> {
+/// The generator of `bfs-SIZE`, with `iterations` searches ([`ITERATIONS`] when `None`).
+pub(crate) fn build(
+    name: &str,
+    size: Size,
+    iterations: Option<u32>,
+    seed: u64,
+    size_scale: f64,
+) -> Result<Generator, WorkloadError> {
+    let iterations = iterations.unwrap_or(ITERATIONS);
     let scaled = scaled_bytes(name, seed_bytes(size), size_scale, THREADS)?;
     let l = Layout::new(scaled / PEAK_BYTES);
     let n = l.n;
@@ -114,7 +125,7 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     let graph = Arc::new(Graph::new(l, &mut rng));
     let mut phases = builder(l);
     let parent_lines = (n * u64::from(ID)).div_ceil(LINE);
-    for _ in 0..ITERATIONS {
+    for _ in 0..iterations {
         // DOBFS allocates parent (InitParent) and the queue; the trial's result drops them.
         phases.push(events(
             ObjectEvent::alloc,
@@ -141,7 +152,7 @@ pub(crate) fn build(name: &str, size: Size, seed: u64, size_scale: f64) -> Resul
     let info = seed_info(
         name,
         format!(
-            "GAP BFS (Ambix §5.4.2): its graph builder, then {THREADS} threads, {ITERATIONS} \
+            "GAP BFS (Ambix §5.4.2): its graph builder, then {THREADS} threads, {iterations} \
              direction-optimising BFS over a Kronecker graph of {n} vertices"
         ),
         l.end,
@@ -769,7 +780,7 @@ mod tests {
     #[test]
     fn sizes_follow_ambix_with_32_bit_ids() {
         for (size, log2) in [(Size::Small, 17), (Size::Medium, 18), (Size::Large, 19)] {
-            let g = build("bfs", size, 1, 1.0).unwrap();
+            let g = build("bfs", size, None, 1, 1.0).unwrap();
             let n = 1u64 << log2;
             // The builder's peak: the old CSR and its squished copy (8 + 128 each), diffs and
             // sq_offsets (4 + 8); 35.5, 71 and 142 MiB.
@@ -786,7 +797,7 @@ mod tests {
 
     #[test]
     fn the_builder_frees_the_edge_list_and_old_csr_before_the_trials_and_each_trial_its_arrays() {
-        let mut g = build("bfs", Size::Medium, 3, 1.0 / 16.0).unwrap();
+        let mut g = build("bfs", Size::Medium, None, 3, 1.0 / 16.0).unwrap();
         let info = g.info().clone();
         let l = Layout::new(info.footprint_bytes / PEAK_BYTES);
         let (accesses, events) = stream(&mut g);
@@ -842,7 +853,7 @@ mod tests {
         for (size, neighbours_fast) in
             [(Size::Small, 0.9..1.0), (Size::Medium, 0.6..0.75), (Size::Large, 0.2..0.3)]
         {
-            let mut g = build("bfs", size, 1, 1.0 / 16.0).unwrap();
+            let mut g = build("bfs", size, None, 1, 1.0 / 16.0).unwrap();
             let info = g.info().clone();
             let l = Layout::new(info.footprint_bytes / PEAK_BYTES);
             let (accesses, events) = stream(&mut g);
@@ -891,7 +902,7 @@ mod tests {
 
     #[test]
     fn a_real_bfs_writes_each_parent_once_and_never_the_graph_with_4_byte_ids() {
-        let mut g = build("bfs", Size::Small, 5, 1.0 / 16.0).unwrap();
+        let mut g = build("bfs", Size::Small, None, 5, 1.0 / 16.0).unwrap();
         let info = g.info().clone();
         let l = Layout::new(info.footprint_bytes / PEAK_BYTES);
         let init = builder_accesses(l);

@@ -41,7 +41,8 @@ enum Recipe {
     MtierStream(u32),
     /// The kernel, its size, and its iterations when not NPB's own count.
     Npb(npb::Kernel, npb::Size, Option<u32>),
-    Bfs(bfs::Size),
+    /// The size, and the searches when not the built-in count.
+    Bfs(bfs::Size, Option<u32>),
     KvStore {
         set_percent: u32,
     },
@@ -222,7 +223,7 @@ fn entries() -> &'static [Entry] {
             v.push(Entry {
                 name: leak(format!("bfs-{}", size.name())),
                 summary: leak(bfs::summary(size)),
-                recipe: Recipe::Bfs(size),
+                recipe: Recipe::Bfs(size, None),
             });
         }
         v.push(Entry { name: "objects", summary: leak(objects::summary()), recipe: Recipe::Objects });
@@ -256,7 +257,7 @@ pub fn list() -> Vec<WorkloadSpec> {
 /// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
 ///
 /// A name may carry parameters, `NAME:key=value`: the NPB kernels take `iterations` (their run
-/// length; NPB's own count by default).
+/// length; NPB's own count by default), and BFS its searches the same way (8 by default).
 pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSource>, WorkloadError> {
     let (base, params) = name.split_once(':').unwrap_or((name, ""));
     let entry = entries().iter().find(|e| e.name == base).ok_or_else(|| WorkloadError::Unknown {
@@ -311,12 +312,23 @@ fn with_params(entry: &Entry, name: &str, params: &str) -> Result<Entry, Workloa
                     }
                 }
             }
-            (Recipe::Npb(..), _) => {
-                return Err(bad(format!("unknown parameter '{key}'; the NPB kernels take `iterations`")))
+            (Recipe::Bfs(_, iterations), "iterations") => {
+                *iterations = match value.parse::<u32>() {
+                    Ok(n @ 1..=bfs::MAX_ITERATIONS) => Some(n),
+                    _ => {
+                        return Err(bad(format!(
+                            "iterations must be a whole number from 1 to {}, not '{value}'",
+                            bfs::MAX_ITERATIONS
+                        )))
+                    }
+                }
+            }
+            (Recipe::Npb(..) | Recipe::Bfs(..), _) => {
+                return Err(bad(format!("unknown parameter '{key}'; {} takes `iterations`", entry.name)))
             }
             _ => {
                 return Err(bad(format!(
-                    "'{}' takes no parameters (only the NPB kernels do: `iterations`)",
+                    "'{}' takes no parameters (only the NPB kernels and BFS do: `iterations`)",
                     entry.name
                 )))
             }
@@ -352,7 +364,7 @@ fn generate(
             seed,
             size_scale,
         )?),
-        Recipe::Bfs(size) => phases(bfs::build(name, size, seed, size_scale)?),
+        Recipe::Bfs(size, iterations) => phases(bfs::build(name, size, iterations, seed, size_scale)?),
         Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
         // Not made of phases: its stream carries object events.
         Recipe::Objects => Box::new(objects::build(name, seed, size_scale, false)?),
@@ -503,7 +515,7 @@ mod tests {
             ("npb-bt-small:iterations=0", "iterations must be a whole number from 1 to 1000, not '0'"),
             ("npb-bt-small:iterations=1001", "not '1001'"),
             ("npb-bt-small:iterations=2.5", "not '2.5'"),
-            ("npb-bt-small:steps=3", "unknown parameter 'steps'; the NPB kernels take `iterations`"),
+            ("npb-bt-small:steps=3", "unknown parameter 'steps'; npb-bt-small takes `iterations`"),
             ("npb-bt-small:iterations", "'iterations' is not key=value"),
             ("gups:iterations=3", "'gups' takes no parameters"),
         ] {
@@ -512,5 +524,27 @@ mod tests {
         }
         let err = build("nope:iterations=3", 1, scale).err().unwrap().to_string();
         assert!(err.starts_with("unknown workload 'nope'"), "{err}");
+    }
+
+    #[test]
+    fn bfs_takes_its_searches_as_a_parameter() {
+        let scale = 1.0 / 16.0;
+        let accesses = |name: &str| build(name, 1, scale).unwrap().info().accesses;
+        // 8 searches by default: the same roots, so the same stream.
+        assert_eq!(accesses("bfs-small:iterations=8"), accesses("bfs-small"));
+        let (two, eight, sixteen) =
+            (accesses("bfs-small:iterations=2"), accesses("bfs-small"), accesses("bfs-small:iterations=16"));
+        // More searches, more accesses (each from its own random root, so not in proportion).
+        assert!(two < eight && eight < sixteen, "{two} {eight} {sixteen}");
+        let g = build("bfs-small:iterations=3", 1, scale).unwrap();
+        assert!(g.info().description.contains("3 direction-optimising BFS"), "{}", g.info().description);
+        for (name, says) in [
+            ("bfs-small:iterations=0", "iterations must be a whole number from 1 to 128, not '0'"),
+            ("bfs-small:iterations=129", "not '129'"),
+            ("bfs-small:roots=3", "unknown parameter 'roots'; bfs-small takes `iterations`"),
+        ] {
+            let err = build(name, 1, scale).err().unwrap().to_string();
+            assert!(err.starts_with(&format!("workload '{name}': ")) && err.contains(says), "{err}");
+        }
     }
 }

@@ -392,7 +392,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble-linux" }),
         lower_bound: false,
-        cause: "\"Nimble Figs. 12 and 13 on the seed's own machine\": not found; the seed splits the THPs it migrates for its base-page configurations and the model charges no TLB misses, but replayed on this host with every page at 4 KiB the five workloads' accesses take at most 1.07x their time at 2 MiB (1.23x chased, `terrace bench page-size`), where CG and BFS would need 2.5x",
+        cause: "\"Nimble Figs. 12 and 13 on the seed's own machine\": not found; the seed splits the THPs it migrates for its base-page configurations and the model charges no TLB misses, but replayed on this host with every page at 4 KiB the five workloads' accesses take at most 1.09x their time at 2 MiB (1.23x chased, `terrace bench page-size`), where CG and BFS would need 2.5x",
     },
     Headline {
         section: "Nimble §4.4, Fig. 12",

@@ -112,7 +112,7 @@ fn looks_like_path(workload: &str) -> bool {
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Workload name (`terrace list workloads`; the NPB kernels take `:iterations=N`) or trace file.
+    /// Workload name (`terrace list workloads`; the NPB kernels and BFS take `:iterations=N`) or trace file.
     #[arg(long, short)]
     pub workload: String,
     /// Policy: a name (`terrace list policies`), or a name with parameters,

@@ -15,7 +15,7 @@ use terrace_workloads::{Access, AccessSource, WorkloadInfo};
 pub enum TraceCommand {
     /// Record a built-in workload as a trace file.
     Generate {
-        /// Workload name (`terrace list workloads`; the NPB kernels take `:iterations=N`).
+        /// Workload name (`terrace list workloads`; the NPB kernels and BFS take `:iterations=N`).
         #[arg(long, short)]
         workload: String,
         /// Output file.
