@@ -370,11 +370,19 @@ pub fn run_all(runs: &[Run]) -> Result<Vec<Result<RunReport>>> {
         (r.workload, r.machine.seed, r.machine.size_scale.to_bits())
     }
     let mut accesses: HashMap<(&str, u64, u64), u64> = HashMap::new();
+    // The name each workload argument runs under: a trace's is the one it was recorded with.
+    let mut recorded: HashMap<&str, String> = HashMap::new();
     for r in runs {
         if let std::collections::hash_map::Entry::Vacant(e) = accesses.entry(key(r)) {
-            e.insert(r.machine.source(r.workload)?.info().accesses);
+            let source = r.machine.source(r.workload)?;
+            recorded.entry(r.workload).or_insert_with(|| source.info().name.clone());
+            e.insert(source.info().accesses);
         }
     }
+    // Two arguments under one name (an exact and an aggregated trace of one program, or a trace
+    // and the built-in workload it was made from) would make rows and plots that cannot be told
+    // apart: those runs are labelled by the argument as given.
+    let shared = |w: &str| recorded.iter().any(|(other, name)| *other != w && *name == recorded[w]);
     let mut order: Vec<usize> = (0..runs.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(accesses[&key(&runs[i])]));
     let total = runs.iter().fold(0u64, |t, r| t.saturating_add(accesses[&key(r)]));
@@ -392,7 +400,12 @@ pub fn run_all(runs: &[Run]) -> Result<Vec<Result<RunReport>>> {
             .collect()
     });
     let mut results: Vec<Option<Result<RunReport>>> = (0..runs.len()).map(|_| None).collect();
-    for (i, r) in done {
+    for (i, mut r) in done {
+        if let Ok(report) = &mut r {
+            if shared(runs[i].workload) {
+                report.workload = runs[i].workload.to_string();
+            }
+        }
         results[i] = Some(r);
     }
     Ok(results.into_iter().map(|r| r.expect("every run ran")).collect())

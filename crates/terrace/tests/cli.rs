@@ -171,6 +171,25 @@ fn traces_round_trip_through_generate_info_and_sim() {
     let err =
         stderr(&["compare", "--workloads", &both, "--policies", "memory-mode", "--fast-capacity", "10%,20%"]);
     assert_eq!(err.matches(note).count(), 1, "{err}");
+    // Two traces recorded as "gups", and the built-in gups: each row says which it is, and each
+    // speedup is over its own first-touch run (the exact trace's is the generator's).
+    let exact = exact.to_str().unwrap();
+    let three = format!("{exact},{agg},gups");
+    let csv = dir.path().join("c.csv");
+    let csv = csv.to_str().unwrap();
+    stdout(&["compare", "--workloads", &three, "--policies", "ambix", "--size-scale", TINY, "--csv", csv]);
+    let out = std::fs::read_to_string(csv).unwrap();
+    let speedup = |label: &str| -> f64 {
+        let row = out.lines().find(|l| l.starts_with(&format!("{label},")) && l.contains(",ambix,"));
+        let row = row.unwrap_or_else(|| panic!("no ambix row labelled {label}: {out}"));
+        row.split(',').nth(7).unwrap().parse().unwrap()
+    };
+    assert_eq!(speedup(exact), speedup("gups"));
+    assert_ne!(speedup(agg), speedup(exact), "the aggregated trace's speedup is its own");
+    // Alone, a trace keeps the name it was recorded with.
+    stdout(&["compare", "--workloads", exact, "--policies", "ambix", "--csv", csv]);
+    let alone = std::fs::read_to_string(csv).unwrap();
+    assert!(alone.lines().any(|l| l.starts_with("gups,") && l.contains(",ambix,")), "{alone}");
 }
 
 /// A trace keeps the object events of the stream it records (a wrapper once kept them back), so
