@@ -68,6 +68,12 @@ impl AlignedMapping {
         self.len == 0
     }
 
+    /// Bytes of the mapping the kernel backs with transparent huge pages (/proc/self/smaps).
+    pub fn huge_bytes(&self) -> io::Result<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+        Ok(crate::bench_migrate::anon_huge_bytes(&smaps, self.start as u64, (self.start + self.len) as u64))
+    }
+
     /// The mapping's bytes.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is read-write and owned by `self`, borrowed mutably for as long
@@ -100,5 +106,6 @@ mod tests {
         assert_eq!(m.len(), 3 * 4096);
         m.bytes_mut().fill(7);
         assert!(m.bytes().iter().all(|&b| b == 7));
+        assert_eq!(m.huge_bytes().unwrap(), 0, "12 KiB cannot hold a huge page");
     }
 }

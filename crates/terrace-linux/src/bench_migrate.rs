@@ -282,8 +282,7 @@ impl Region {
 
     /// Bytes of this region in transparent huge pages, from /proc/self/smaps.
     fn thp_bytes(&self) -> Result<u64, BenchError> {
-        let text = std::fs::read_to_string("/proc/self/smaps").map_err(io_err("reading /proc/self/smaps"))?;
-        Ok(anon_huge_bytes(&text, self.start, self.start + self.len))
+        self.mapping.huge_bytes().map_err(io_err("reading /proc/self/smaps"))
     }
 
     /// Whether every 4 KiB page still holds its index and filler; the first bad page if not.

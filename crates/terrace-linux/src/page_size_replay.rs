@@ -97,15 +97,7 @@ pub fn replay(
     for (i, w) in words.iter_mut().enumerate() {
         *w = i as u64;
     }
-    let huge_bytes = std::fs::read_to_string("/proc/self/smaps")
-        .map(|smaps| {
-            crate::bench_migrate::anon_huge_bytes(
-                &smaps,
-                mapping.addr() as u64,
-                (mapping.addr() + mapping.len()) as u64,
-            )
-        })
-        .unwrap_or(0);
+    let huge_bytes = mapping.huge_bytes().unwrap_or(0);
     let base = mapping.addr();
     let run = || {
         let mut sum = 0u64;

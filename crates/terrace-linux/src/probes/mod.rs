@@ -65,6 +65,11 @@ impl NodeBuffer {
         self.mapping.addr()
     }
 
+    /// Bytes of the buffer in transparent huge pages ([`AlignedMapping::huge_bytes`]).
+    pub fn huge_bytes(&self) -> std::io::Result<u64> {
+        self.mapping.huge_bytes()
+    }
+
     /// The buffer as 64-bit words.
     pub fn words_mut(&mut self) -> &mut [u64] {
         // SAFETY: the mapping is 2 MiB-aligned (so 8-byte aligned) and a whole number of pages.
@@ -239,16 +244,7 @@ fn measure_pinned(
     pin_to_cpu(cpus[0])?;
     step(&format!("node {node}: {} MiB buffer", settings.buffer_bytes >> 20));
     let mut buffer = NodeBuffer::new(settings.buffer_bytes, node, true)?;
-    let huge_pages = std::fs::read_to_string("/proc/self/smaps")
-        .map(|t| {
-            crate::bench_migrate::anon_huge_bytes(
-                &t,
-                buffer.addr() as u64,
-                (buffer.addr() + buffer.len()) as u64,
-            ) * 2
-                >= buffer.len() as u64
-        })
-        .unwrap_or(false);
+    let huge_pages = buffer.huge_bytes().is_ok_and(|huge| huge * 2 >= buffer.len() as u64);
     step(&format!("node {node}: random pointer chase"));
     let start = latency::link_random(buffer.words_mut(), 0x7e77ace ^ u64::from(node));
     let lines = (buffer.len() / 64) as u64;
