@@ -9,7 +9,6 @@ use crate::aligned_mapping::AlignedMapping;
 use std::hint::black_box;
 use std::time::Instant;
 
-const SMALL: u64 = 4096;
 const HUGE: u64 = 2 << 20;
 
 /// One access of a replayed stream: its byte offset in the region, 8-byte aligned, with the low
@@ -21,8 +20,6 @@ pub fn encode(offset: u64, write: bool) -> u64 {
 /// What one page size gave.
 #[derive(Clone, Debug)]
 pub struct Replay {
-    /// The page size asked for, bytes.
-    pub page_bytes: u64,
     /// Best of the timed replays, seconds.
     pub secs: f64,
     /// Bytes of the region in transparent huge pages while it was replayed (/proc/self/smaps).
@@ -129,7 +126,7 @@ pub fn replay(
         secs = secs.min(t.elapsed().as_secs_f64());
     }
     drop(mapping);
-    Ok(Replay { page_bytes: if huge { HUGE } else { SMALL }, secs, huge_bytes, region_bytes: len, read_sum })
+    Ok(Replay { secs, huge_bytes, region_bytes: len, read_sum })
 }
 
 #[cfg(test)]

@@ -300,29 +300,14 @@ fn with_params(entry: &Entry, name: &str, params: &str) -> Result<Entry, Workloa
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| bad(format!("'{item}' is not key=value (e.g. `npb-bt-large:iterations=32`)")))?;
+        // A count from 1 to `max`, or the line that says what is wrong.
+        let count = |max: u32| match value.parse::<u32>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+            _ => Err(bad(format!("iterations must be a whole number from 1 to {max}, not '{value}'"))),
+        };
         match (&mut entry.recipe, key) {
-            (Recipe::Npb(_, _, iterations), "iterations") => {
-                *iterations = match value.parse::<u32>() {
-                    Ok(n @ 1..=npb::MAX_ITERATIONS) => Some(n),
-                    _ => {
-                        return Err(bad(format!(
-                            "iterations must be a whole number from 1 to {}, not '{value}'",
-                            npb::MAX_ITERATIONS
-                        )))
-                    }
-                }
-            }
-            (Recipe::Bfs(_, iterations), "iterations") => {
-                *iterations = match value.parse::<u32>() {
-                    Ok(n @ 1..=bfs::MAX_ITERATIONS) => Some(n),
-                    _ => {
-                        return Err(bad(format!(
-                            "iterations must be a whole number from 1 to {}, not '{value}'",
-                            bfs::MAX_ITERATIONS
-                        )))
-                    }
-                }
-            }
+            (Recipe::Npb(_, _, iterations), "iterations") => *iterations = count(npb::MAX_ITERATIONS)?,
+            (Recipe::Bfs(_, iterations), "iterations") => *iterations = count(bfs::MAX_ITERATIONS)?,
             (Recipe::Npb(..) | Recipe::Bfs(..), _) => {
                 return Err(bad(format!("unknown parameter '{key}'; {} takes `iterations`", entry.name)))
             }
