@@ -148,17 +148,23 @@ fn rate(accesses: u64, secs: f64) -> String {
     format!("{:>8.1} M accesses/s", accesses as f64 / secs / 1e6)
 }
 
+/// Every access of `source`; how many there were.
 fn drain(source: &mut dyn AccessSource) -> u64 {
-    let mut buf: Vec<Access> = Vec::with_capacity(1 << 16);
-    let mut n = 0u64;
-    loop {
-        buf.clear();
-        let got = source.fill(&mut buf, 1 << 16);
+    skip(source, &mut Vec::with_capacity(1 << 16), u64::MAX)
+}
+
+/// Passes over up to `n` accesses of `source`; how many it passed.
+fn skip(source: &mut dyn AccessSource, scratch: &mut Vec<Access>, n: u64) -> u64 {
+    let mut passed = 0;
+    while passed < n {
+        scratch.clear();
+        let got = source.fill(scratch, (n - passed).min(1 << 16) as usize);
         if got == 0 {
-            return n;
+            break;
         }
-        n += got as u64;
+        passed += got as u64;
     }
+    passed
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -238,19 +244,6 @@ fn page_size(_: &PageSizeArgs) -> Result<()> {
 /// Windows of a run `terrace bench page-size` replays.
 #[cfg(all(feature = "live", target_os = "linux"))]
 const WINDOWS: u64 = 8;
-
-/// Passes over `n` accesses of `source`.
-#[cfg(all(feature = "live", target_os = "linux"))]
-fn skip(source: &mut dyn AccessSource, scratch: &mut Vec<Access>, mut n: u64) {
-    while n > 0 {
-        scratch.clear();
-        let got = source.fill(scratch, n.min(1 << 16) as usize);
-        if got == 0 {
-            return;
-        }
-        n -= got as u64;
-    }
-}
 
 /// Appends up to `n` accesses of `source` to `out`; how many came.
 #[cfg(all(feature = "live", target_os = "linux"))]

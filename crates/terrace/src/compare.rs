@@ -412,8 +412,8 @@ pub fn run_all(runs: &[Run]) -> Result<Vec<Result<RunReport>>> {
 }
 
 /// The offline reference `optimal` on one workload (terrace-ceiling): the best of its family's
-/// runs, and a line saying which candidate that is.
-fn run_optimal(
+/// runs, and a line saying which candidate that is (`sim` and `compare`).
+pub(crate) fn run_optimal(
     machine: &MachineArgs,
     profile: &Profile,
     workload: &str,

@@ -290,18 +290,9 @@ pub fn sim(args: SimArgs) -> Result<()> {
     let accesses = args.machine.source(&args.workload)?.info().accesses;
     let (report, kept) = table::with_progress(accesses, |progress| {
         if optimal {
-            let source = || args.machine.source(&args.workload).expect("it was built a moment ago");
-            let ceiling = terrace_ceiling::optimal(&source, &profile, &args.machine.options(Some(progress)))
-                .with_context(|| format!("{} under {}", args.workload, terrace_ceiling::NAME))?;
-            eprintln!(
-                "terrace: note: {} is the run of {}; no placement runs in under {:.3} ms ({:.2}x less)",
-                terrace_ceiling::NAME,
-                ceiling.chosen,
-                ceiling.lower_bound_ns / 1e6,
-                ceiling.report.runtime_ns / ceiling.lower_bound_ns
-            );
-            note_memory_mode_on_counts(&args.workload, &ceiling.chosen);
-            return Ok((ceiling.report, None));
+            let report =
+                crate::compare::run_optimal(&args.machine, &profile, &args.workload, Some(progress))?;
+            return Ok((report, None));
         }
         let keep =
             terrace_sim::Keep { timeline: args.plot.is_some(), placement: args.final_placement.is_some() };

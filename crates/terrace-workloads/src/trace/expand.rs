@@ -12,8 +12,6 @@
 use super::{TraceError, TraceReader, PAGE_SHIFT};
 use crate::{AccessSource, WorkloadInfo};
 use std::io::Read;
-#[cfg(test)]
-use terrace_model::AccessKind;
 use terrace_model::{Access, PageCounts, PageIdx};
 
 /// Lines per 4 KiB page.
@@ -42,8 +40,9 @@ pub struct ExpandedTrace<R: Read> {
     error: Option<TraceError>,
 }
 
-/// The epoch's length in fixed point.
-const EPOCH: u64 = 1 << 40;
+/// The epoch's length in fixed point: `1 << EPOCH_SHIFT`.
+const EPOCH_SHIFT: u32 = 40;
+const EPOCH: u64 = 1 << EPOCH_SHIFT;
 /// The most parts the calendar cuts an epoch into: finer than the simulator's 1,024-access
 /// slices for epochs up to 4 million accesses; within a part, entries take turns.
 const MAX_BUCKETS: u64 = 4096;
@@ -70,7 +69,7 @@ impl<R: Read> ExpandedTrace<R> {
     /// Files entry `e` under the part of the epoch its next access falls in.
     fn schedule(&mut self, e: usize) {
         let buckets = self.due.len();
-        let b = ((self.next[e] * buckets as u64) >> 40) as usize;
+        let b = ((self.next[e] * buckets as u64) >> EPOCH_SHIFT) as usize;
         self.due[b.clamp(self.bucket, buckets - 1)].push(e as u32);
     }
 
@@ -202,6 +201,7 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
 mod tests {
     use super::*;
     use crate::trace::aggregate;
+    use terrace_model::AccessKind;
 
     /// `accesses` over `pages` pages, aggregated in epochs of `epoch` accesses and replayed.
     fn replay(pages: u64, epoch: u32, accesses: Vec<Access>) -> Vec<Access> {
