@@ -58,7 +58,7 @@ pub struct Advice {
 }
 
 pub fn advise(args: AdviseArgs) -> Result<()> {
-    crate::plots::check(args.outputs.plot.as_deref())?;
+    args.outputs.check()?;
     let profile = Profile::load(&args.profile)?;
     // Every policy a user could be told to run, and the references that frame them; the test
     // policies move pages to prove moves safe, not to gain.

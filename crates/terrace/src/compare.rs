@@ -83,6 +83,26 @@ pub struct Outputs {
     pub plot: Option<PathBuf>,
 }
 
+/// The file name that means standard output for --json and --csv: the table then goes to
+/// standard error, so that standard output holds only the machine-readable copy.
+const STDOUT: &str = "-";
+
+fn is_stdout(path: Option<&Path>) -> bool {
+    path == Some(Path::new(STDOUT))
+}
+
+impl Outputs {
+    /// Refuses, before any run, outputs that cannot all be written: a plot of an unknown kind,
+    /// or JSON and CSV both on standard output.
+    pub fn check(&self) -> Result<()> {
+        crate::plots::check(self.plot.as_deref())?;
+        if is_stdout(self.json.as_deref()) && is_stdout(self.csv.as_deref()) {
+            bail!("--json - and --csv - would both go to standard output: give one of them a file name");
+        }
+        Ok(())
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum CompareCommand {
     /// Join the files of a grid's shards (`compare --shard I/N --json FILE`) into the table, JSON
@@ -153,14 +173,14 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if let Some(CompareCommand::Merge(merge)) = args.command {
         return grid::merge(merge);
     }
-    if args.shard.is_some() && args.outputs.json.is_none() {
+    if args.shard.is_some() && (args.outputs.json.is_none() || is_stdout(args.outputs.json.as_deref())) {
         bail!("--shard needs --json FILE, the shard's file that `terrace compare merge` joins");
     }
     let axes = match &args.grid {
         Some(path) => GridAxes::read(path)?,
         None => axes_of_flags(&args),
     };
-    crate::plots::check(args.outputs.plot.as_deref())?;
+    args.outputs.check()?;
     let (grid, profiles) = grid::make_grid(axes)?;
     if args.outputs.plot.is_some() {
         if args.shard.is_some() {
@@ -276,16 +296,18 @@ pub fn present(
     plot: Option<&Path>,
 ) -> Result<()> {
     let rows: Vec<Row> = results.iter().flat_map(|c| rows(grid, c)).collect();
+    let mut text = String::new();
     let mut printed = 0;
     for (i, group) in
         results.chunk_by(|a, b| grid.group(grid.cell(a.cell)) == grid.group(grid.cell(b.cell))).enumerate()
     {
         if i > 0 {
-            println!();
+            text.push('\n');
         }
-        println!("{}", grid.group_header(grid.cell(group[0].cell)));
+        text += &grid.group_header(grid.cell(group[0].cell));
+        text.push('\n');
         let n: usize = group.iter().map(|c| c.reports.len()).sum();
-        table::print_rows(
+        text += &table::rows_text(
             &rows[printed..printed + n]
                 .iter()
                 .map(|r| table::row(r.report, r.speedup_over_first_touch, r.headroom_to_ceiling))
@@ -294,10 +316,21 @@ pub fn present(
         printed += n;
     }
     if !results.is_empty() {
-        println!("{}", table::LEGEND);
+        text += table::LEGEND;
+        text.push('\n');
+    }
+    // With a machine-readable copy on standard output, the table goes to standard error.
+    if is_stdout(json) || is_stdout(csv) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
     if let Some(path) = json {
-        crate::write_json(&path.to_path_buf(), &rows)?;
+        if is_stdout(Some(path)) {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            crate::write_json(&path.to_path_buf(), &rows)?;
+        }
     }
     if let Some(path) = csv {
         write_csv(path, &rows)?;
@@ -320,7 +353,12 @@ pub fn present(
 
 fn write_csv(path: &Path, rows: &[Row]) -> Result<()> {
     let cannot = || format!("cannot write {}", path.display());
-    let mut w = csv::Writer::from_path(path).with_context(cannot)?;
+    let out: Box<dyn std::io::Write> = if is_stdout(Some(path)) {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(path).with_context(cannot)?)
+    };
+    let mut w = csv::Writer::from_writer(out);
     for r in rows {
         w.serialize(CsvRow {
             workload: &r.report.workload,

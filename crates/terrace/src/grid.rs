@@ -331,7 +331,7 @@ pub fn check_plottable(grid: &Grid) -> Result<()> {
 /// `terrace compare merge`: checks that the files are every shard of one grid, once each and
 /// whole, then prints and writes what one machine running the grid would have.
 pub fn merge(args: MergeArgs) -> Result<()> {
-    crate::plots::check(args.outputs.plot.as_deref())?;
+    args.outputs.check()?;
     let shards = args.shards.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
     let first = &shards[0];
     let count = first.shard.count;

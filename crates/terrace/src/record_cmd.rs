@@ -751,7 +751,7 @@ mod live {
                             Ok(Some(m)) => m,
                             Ok(None) => continue, // tried again at the next aggregation
                             Err(e) => {
-                                slots.refuse(p, &format!("{e:#}"));
+                                slots.refuse(p, &e);
                                 continue;
                             }
                         };
@@ -1019,6 +1019,10 @@ mod live {
     /// At most this many processes are recorded at once; those beyond are left out, said once.
     const MAX_PROCESSES: usize = 256;
 
+    /// How many scans try to join a process that was not there when asked (see
+    /// [`ProcessSlots::refuse`]).
+    const JOIN_TRIES: u32 = 3;
+
     /// The processes of a recorded tree, the program and every process it starts, and where
     /// each one's pages go in the trace ([`SLOT_SHIFT`]). A trace is one address space: the
     /// simulated machine replays the tree's pages as one program's, as a tiering policy on the
@@ -1030,6 +1034,8 @@ mod live {
         next: u64,
         /// Processes that could not be recorded (said once each) or were over the cap.
         left_out: std::collections::BTreeSet<i32>,
+        /// How many times each process's join has failed.
+        tries: std::collections::HashMap<i32, u32>,
         over_cap_said: bool,
         /// How many processes were recorded in all, the program included.
         recorded: u64,
@@ -1041,6 +1047,7 @@ mod live {
                 slots: [(root, 0)].into(),
                 next: 1,
                 left_out: Default::default(),
+                tries: Default::default(),
                 over_cap_said: false,
                 recorded: 1,
             }
@@ -1075,9 +1082,21 @@ mod live {
         }
 
         /// `pid` cannot be recorded: said once, in one line, unless it is gone meanwhile (a
-        /// short-lived process is no failure); the recording goes on without it.
-        fn refuse(&mut self, pid: i32, why: &str) {
+        /// short-lived process is no failure); the recording goes on without it. A join that
+        /// found the process not there (ESRCH: it was exiting, or its exec replaced the stopped
+        /// thread) is tried again at the next scans, up to [`JOIN_TRIES`] times in all: a
+        /// wrapper's child caught between its fork and its exec is the program's real work.
+        fn refuse(&mut self, pid: i32, why: &anyhow::Error) {
             self.slots.remove(&pid);
+            let not_there = why.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error) == Some(libc::ESRCH)
+            });
+            let tries = self.tries.entry(pid).or_insert(0);
+            *tries += 1;
+            if not_there && *tries < JOIN_TRIES {
+                return;
+            }
+            let why = format!("{why:#}");
             if self.left_out.insert(pid) && terrace_linux::process::running(pid) {
                 eprintln!(
                     "terrace record: cannot record pid {pid} ({}), which the program started: {why}; the \
@@ -1358,7 +1377,7 @@ mod live {
                     }
                     Err(e) => {
                         let gone = tree.remove(k);
-                        slots.refuse(gone.pid, &format!("{e:#}"));
+                        slots.refuse(gone.pid, &e);
                     }
                 }
             }
@@ -1384,7 +1403,7 @@ mod live {
                         tree.push(w);
                     }
                     Ok(None) => slots.leave(p),
-                    Err(e) => slots.refuse(p, &format!("{e:#}")),
+                    Err(e) => slots.refuse(p, &e),
                 }
             }
             // The budget is the recording's: each process has its share.
@@ -1530,7 +1549,7 @@ mod live {
 
     #[cfg(test)]
     mod tests {
-        use super::{ProcessSlots, SLOT_SHIFT};
+        use super::{ProcessSlots, JOIN_TRIES, SLOT_SHIFT};
 
         /// The program keeps its addresses; each process that joins takes the next slot, and a
         /// process that left and comes again (or a new one with its number) takes a new one.
@@ -1543,6 +1562,26 @@ mod live {
             assert_eq!(slots.vpn_base(205), 1 << SLOT_SHIFT);
             slots.leave(205);
             assert_eq!(slots.vpn_base(205), 3 << SLOT_SHIFT);
+        }
+
+        /// A join that found the process not there is tried at the next scans, JOIN_TRIES in
+        /// all; any other refusal leaves the process out at once. (The pids are far above any
+        /// this host gives, so the refusal's line, said only for a running process, is not.)
+        #[test]
+        fn a_process_not_there_is_tried_again_and_another_refusal_is_final() {
+            let mut slots = ProcessSlots::new(100);
+            let gone =
+                || anyhow::Error::from(std::io::Error::from_raw_os_error(libc::ESRCH)).context("cannot join");
+            let pid = i32::MAX - 1;
+            for _ in 1..JOIN_TRIES {
+                slots.refuse(pid, &gone());
+                assert!(!slots.left_out.contains(&pid));
+            }
+            slots.refuse(pid, &gone());
+            assert!(slots.left_out.contains(&pid));
+            let denied = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EPERM));
+            slots.refuse(pid - 1, &denied);
+            assert!(slots.left_out.contains(&(pid - 1)));
         }
     }
 }

@@ -178,7 +178,7 @@ pub fn row(r: &RunReport, speedup: Option<f64>, headroom: Option<f64>) -> [Strin
 
 /// Prints the header and rows with columns padded to their widest cell (a grid prints several
 /// such tables, and one [`LEGEND`] under them).
-pub fn print_rows(rows: &[[String; COLUMNS]]) {
+pub fn rows_text(rows: &[[String; COLUMNS]]) -> String {
     let mut width = HEADER.map(str::len);
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -192,12 +192,13 @@ pub fn print_rows(rows: &[[String; COLUMNS]]) {
             .enumerate()
             .map(|(i, (c, w))| if i == 0 || i == 2 { format!("{c:<w$}") } else { format!("{c:>w$}") })
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        padded.join("  ").trim_end().to_string() + "\n"
     };
-    line(HEADER.to_vec());
+    let mut text = line(HEADER.to_vec());
     for r in rows {
-        line(r.iter().map(String::as_str).collect());
+        text += &line(r.iter().map(String::as_str).collect());
     }
+    text
 }
 
 /// Runs `work` with a progress bar over `total` accesses, shown only on a terminal.

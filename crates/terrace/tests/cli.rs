@@ -96,6 +96,47 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
     assert!(out.lines().next().unwrap().contains("fast tier"), "{out}");
 }
 
+/// `--csv -` and `--json -` write the copy to standard output and the table to standard error,
+/// so the copy can be piped; both at once is refused before any run, as is a shard's file there.
+/// Until 2026-11-30 `--csv -` wrote a file named "-".
+#[test]
+fn a_dash_sends_the_copy_to_standard_output_and_the_table_to_standard_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |flag: &str| {
+        terrace()
+            .current_dir(dir.path())
+            .args([
+                "compare",
+                "--workloads",
+                "gups",
+                "--policies",
+                "all-slow",
+                "--size-scale",
+                TINY,
+                flag,
+                "-",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("--csv");
+    assert!(out.status.success());
+    let (copy, table) = (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+    assert!(copy.starts_with("workload,policy,profile,"), "{copy}");
+    assert_eq!(copy.lines().count(), 3, "{copy}");
+    assert!(table.contains("run time") && table.lines().any(|l| l.starts_with("gups")), "{table}");
+    let out = run("--json");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert!(String::from_utf8(out.stderr).unwrap().contains("run time"));
+    assert!(!dir.path().join("-").exists());
+    assert!(fails(&["compare", "--workloads", "gups", "--csv", "-", "--json", "-"])
+        .contains("both go to standard output"));
+    assert!(fails(&["compare", "--workloads", "gups", "--shard", "1/2", "--json", "-"])
+        .contains("--shard needs --json FILE"));
+}
+
 #[test]
 fn energy_implies_a_plausible_memory_power() {
     // 0.1 to 100 W: the bounds of docs/model.md §7 (one socket's memory). The implied power was

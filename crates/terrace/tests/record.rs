@@ -503,7 +503,8 @@ fn the_sampler_follows_the_processes_a_wrapper_starts() {
 /// A program that execs into one Terrace must not make run a system call (here one under a
 /// seccomp filter of its own, tests/vm/programs/seccomp-exec.c) ends a uffd-wp recording there:
 /// one line says why, the trace keeps what was recorded before the exec, and the program runs
-/// on to its own end and exit status.
+/// on to its own end and exit status. The new program lives 1.5 s, so that a scan (every 100 ms)
+/// comes while it runs even on a loaded machine (with 0.3 s, one clean-clone run missed it).
 #[test]
 fn uffd_wp_ends_the_recording_at_an_exec_it_cannot_follow_and_the_program_runs_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -518,7 +519,7 @@ fn uffd_wp_ends_the_recording_at_an_exec_it_cannot_follow_and_the_program_runs_o
         .arg("--")
         .arg(&exe)
         .args(["0.6", "sh", "-c"])
-        .arg(format!("sleep 0.3; touch {}; exit 4", marker.display()))
+        .arg(format!("sleep 1.5; touch {}; exit 4", marker.display()))
         .timeout(Duration::from_secs(30))
         .output()
         .unwrap();
