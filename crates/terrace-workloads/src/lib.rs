@@ -24,7 +24,7 @@ mod stream;
 pub mod trace;
 mod turns;
 
-pub use registry::{build, list, WorkloadSpec, DEFAULT_SUITE};
+pub use registry::{build, list, WorkloadSpec, DEFAULT_SUITE, OBJECTS_PAIR_TABLE3_PROGRAMS};
 pub use terrace_model::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 
 use serde::{Deserialize, Serialize};

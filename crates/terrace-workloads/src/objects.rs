@@ -82,8 +82,12 @@ const SMALL_PER_ROUND: f64 = 512.0;
 /// dearer than the seed's.
 const ROUNDS: u64 = 2048;
 const LARGE_ACCESSES_PER_ROUND: f64 = 262_144.0;
-/// Choice: compute between misses.
+/// Choice: compute between misses (`instructions` sets another count).
 const INSTRUCTIONS: u32 = 20;
+/// The most `instructions` a workload name may give: 1/2.3 GHz x 10,000 = 4.3 us an access.
+pub(crate) const MAX_INSTRUCTIONS: u32 = 10_000;
+/// The most lines a thread may access in a row (`run`): a 4 KiB page.
+pub(crate) const MAX_RUN: u32 = 64;
 
 /// The layout: large objects from 0, the medium ring after them (3/16 of the footprint), the
 /// small-object arena last (1/16).
@@ -232,6 +236,13 @@ pub(crate) struct Objects {
     medium_count: u64,
     medium_free: Vec<u64>,
     thread: u8,
+    /// The compute each access carries ([`INSTRUCTIONS`] unless the name sets it).
+    instructions: u32,
+    /// Lines a thread accesses in a row before the next thread's turn (1: each access is the
+    /// next thread's), and how many of the current thread's it has made. A random access of
+    /// the large objects is then a run of this many lines from a run-aligned line.
+    run: u64,
+    in_run: u64,
 }
 
 pub(crate) fn summary() -> String {
@@ -253,9 +264,17 @@ pub(crate) fn build(
     seed: u64,
     size_scale: f64,
     many_sites: bool,
+    instructions: Option<u32>,
+    run: Option<u32>,
 ) -> Result<Objects, WorkloadError> {
     let layout = Layout::new(name, size_scale, many_sites)?;
-    let text = if many_sites { summary_many_sites() } else { summary() };
+    let mut text = if many_sites { summary_many_sites() } else { summary() };
+    if let Some(n) = instructions {
+        text += &format!("; {n} instructions an access");
+    }
+    if let Some(n) = run {
+        text += &format!("; {n} lines in a row per thread");
+    }
     let mut info = seed_info(name, text, layout.footprint(), THREADS, FAST_BYTES, size_scale);
     info.accesses = layout.accesses();
     let medium_free = if layout.medium_sites > 1 {
@@ -279,21 +298,33 @@ pub(crate) fn build(
         medium_count: 0,
         medium_free,
         thread: 0,
+        instructions: instructions.unwrap_or(INSTRUCTIONS),
+        run: u64::from(run.unwrap_or(1)),
+        in_run: 0,
     })
 }
 
 impl Objects {
+    /// The next thread's turn, its run just begun.
+    fn next_thread(&mut self) {
+        self.thread = ((u32::from(self.thread) + 1) % THREADS) as u8;
+        self.in_run = 0;
+    }
+
     fn event(&mut self, event: ObjectEvent) {
         self.events.push_back(ObjectEventAt { at: self.made + self.buf.len() as u64, event });
     }
 
     fn access(&mut self, addr: u64, write: bool) {
         let t = self.thread;
-        self.thread = ((u32::from(t) + 1) % THREADS) as u8;
+        self.in_run += 1;
+        if self.in_run == self.run {
+            self.next_thread();
+        }
         let a = if write {
-            Access::write(addr, LINE as u16, t, INSTRUCTIONS)
+            Access::write(addr, LINE as u16, t, self.instructions)
         } else {
-            Access::read(addr, LINE as u16, t, INSTRUCTIONS)
+            Access::read(addr, LINE as u16, t, self.instructions)
         };
         self.buf.push(a);
     }
@@ -382,8 +413,12 @@ impl Objects {
                     self.access(addr + line * LINE, false);
                 }
             }
-            // The large objects: mostly the hot site's.
-            for _ in 0..self.layout.large_per_round {
+            // The large objects: mostly the hot site's, in runs of `run` lines, each a thread's.
+            if self.in_run > 0 {
+                self.next_thread();
+            }
+            let mut left = self.layout.large_per_round;
+            while left > 0 {
                 let u = self.rng.unit_f64();
                 let site = if u < HOT_SHARE {
                     hot
@@ -393,10 +428,15 @@ impl Objects {
                     COLD_SITE
                 };
                 let k = self.rng.below(LARGE_PER_SITE);
-                let line = self.rng.below(large / LINE);
+                let runs = (large / LINE / self.run).max(1);
+                let line = self.rng.below(runs) * self.run;
                 let write = self.rng.unit_f64() >= READ_SHARE;
                 let addr = self.large_addr(site, k) + line * LINE;
-                self.access(addr, write);
+                let n = self.run.min(left);
+                for j in 0..n {
+                    self.access(addr + j * LINE, write);
+                }
+                left -= n;
             }
             for (addr, size, site) in small {
                 self.event(ObjectEvent::free(addr, size, site));
@@ -467,7 +507,7 @@ mod tests {
 
     fn run_of(size_scale: f64, many_sites: bool) -> (WorkloadInfo, Vec<Access>, Vec<ObjectEventAt>) {
         let name = if many_sites { "objects-sites" } else { "objects" };
-        let mut g = build(name, 7, size_scale, many_sites).unwrap();
+        let mut g = build(name, 7, size_scale, many_sites, None, None).unwrap();
         let (mut accesses, mut events) = (Vec::new(), Vec::new());
         while g.fill(&mut accesses, 10_000) > 0 {
             g.take_object_events(&mut events);

@@ -46,11 +46,20 @@ enum Recipe {
     KvStore {
         set_percent: u32,
     },
-    /// Allocations and frees between the accesses (object tiering).
-    Objects,
-    ObjectsManySites,
-    /// Two programs sharing the machine by priority (object tiering §5.5).
-    ObjectsPair,
+    /// Allocations and frees between the accesses (object tiering); its pace, where the name
+    /// sets it.
+    Objects(ObjectsPace),
+    ObjectsManySites(ObjectsPace),
+    /// Two programs sharing the machine by priority (object tiering §5.5), in one of two shapes.
+    ObjectsPair(&'static PairShape),
+}
+
+/// `objects` and `objects-sites`' parameters: instructions per access, and lines a thread
+/// accesses in a row; the generator's own (20, 1) where `None`.
+#[derive(Clone, Copy, Default)]
+struct ObjectsPace {
+    instructions: Option<u32>,
+    run: Option<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -226,17 +235,19 @@ fn entries() -> &'static [Entry] {
                 recipe: Recipe::Bfs(size, None),
             });
         }
-        v.push(Entry { name: "objects", summary: leak(objects::summary()), recipe: Recipe::Objects });
+        v.push(Entry {
+            name: "objects",
+            summary: leak(objects::summary()),
+            recipe: Recipe::Objects(ObjectsPace::default()),
+        });
         v.push(Entry {
             name: "objects-sites",
             summary: leak(objects::summary_many_sites()),
-            recipe: Recipe::ObjectsManySites,
+            recipe: Recipe::ObjectsManySites(ObjectsPace::default()),
         });
-        v.push(Entry {
-            name: "objects-pair",
-            summary: leak(objects_pair_summary()),
-            recipe: Recipe::ObjectsPair,
-        });
+        for shape in [&PAIR_CHOSEN, &PAIR_TABLE3] {
+            v.push(Entry { name: shape.name, summary: shape.summary, recipe: Recipe::ObjectsPair(shape) });
+        }
         for set_percent in kvstore::SET_PERCENTS {
             v.push(Entry {
                 name: leak(format!("kvstore-set{set_percent}")),
@@ -257,7 +268,9 @@ pub fn list() -> Vec<WorkloadSpec> {
 /// it); `size_scale` multiplies footprint, accesses and suggested fast bytes (1.0 = default).
 ///
 /// A name may carry parameters, `NAME:key=value`: the NPB kernels take `iterations` (their run
-/// length; NPB's own count by default), and BFS its searches the same way (8 by default).
+/// length; NPB's own count by default), BFS its searches the same way (8 by default), and
+/// `objects` and `objects-sites` `instructions`, the compute each access carries (20 by
+/// default), which sets how fast the program makes memory traffic.
 pub fn build(name: &str, seed: u64, size_scale: f64) -> Result<Box<dyn AccessSource>, WorkloadError> {
     let (base, params) = name.split_once(':').unwrap_or((name, ""));
     let entry = entries().iter().find(|e| e.name == base).ok_or_else(|| WorkloadError::Unknown {
@@ -303,17 +316,30 @@ fn with_params(entry: &Entry, name: &str, params: &str) -> Result<Entry, Workloa
         // A count from 1 to `max`, or the line that says what is wrong.
         let count = |max: u32| match value.parse::<u32>() {
             Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
-            _ => Err(bad(format!("iterations must be a whole number from 1 to {max}, not '{value}'"))),
+            _ => Err(bad(format!("{key} must be a whole number from 1 to {max}, not '{value}'"))),
         };
         match (&mut entry.recipe, key) {
             (Recipe::Npb(_, _, iterations), "iterations") => *iterations = count(npb::MAX_ITERATIONS)?,
             (Recipe::Bfs(_, iterations), "iterations") => *iterations = count(bfs::MAX_ITERATIONS)?,
+            (Recipe::Objects(pace) | Recipe::ObjectsManySites(pace), "instructions") => {
+                pace.instructions = count(objects::MAX_INSTRUCTIONS)?
+            }
+            (Recipe::Objects(pace) | Recipe::ObjectsManySites(pace), "run") => {
+                pace.run = count(objects::MAX_RUN)?
+            }
             (Recipe::Npb(..) | Recipe::Bfs(..), _) => {
                 return Err(bad(format!("unknown parameter '{key}'; {} takes `iterations`", entry.name)))
             }
+            (Recipe::Objects(_) | Recipe::ObjectsManySites(_), _) => {
+                return Err(bad(format!(
+                    "unknown parameter '{key}'; {} takes `instructions` and `run`",
+                    entry.name
+                )))
+            }
             _ => {
                 return Err(bad(format!(
-                    "'{}' takes no parameters (only the NPB kernels and BFS do: `iterations`)",
+                    "'{}' takes no parameters (only the NPB kernels and BFS do, `iterations`, and objects \
+                     and objects-sites, `instructions` and `run`)",
                     entry.name
                 )))
             }
@@ -352,42 +378,135 @@ fn generate(
         Recipe::Bfs(size, iterations) => phases(bfs::build(name, size, iterations, seed, size_scale)?),
         Recipe::KvStore { set_percent } => phases(kvstore::build(name, set_percent, seed, size_scale)?),
         // Not made of phases: its stream carries object events.
-        Recipe::Objects => Box::new(objects::build(name, seed, size_scale, false)?),
-        Recipe::ObjectsManySites => Box::new(objects::build(name, seed, size_scale, true)?),
-        Recipe::ObjectsPair => Box::new(objects_pair(name, seed, size_scale)?),
+        Recipe::Objects(pace) => {
+            Box::new(objects::build(name, seed, size_scale, false, pace.instructions, pace.run)?)
+        }
+        Recipe::ObjectsManySites(pace) => {
+            Box::new(objects::build(name, seed, size_scale, true, pace.instructions, pace.run)?)
+        }
+        Recipe::ObjectsPair(shape) => Box::new(objects_pair(shape, name, seed, size_scale)?),
     })
 }
 
+/// The shape of Fig. 8's pair (object tiering §5.5): its two programs, by workload name, and each
+/// one's size as a multiple of its built-in size (the generators' passes over their footprints
+/// are the same, so their accesses are in about the same ratio); when the high-priority one
+/// starts (a share of the low one's accesses); and the fast tier (a share of the low one's
+/// footprint, or 10/9 of the high one's).
+pub(crate) struct PairShape {
+    name: &'static str,
+    summary: &'static str,
+    low: &'static str,
+    high: &'static str,
+    low_size: f64,
+    high_size: f64,
+    start_share: f64,
+    fast_share_of_low: Option<f64>,
+}
+
+/// `objects-pair`: choices made before the seed's Table 3 was read (docs/workloads.md): the
+/// high-priority program at half the low one's size, from an eighth of its accesses (the seed
+/// lets QMCPACK initialise, about 20 minutes, first), the fast tier holding the high-priority
+/// program at the object policy's 90% fill (the seed's priority scheme "assumes the high
+/// priority application(s) will use most or all of the fast memory"): 10/9 of its footprint.
+const PAIR_CHOSEN: PairShape = PairShape {
+    name: "objects-pair",
+    summary:
+        "two programs by priority (object tiering §5.5, Fig. 8): objects-sites at low priority from the \
+              start, objects at half its size and high priority from an eighth of the way; fast tier 10/9 of \
+              the second",
+    low: "objects-sites",
+    high: "objects",
+    low_size: 1.0,
+    high_size: 0.5,
+    start_share: 0.125,
+    fast_share_of_low: None,
+};
+
+/// Object tiering Table 3: QMCPACK's full input (the low-priority program) peaks at 353.22 GB
+/// and runs 12,948 s; its shared inputs (the high-priority programs) peak at these sizes (GB).
+const QMCPACK_FULL_PEAK_GB: f64 = 353.22;
+const QMCPACK_FULL_SECONDS: f64 = 12_948.0;
+const SHARED_PEAKS_GB: [f64; 7] = [119.30, 104.39, 43.28, 51.29, 111.02, 66.09, 52.84];
+/// §5.5: QMCPACK "is given about 20 minutes to initialize" before the other starts.
+const QMCPACK_HEAD_START_SECONDS: f64 = 1200.0;
+/// §4.1: 192 GB of DDR4 (6 x 32 GB).
+const SEED_DRAM_GB: f64 = 192.0;
+
+/// The programs of `objects-pair-table3`, low priority first, paced as Table 3 measured the
+/// seed's (docs/workloads.md, "Two programs by priority"):
+/// - `objects-sites` makes QMCPACK's 24.53 GB/s in DRAM on 16 threads (its shared input's;
+///   Table 3 gives the full input's on 32 threads only) with 82 instructions an access, and reads
+///   and writes its large objects in runs of 4 lines (256 B), the least of QMCPACK's runs: its
+///   spline evaluation reads, at each of the 64 points of its stencil, every orbital's
+///   coefficient in one contiguous run (`eval_multi_UBspline_3d_d`, QMCPACK's src/einspline),
+///   and NiO has hundreds of orbitals.
+/// - `objects` makes the shared inputs' mean, 39.7 GB/s, with 43 (Table 3: 21.3-77.6 GB/s).
+///
+/// The generators' own 20 instructions make 61 and 60 GB/s. The counts are found on the default
+/// profile; `the_table3_pair_makes_table3s_memory_traffic` (terrace-sim) checks the rates.
+pub const OBJECTS_PAIR_TABLE3_PROGRAMS: [&str; 2] =
+    ["objects-sites:instructions=82,run=4", "objects:instructions=43"];
+
+/// The object generators' built-in footprint stands for a program of this many GB (64 MiB, the
+/// seed's sizes in GB as MB).
+const OBJECTS_GB: f64 = 64.0;
+
+/// `objects-pair-table3`: the pair sized, started and paced as Table 3 gives the seed's programs,
+/// each scaled from GB to MB as every workload is: QMCPACK full's 353.22 GB and the shared inputs'
+/// mean peak, 78.3 GB (22% of it); the high-priority program from QMCPACK's 20 minutes of
+/// 12,948 s (9.3% of its accesses); a fast tier of the seed's 192 GB (54% of the low one's
+/// footprint).
+const PAIR_TABLE3: PairShape = PairShape {
+    name: "objects-pair-table3",
+    summary:
+        "objects-pair as the seed's Table 3 sizes, starts and paces it: objects at 22% of objects-sites' \
+              size from 9.3% of its accesses, fast tier 54% of it, 24.5 and 39.7 GB/s in DRAM, QMCPACK's \
+              accesses in runs of 256 B",
+    low: OBJECTS_PAIR_TABLE3_PROGRAMS[0],
+    high: OBJECTS_PAIR_TABLE3_PROGRAMS[1],
+    low_size: QMCPACK_FULL_PEAK_GB / OBJECTS_GB,
+    high_size: (SHARED_PEAKS_GB[0]
+        + SHARED_PEAKS_GB[1]
+        + SHARED_PEAKS_GB[2]
+        + SHARED_PEAKS_GB[3]
+        + SHARED_PEAKS_GB[4]
+        + SHARED_PEAKS_GB[5]
+        + SHARED_PEAKS_GB[6])
+        / SHARED_PEAKS_GB.len() as f64
+        / OBJECTS_GB,
+    start_share: QMCPACK_HEAD_START_SECONDS / QMCPACK_FULL_SECONDS,
+    fast_share_of_low: Some(SEED_DRAM_GB / QMCPACK_FULL_PEAK_GB),
+};
+
 /// Object tiering §5.5 (Fig. 8): a low-priority program with a footprint beyond the fast tier
 /// and thousands of allocation sites (the seed's QMCPACK, full input, 16 threads: `objects-sites`)
-/// runs from the start; a high-priority one (one benchmark's shared input: `objects` at half the
-/// size) starts once the first has made an eighth of its accesses (the seed lets QMCPACK
-/// initialise, about 20 minutes, first). The fast tier holds the high-priority program at the
-/// policy's 90% fill (the seed's priority scheme "assumes the high priority application(s) will
-/// use most or all of the fast memory"): 10/9 of its footprint. Choices made before the seed's
-/// Table 3 was read, which gives both programs' sizes and lengths: the fast tier is 54% of
-/// QMCPACK full there (56% here), but its shared inputs are 12-34% of QMCPACK's size and move
-/// 5-22% of its bytes (half here; docs/policies.md, "Reproducing Fig. 8").
-fn objects_pair(name: &str, seed: u64, size_scale: f64) -> Result<corun::CoRun, WorkloadError> {
-    let low = objects::build("objects-sites", seed, size_scale, true)?;
-    let high = objects::build("objects", seed.wrapping_add(1), size_scale / 2.0, false)?;
+/// runs from the start; a high-priority one (one benchmark's shared input: `objects`) starts
+/// once the first has made a share of its accesses, in `shape`.
+fn objects_pair(
+    shape: &PairShape,
+    name: &str,
+    seed: u64,
+    size_scale: f64,
+) -> Result<corun::CoRun, WorkloadError> {
+    let low = build(shape.low, seed, size_scale * shape.low_size)?;
+    let high = build(shape.high, seed.wrapping_add(1), size_scale * shape.high_size)?;
     let mut info = low.info().clone();
     info.name = name.to_string();
-    info.description = objects_pair_summary();
-    info.suggested_fast_bytes = (high.info().footprint_bytes * 10 / 9).next_multiple_of(PAGE);
-    let start = low.info().accesses / 8;
+    info.description = shape.summary.to_string();
+    // The seed's run over this one, from the pair's own size (its programs' are multiples of it).
+    info.scale = SEED_SCALE / size_scale;
+    info.suggested_fast_bytes = match shape.fast_share_of_low {
+        Some(share) => ((low.info().footprint_bytes as f64 * share) as u64).next_multiple_of(PAGE),
+        None => (high.info().footprint_bytes * 10 / 9).next_multiple_of(PAGE),
+    };
+    let start = (low.info().accesses as f64 * shape.start_share) as u64;
     let members = vec![
-        corun::Member { source: Box::new(low), priority: 0, start_after: None },
-        corun::Member { source: Box::new(high), priority: 1, start_after: Some((0, start)) },
+        corun::Member { source: low, priority: 0, start_after: None },
+        corun::Member { source: high, priority: 1, start_after: Some((0, start)) },
     ];
     corun::CoRun::new(info, members)
         .map_err(|why| WorkloadError::TooSmall { name: format!("{name} ({why})"), size_scale })
-}
-
-fn objects_pair_summary() -> String {
-    "two programs by priority (object tiering §5.5, Fig. 8): objects-sites at low priority from the start, \
-     objects at half its size and high priority from an eighth of the way; fast tier 10/9 of the second"
-        .to_string()
 }
 
 /// `bytes * size_scale`, rounded down to whole pages; at least one page per thread, so every
@@ -441,6 +560,7 @@ pub(crate) fn scaled_fast_bytes(bytes: u64, size_scale: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn every_listed_workload_builds_and_the_suite_is_listed() {
@@ -531,5 +651,68 @@ mod tests {
             let err = build(name, 1, scale).err().unwrap().to_string();
             assert!(err.starts_with(&format!("workload '{name}': ")) && err.contains(says), "{err}");
         }
+    }
+
+    fn stream(name: &str) -> Vec<terrace_model::Access> {
+        let mut w = build(name, 1, 1.0 / 16.0).unwrap();
+        let mut out = Vec::new();
+        while w.fill(&mut out, 1 << 16) > 0 {}
+        out
+    }
+
+    /// `instructions` sets every access's compute; `run` has each thread access that many lines
+    /// in a row, so that a thread's next access is the next line most of the time (never with
+    /// the default, which hands each access to the next thread); the defaults given explicitly
+    /// make the built-in stream exactly.
+    #[test]
+    fn the_object_generators_take_their_pace_as_parameters() {
+        let own = stream("objects-sites");
+        assert_eq!(stream("objects-sites:instructions=20,run=1"), own);
+        let slow = stream("objects-sites:instructions=82");
+        assert_eq!(slow.len(), own.len());
+        assert!(slow.iter().all(|a| a.instructions == 82));
+        let next_line_share = |accesses: &[terrace_model::Access]| {
+            let mut last: HashMap<u8, u64> = HashMap::new();
+            let next = accesses
+                .iter()
+                .filter(|a| last.insert(a.thread, a.addr) == Some(a.addr.wrapping_sub(64)))
+                .count();
+            next as f64 / accesses.len() as f64
+        };
+        let (one, four) = (next_line_share(&own), next_line_share(&stream("objects-sites:run=4")));
+        assert!(one < 0.01 && four > 0.7, "{one} {four}");
+        assert_eq!(
+            build("objects:run=4", 1, 1.0 / 16.0).unwrap().info().accesses,
+            stream("objects").len() as u64
+        );
+        for (name, says) in [
+            ("objects:run=0", "run must be a whole number from 1 to 64, not '0'"),
+            ("objects-sites:run=65", "not '65'"),
+            ("objects:instructions=0", "instructions must be a whole number from 1 to 10000"),
+            ("objects:lines=4", "unknown parameter 'lines'; objects takes `instructions` and `run`"),
+        ] {
+            let err = build(name, 1, 1.0 / 16.0).err().unwrap().to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+
+    /// Table 3's pair: its programs at QMCPACK full's and the shared inputs' mean peak, scaled
+    /// GB -> MB as the pair is, a fast tier of 192 GB over QMCPACK's 353.22, and the seed's run
+    /// the pair's size scale over 1024 times larger.
+    #[test]
+    fn the_table3_pair_has_table3s_sizes() {
+        let scale = 1.0 / 16.0;
+        let pair = build("objects-pair-table3", 1, scale).unwrap();
+        let [low, high] = pair.programs() else { panic!("two programs") };
+        let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        assert!((mib(low.bytes) / (353.22 * scale) - 1.0).abs() < 0.01, "{}", mib(low.bytes));
+        assert!((mib(high.bytes) / (78.3 * scale) - 1.0).abs() < 0.01, "{}", mib(high.bytes));
+        let fast = pair.info().suggested_fast_bytes as f64 / low.bytes as f64;
+        assert!((fast - 192.0 / 353.22).abs() < 0.005, "{fast}");
+        assert_eq!(pair.info().scale, 1024.0 * 16.0);
+        assert_eq!(
+            (low.name.as_str(), high.name.as_str()),
+            (OBJECTS_PAIR_TABLE3_PROGRAMS[0], OBJECTS_PAIR_TABLE3_PROGRAMS[1])
+        );
     }
 }

@@ -77,7 +77,14 @@ fn size_scale_shrinks_footprint_and_accesses_proportionally() {
             [] => w.info().footprint_bytes,
             programs => programs.iter().map(|p| p.bytes).sum(),
         };
-        assert_eq!(bytes(big.as_ref()), 4 * bytes(small.as_ref()), "{}", spec.name);
+        // objects-pair-table3's programs are 5.5 and 1.2 times their built-in sizes, so page
+        // rounding (of each footprint and its sixteenths) leaves them a few pages off 4x.
+        let (b_bytes, s_bytes) = (bytes(big.as_ref()), 4 * bytes(small.as_ref()));
+        if spec.name == "objects-pair-table3" {
+            assert!(b_bytes.abs_diff(s_bytes) <= 16 * 4096, "{}: {b_bytes} against {s_bytes}", spec.name);
+        } else {
+            assert_eq!(b_bytes, s_bytes, "{}", spec.name);
+        }
         let ratio = b.accesses as f64 / s.accesses as f64;
         // A BFS's length follows from its graph (how many levels it has, which steps go
         // bottom-up), which changes with the graph's size: 3.5-7.0 between these two sizes.
