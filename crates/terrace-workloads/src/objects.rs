@@ -23,6 +23,10 @@
 //! read), so that a cold site has one or two buffers alive when it allocates again. A site's
 //! buffers share its temperature and lifetime, as §3.5 assumes.
 //!
+//! `NAME:instructions=N` sets the compute each access carries (how fast the program makes memory
+//! traffic), `NAME:run=N` the lines each thread accesses in a row (how its accesses use a
+//! device's media access): `objects-pair-table3` paces its programs with them (registry.rs).
+//!
 //! Sized as the seed's small inputs divided by 1024 (GB -> MB): a 64 MiB footprint (LULESH, AMG,
 //! WarpX and IdenProf peak at 23-50 GB, Table 3) with a fast tier of 25% of it (§5.3.1 tunes at a
 //! DRAM cap of 25% of peak RSS). 16 threads, as the seed's shared inputs (Table 3).
