@@ -415,7 +415,7 @@ const PAIR_CHOSEN: PairShape = PairShape {
     summary:
         "two programs by priority (object tiering §5.5, Fig. 8): objects-sites at low priority from the \
               start, objects at half its size and high priority from an eighth of the way; fast tier 10/9 of \
-              the second",
+              the second (a shape chosen before the seed's Table 3; objects-pair-table3 is Table 3's)",
     low: "objects-sites",
     high: "objects",
     low_size: 1.0,

@@ -104,8 +104,10 @@ fn list(what: ListWhat, params: bool) -> Result<()> {
     }
     match what {
         ListWhat::Workloads => {
-            for w in terrace_workloads::list() {
-                println!("{:<18} {}", w.name, w.summary);
+            let workloads = terrace_workloads::list();
+            let width = workloads.iter().map(|w| w.name.len()).max().unwrap_or(0);
+            for w in workloads {
+                println!("{:<width$} {}", w.name, w.summary);
             }
             println!("\nA path to a trace file (see `terrace trace generate`) works wherever a workload name does.");
         }
