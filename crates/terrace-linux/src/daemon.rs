@@ -634,8 +634,13 @@ impl Shared {
         let tiers = (self.tiers)(&self.config).map_err(|e| error_chain(&e))?;
         // A cgroup's processes run already, as a bound process does: nothing can be prepared
         // inside them before they start (a userfaultfd), so the same policies are refused.
-        live_requirements(policy.as_ref(), &tiers, Attach::Running, self.config.trackers.sampling)
+        let req = live_requirements(policy.as_ref(), &tiers, Attach::Running, self.config.trackers.sampling)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
+        if req.memory_mode == terrace_model::MemoryMode::KernelTiering && !self.config.daemon.dry_run {
+            if let Some(note) = crate::kernel_tiering::fast_limit_note(self.config.tiers.fast_limit_mib) {
+                tracing::warn!("{key}: {note}");
+            }
+        }
         let watch = match &key {
             Bound::Pid(pid) => Watch::Process {
                 pid: *pid,

@@ -67,6 +67,20 @@ fn setting_files(settings: &KernelTieringSettings, root: &Path) -> Vec<Setting> 
     out
 }
 
+/// What a run of the kernel's own tiering logs when the config limits the fast tier's share
+/// (`tiers.fast_limit_mib`): the kernel promotes and demotes by its own watermarks over all of the
+/// fast nodes' memory and knows nothing of a share that Terrace's own policies keep to, so a
+/// limit does not bind it (a replay under kernel-tiering with that fast tier is a smaller machine
+/// than the run).
+pub fn fast_limit_note(limit_mib: Option<u64>) -> Option<String> {
+    limit_mib.map(|mib| {
+        format!(
+            "kernel-tiering: tiers.fast_limit_mib = {mib} does not bind the kernel's own tiering, which fills \
+             the fast nodes' free memory up to its watermarks; only Terrace's own policies keep to it"
+        )
+    })
+}
+
 /// Whether the kernel under `root` can carry out `settings`: the parameters that are the model's
 /// only, or whose setting this kernel lacks, refused in one line saying what to do.
 pub fn check_settings(settings: &KernelTieringSettings, root: &Path) -> Result<(), String> {
@@ -260,6 +274,13 @@ impl TieringRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fast_limit_is_said_not_to_bind_the_kernel() {
+        assert_eq!(fast_limit_note(None), None);
+        let note = fast_limit_note(Some(8)).unwrap();
+        assert!(note.starts_with("kernel-tiering: tiers.fast_limit_mib = 8 does not bind"), "{note}");
+    }
 
     /// A fake root with the kernel's files, as a 6.1+ kernel with debugfs mounted has them.
     fn kernel_root(with_debugfs: bool) -> tempfile::TempDir {

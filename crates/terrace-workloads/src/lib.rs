@@ -84,6 +84,15 @@ pub struct RecordingInfo {
     /// as the recording and policies tick as often). 0: none.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub instructions_per_access: u32,
+    /// The estimated accesses of each interval that saw any, in order (they sum to the trace's
+    /// accesses). With them the replay gives each interval its own wall time, spread over its
+    /// own accesses, rather than `instructions_per_access` to every access: an interval whose
+    /// estimate is many times the mean (a program's initialisation, a DAMON region seen touched
+    /// as a whole) would otherwise last that many intervals and shift every later one in time.
+    /// Empty when not kept (a trace written before they were, an import, or more intervals than
+    /// [`Self::MAX_INTERVALS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interval_accesses: Vec<u64>,
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -98,9 +107,13 @@ impl RecordingInfo {
     /// At most this many address runs go in the header (about 40 bytes of JSON each, well within
     /// the header's 1 MiB); a program mapped in more pieces is recorded without them.
     pub const MAX_ADDRESS_RUNS: usize = 16_384;
+    /// At most this many intervals' counts go in the header (at most 12 bytes of JSON each,
+    /// which with the address runs stays within the header's 1 MiB): 27 minutes at the default
+    /// 100 ms interval. A longer recording keeps `instructions_per_access` alone.
+    pub const MAX_INTERVALS: usize = 16_384;
 
     /// Text fields are printed by `terrace trace info`: the same limits as a description.
-    fn validate(&self, footprint_pages: u64) -> Result<(), String> {
+    fn validate(&self, footprint_pages: u64, accesses: u64) -> Result<(), String> {
         text_field("recording.tracker", &self.tracker, WorkloadInfo::MAX_NAME_BYTES)?;
         text_field("recording.resolution", &self.resolution, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
         text_field("recording.estimate", &self.estimate, WorkloadInfo::MAX_DESCRIPTION_BYTES)?;
@@ -117,6 +130,23 @@ impl RecordingInfo {
                 Self::MAX_ADDRESS_RUNS
             ));
         }
+        if self.interval_accesses.len() > Self::MAX_INTERVALS {
+            return Err(format!(
+                "recording.interval_accesses holds {} intervals; at most {} are kept",
+                self.interval_accesses.len(),
+                Self::MAX_INTERVALS
+            ));
+        }
+        if !self.interval_accesses.is_empty() {
+            let sum =
+                self.interval_accesses.iter().try_fold(0u64, |s, &a| (a > 0).then(|| s.checked_add(a))?);
+            if sum != Some(accesses) {
+                return Err(format!(
+                    "recording.interval_accesses must be counts above 0 that add up to the trace's {accesses} \
+                     accesses; they do not"
+                ));
+            }
+        }
         let pages = self.addresses.iter().try_fold(0u64, |sum, &(first, pages)| {
             (first % 4096 == 0 && pages > 0).then_some(())?;
             first.checked_add(pages.checked_mul(4096)?)?;
@@ -132,6 +162,16 @@ impl RecordingInfo {
             )),
             Some(_) => Ok(()),
         }
+    }
+
+    /// Instructions between two accesses of each interval in `interval_accesses`: its wall time
+    /// at `clock_ghz` over its accesses (rounded; at most `u32::MAX`).
+    pub fn interval_instructions(&self) -> Vec<u32> {
+        let interval = self.interval_us as f64 * 1e3 * self.clock_ghz;
+        self.interval_accesses
+            .iter()
+            .map(|&a| (interval / a as f64).round().clamp(0.0, f64::from(u32::MAX)) as u32)
+            .collect()
     }
 
     /// The program's address of the trace's 4 KiB page `page`, when the addresses were kept.
@@ -209,7 +249,7 @@ impl WorkloadInfo {
             ));
         }
         if let Some(r) = &self.recording {
-            r.validate(self.footprint_bytes.div_ceil(4096))?;
+            r.validate(self.footprint_bytes.div_ceil(4096), self.accesses)?;
         }
         Ok(())
     }

@@ -572,6 +572,7 @@ mod live {
             addresses: Vec::new(),
             clock_ghz: terrace_workloads::trace::recorded::host_clock_ghz(),
             instructions_per_access: 0,
+            interval_accesses: Vec::new(),
         };
         let description = printable(&format!("recorded by terrace record from {what}"), 1000);
         let written = {

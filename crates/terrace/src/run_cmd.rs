@@ -64,6 +64,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Refuse before starting anything the policy cannot have.
     let req = live_requirements(policy.as_ref(), &tiers, Attach::Start, config.trackers.sampling)
         .with_context(|| format!("policy {} cannot run here", args.policy))?;
+    if req.memory_mode == terrace_model::MemoryMode::KernelTiering && !dry_run {
+        if let Some(note) = terrace_linux::kernel_tiering::fast_limit_note(config.tiers.fast_limit_mib) {
+            tracing::warn!("{note}");
+        }
+    }
     if stand_in {
         tracing::info!(
             "single-node dry run: this host has one memory node, so the slow tier is a stand-in on the \

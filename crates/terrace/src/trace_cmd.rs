@@ -192,6 +192,7 @@ fn import_damo(report: &std::path::Path, output: &std::path::Path, record: usize
         addresses: Vec::new(),
         clock_ghz: recorded::host_clock_ghz(),
         instructions_per_access: 0,
+        interval_accesses: Vec::new(),
     };
     let name = report.file_stem().map_or("damo".into(), |s| s.to_string_lossy().into_owned());
     let name: String = name.chars().filter(|c| !c.is_control()).take(64).collect();

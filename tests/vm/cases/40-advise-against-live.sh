@@ -7,7 +7,10 @@
 # replayed under age, hemem and kernel-tiering on the measured profile with a fast tier of 8 MiB
 # (`terrace advise` runs the same replays under every policy: its rules are tested on the host,
 # crates/terrace/tests/advise.rs, and here would cost a minute of emulated CPU); then the
-# same program runs live under the same three policies, node 0 limited to 8 MiB. The program
+# same program runs live under the same three policies, node 0 limited to 8 MiB for age and
+# hemem. The kernel's own tiering does not keep to that limit (its run says so in a warning,
+# checked here): it has all of node 0, so kernel-tiering is replayed with a fast tier that holds
+# every page, the machine it ran on. The program
 # starts its pages on node 1, so the replays start every page in the slow tier too
 # (`--start-tier slow`; with the default first-touch start, which pages the replay held fast from
 # the start hung on the order the recording first saw them, and one CI run's replays held the
@@ -98,7 +101,9 @@ else
 fi
 
 for p in $policies; do
-	terrace sim -w /tmp/hc.trace -p "$p" --profile /tmp/guest.toml --fast-capacity 8MiB --start-tier slow --json "/tmp/sim-$p.json" \
+	fast=8MiB
+	[ "$p" = kernel-tiering ] && fast=100%
+	terrace sim -w /tmp/hc.trace -p "$p" --profile /tmp/guest.toml --fast-capacity $fast --start-tier slow --json "/tmp/sim-$p.json" \
 		--final-placement "/tmp/sim-$p.txt" >/dev/null 2>"/tmp/sim-$p.log" || fail "sim $p: $(tail -n 1 "/tmp/sim-$p.log")"
 done
 
@@ -107,6 +112,9 @@ for p in $policies; do
 	manage "$p" --policy "$p" --config /tmp/limit.toml -- $prog --placement-file "/tmp/live-$p.txt"
 	grep -q 'hotcold checksum ok' /tmp/out || fail "$p: checksum"
 	cp /tmp/out "/tmp/out-$p"
+	if [ "$p" = kernel-tiering ]; then
+		grep -q 'tiers.fast_limit_mib = 8 does not bind the kernel' /tmp/log || fail "kernel-tiering ran with a fast limit and did not say it ignores it"
+	fi
 done
 
 # Predicted beside measured, and the overlap of the fast sets, by page of the program's sets.

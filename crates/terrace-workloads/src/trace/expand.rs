@@ -38,6 +38,15 @@ pub struct ExpandedTrace<R: Read> {
     bucket: usize,
     pos: usize,
     error: Option<TraceError>,
+    /// A recording's time besides its accesses: instructions before each access of each
+    /// interval in turn (`RecordingInfo::interval_instructions`), the accesses left in the
+    /// current one, and the instructions of accesses past them (`instructions_per_access`, or
+    /// 0 for anything but a recording).
+    interval_instructions: Vec<u32>,
+    interval_accesses: Vec<u64>,
+    interval: usize,
+    left_in_interval: u64,
+    instructions: u32,
 }
 
 /// The epoch's length in fixed point: `1 << EPOCH_SHIFT`.
@@ -51,7 +60,14 @@ impl<R: Read> ExpandedTrace<R> {
     pub fn new(reader: TraceReader<R>) -> Self {
         let info = reader.info().clone();
         let pages = info.footprint_bytes.div_ceil(1 << PAGE_SHIFT);
+        let recording = info.recording.as_ref();
+        let interval_accesses = recording.map(|r| r.interval_accesses.clone()).unwrap_or_default();
         ExpandedTrace {
+            interval_instructions: recording.map(|r| r.interval_instructions()).unwrap_or_default(),
+            left_in_interval: interval_accesses.first().copied().unwrap_or(0),
+            interval_accesses,
+            interval: 0,
+            instructions: recording.map_or(0, |r| r.instructions_per_access),
             reader,
             info,
             epoch: Vec::new(),
@@ -64,6 +80,19 @@ impl<R: Read> ExpandedTrace<R> {
             pos: 0,
             error: None,
         }
+    }
+
+    /// Instructions before the next access: its interval's, while the recording's intervals
+    /// last (an access's interval is its place in the stream: the intervals' counts were cut
+    /// into epochs in order), the one figure for every access otherwise.
+    fn next_instructions(&mut self) -> u32 {
+        while self.left_in_interval == 0 {
+            let Some(&a) = self.interval_accesses.get(self.interval + 1) else { return self.instructions };
+            self.interval += 1;
+            self.left_in_interval = a;
+        }
+        self.left_in_interval -= 1;
+        self.interval_instructions[self.interval]
     }
 
     /// Files entry `e` under the part of the epoch its next access falls in.
@@ -149,8 +178,6 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
 
     fn fill(&mut self, buf: &mut Vec<Access>, max: usize) -> usize {
         let threads = self.info.threads.clamp(1, 256);
-        // A recording's time besides its accesses (zero for anything else).
-        let instructions = self.info.recording.as_ref().map_or(0, |r| r.instructions_per_access);
         let mut n = 0;
         while n < max {
             let Some((e, j)) = self.next_in_epoch() else {
@@ -182,6 +209,7 @@ impl<R: Read + Send> AccessSource for ExpandedTrace<R> {
             let total = u64::from(counts.reads + counts.writes);
             let w = u64::from(counts.writes);
             let is_write = (u64::from(j) + 1) * w / total > u64::from(j) * w / total;
+            let instructions = self.next_instructions();
             buf.push(if is_write {
                 Access::write(addr, 64, thread, instructions)
             } else {

@@ -132,15 +132,20 @@ pub struct Shape {
     pub epoch_accesses: u32,
 }
 
+/// The estimated accesses of one interval: every span's pages times its reads and writes.
+fn interval_accesses(interval: &[Span]) -> u64 {
+    interval
+        .iter()
+        .map(|s| s.pages.saturating_mul(s.reads.saturating_add(s.writes)))
+        .fold(0, u64::saturating_add)
+}
+
 /// Counts a recording's pages and accesses and picks its epoch length.
 pub fn shape(intervals: &[Interval], dense: &DensePages) -> Result<Shape, RecordError> {
     let mut accesses = 0u64;
     let mut active = 0u64;
     for interval in intervals {
-        let sum: u64 = interval
-            .iter()
-            .map(|s| s.pages.saturating_mul(s.reads.saturating_add(s.writes)))
-            .fold(0, u64::saturating_add);
+        let sum = interval_accesses(interval);
         accesses = accesses.saturating_add(sum);
         active += u64::from(sum > 0);
     }
@@ -176,6 +181,11 @@ pub fn write_recorded<W: Write>(
     let per_access =
         recording.interval_us as f64 * 1e3 * recording.clock_ghz / f64::from(shape.epoch_accesses);
     recording.instructions_per_access = per_access.round().clamp(0.0, f64::from(u32::MAX)) as u32;
+    // And each interval its own time, however many accesses it was estimated at.
+    let active: Vec<u64> = intervals.iter().map(|i| interval_accesses(i)).filter(|&a| a > 0).collect();
+    if active.len() <= RecordingInfo::MAX_INTERVALS {
+        recording.interval_accesses = active;
+    }
     let footprint_bytes = shape.pages << PAGE_SHIFT;
     let info = WorkloadInfo {
         name: name.to_string(),
@@ -475,6 +485,7 @@ mod tests {
             addresses: Vec::new(),
             clock_ghz: 2.0,
             instructions_per_access: 0,
+            interval_accesses: Vec::new(),
         }
     }
 
@@ -491,6 +502,11 @@ mod tests {
         let want = RecordingInfo {
             addresses: DensePages::of(intervals).address_runs(),
             instructions_per_access: (100_000.0 * 1e3 * 2.0 / f64::from(shape.epoch_accesses)).round() as u32,
+            interval_accesses: intervals
+                .iter()
+                .map(|i| i.iter().map(|s| s.pages * (s.reads + s.writes)).sum::<u64>())
+                .filter(|&a| a > 0)
+                .collect(),
             ..recording()
         };
         assert_eq!(kept, want);
@@ -503,6 +519,56 @@ mod tests {
             epochs.push(e);
         }
         (shape, epochs)
+    }
+
+    /// An interval estimated at six times the others' accesses replays in one interval's time,
+    /// as the program ran it, not in six (which would shift every later interval in time).
+    #[test]
+    fn each_interval_replays_in_its_own_wall_time() {
+        use crate::AccessSource;
+        // 600, 100 and 100 accesses: N = 267, so one figure for every access would give the
+        // first interval 600 x 749,064 instructions, 2.25 intervals of 100 ms at 2 GHz.
+        let intervals =
+            [vec![span(0, 6, 100, 0)], vec![span(6, 1, 50, 50)], vec![], vec![span(7, 1, 100, 0)]];
+        let (bytes, shape) = write_recorded(&intervals, "rec", "recorded", recording(), Vec::new()).unwrap();
+        assert_eq!(shape.epoch_accesses, 267);
+        let mut replay = crate::trace::ExpandedTrace::new(TraceReader::from_reader(&bytes[..]).unwrap());
+        let mut accesses = Vec::new();
+        while replay.fill(&mut accesses, 1000) > 0 {}
+        assert!(replay.take_error().is_none());
+        let instructions: Vec<u64> = accesses.iter().map(|a| u64::from(a.instructions)).collect();
+        assert_eq!(instructions.len(), 800);
+        // 100 ms at 2 GHz each: 2e8 / 600 = 333,333.3 and 2e8 / 100, rounded per access.
+        assert_eq!(instructions[..600].iter().sum::<u64>(), 600 * 333_333);
+        assert_eq!(instructions[600..700].iter().sum::<u64>(), 200_000_000);
+        assert_eq!(instructions[700..].iter().sum::<u64>(), 200_000_000);
+    }
+
+    #[test]
+    fn interval_counts_that_are_not_the_traces_are_refused() {
+        let (bytes, _) = write_recorded(
+            &[vec![span(0, 2, 10, 0)], vec![span(2, 1, 5, 0)]],
+            "rec",
+            "recorded",
+            recording(),
+            Vec::new(),
+        )
+        .unwrap();
+        let info = TraceReader::from_reader(&bytes[..]).unwrap().info().clone();
+        assert_eq!(info.recording.as_ref().unwrap().interval_accesses, vec![20, 5]);
+        assert!(info.validate().is_ok());
+        for bad in [vec![20, 4], vec![20, 5, 0], vec![26], vec![u64::MAX, 6]] {
+            let mut info = info.clone();
+            info.recording.as_mut().unwrap().interval_accesses = bad.clone();
+            let err = info.validate().unwrap_err();
+            assert!(
+                err.contains("interval_accesses must be counts above 0 that add up to the trace's 25"),
+                "{bad:?}: {err}"
+            );
+        }
+        let mut info = info.clone();
+        info.recording.as_mut().unwrap().interval_accesses = vec![1; RecordingInfo::MAX_INTERVALS + 1];
+        assert!(info.validate().unwrap_err().contains("at most 16384 are kept"));
     }
 
     #[test]
