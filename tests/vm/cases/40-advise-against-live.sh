@@ -25,7 +25,7 @@ kernel_balancing_off
 py=$(host_program python3)
 export PYTHONHOME=/usr
 policies="age hemem kernel-tiering"
-prog="terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 8 --start-node 1"
+prog="terrace-hotcold --hot-mib 4 --cold-mib 16 --start-node 1"
 
 terrace profile measure --quick -o /tmp/guest.toml >/tmp/pm.out 2>/tmp/pm.log || fail "profile measure: $(tail -n 2 /tmp/pm.log)"
 cat /tmp/pm.out
@@ -34,7 +34,7 @@ tail -n 3 /tmp/pm.log
 # --writes: soft-dirty beside DAMON tells the written pages (the hot set) from the read ones.
 # DAMON reads the program's layout every aggregation (docs/live.md, "Recording a program"), so
 # the buffers the program maps at its start are monitored within 100 ms, not 1 s.
-terrace record -o /tmp/hc.trace --tracker damon --writes -- $prog >/tmp/rec.out 2>/tmp/rec.log &
+terrace record -o /tmp/hc.trace --tracker damon --writes -- $prog --seconds 8 >/tmp/rec.out 2>/tmp/rec.log &
 rec=$!
 sleep 2
 update_us=$(cat /sys/kernel/mm/damon/admin/kdamonds/0/contexts/0/monitoring_attrs/intervals/update_us)
@@ -108,8 +108,14 @@ for p in $policies; do
 done
 
 printf '[tiers]\nfast_limit_mib = 8\n[trackers]\nreferenced = "soft-dirty"\n' >/tmp/limit.toml
+# The kernel's NUMA scanner can be slow to start under a loaded CI host (case 18: it promoted the
+# hot set 4-6 s into the program when run alone, once at 10 s and once not within 12 s beside the
+# doc's reproductions): kernel-tiering runs live for 24 s, the others for the recording's 8 s.
 for p in $policies; do
-	manage "$p" --policy "$p" --config /tmp/limit.toml -- $prog --placement-file "/tmp/live-$p.txt"
+	seconds=8
+	[ "$p" = kernel-tiering ] && seconds=24
+	echo "$seconds" >"/tmp/seconds-$p"
+	manage "$p" --policy "$p" --config /tmp/limit.toml -- $prog --placement-file "/tmp/live-$p.txt" --seconds $seconds
 	grep -q 'hotcold checksum ok' /tmp/out || fail "$p: checksum"
 	cp /tmp/out "/tmp/out-$p"
 	if [ "$p" = kernel-tiering ]; then
@@ -151,7 +157,8 @@ for p in sys.argv[1:]:
     hot_overlap = len(hot_sim & hot_live) / max(len(hot_sim), len(hot_live), 1)
     predicted = json.load(open(f"/tmp/sim-{p}.json"))["runtime_ns"] / 1e9
     updates = re.search(r"checksum ok after (\d+) updates", open(f"/tmp/out-{p}").read()).group(1)
-    print(f"{p}: predicted {predicted:.3f} s simulated; measured {int(updates) / 8:.0f} updates/s; "
+    seconds = int(open(f"/tmp/seconds-{p}").read())
+    print(f"{p}: predicted {predicted:.3f} s simulated; measured {int(updates) / seconds:.0f} updates/s over {seconds} s; "
           f"promoted by the replay {len(sim)} pages ({hot(sim)} hot), live {len(live)} ({hot(live)} hot); "
           f"hot set promoted: overlap {hot_overlap:.1%}; all pages promoted: overlap {overlap:.1%}")
     ok &= hot_overlap >= 0.9
