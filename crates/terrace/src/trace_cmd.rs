@@ -139,6 +139,17 @@ pub fn run(cmd: TraceCommand) -> Result<()> {
                     r.resolution
                 );
                 println!("estimated       {}", r.estimate);
+                // How the replay keeps the recording's time (docs/formats.md, "Recorded traces").
+                match (r.interval_accesses.len(), r.instructions_per_access) {
+                    (0, 0) => println!("time            accesses only (no recorded time)"),
+                    (0, i) => println!(
+                        "time            {i} instructions before every access (the mean interval's time)"
+                    ),
+                    (n, _) => println!(
+                        "time            each of {n} intervals in its own wall time at {:.2} GHz",
+                        r.clock_ghz
+                    ),
+                }
             }
             if let Some(t) = s.threads {
                 println!("threads         {t}");

@@ -296,6 +296,10 @@ fn record_writes_only(tracker: &str, label: &str, supported: bool, command: &[&s
     assert!(err.contains(&format!("with {label} for")), "{err}");
     let text = info(&trace);
     assert!(text.contains(&format!("recorded        with {tracker}")), "{text}");
+    assert!(
+        text.contains("time            each of ") && text.contains(" intervals in its own wall time at "),
+        "{text}"
+    );
     let (reads, writes) = reads_and_writes(&text);
     assert_eq!(reads, 0, "{tracker} sees writes only: {text}");
     assert!(writes > 0, "{text}");
