@@ -636,8 +636,10 @@ impl Shared {
         // inside them before they start (a userfaultfd), so the same policies are refused.
         let req = live_requirements(policy.as_ref(), &tiers, Attach::Running, self.config.trackers.sampling)
             .map_err(|e| format!("policy {name} cannot run here: {e}"))?;
-        if req.memory_mode == terrace_model::MemoryMode::KernelTiering && !self.config.daemon.dry_run {
-            if let Some(note) = crate::kernel_tiering::fast_limit_note(self.config.tiers.fast_limit_mib) {
+        if let Some(note) =
+            crate::kernel_tiering::fast_limit_note(req.memory_mode, self.config.tiers.fast_limit_mib)
+        {
+            if !self.config.daemon.dry_run {
                 tracing::warn!("{key}: {note}");
             }
         }

@@ -67,12 +67,15 @@ fn setting_files(settings: &KernelTieringSettings, root: &Path) -> Vec<Setting> 
     out
 }
 
-/// What a run of the kernel's own tiering logs when the config limits the fast tier's share
+/// What a run of the kernel's own tiering (`mode`) logs when the config limits the fast tier's share
 /// (`tiers.fast_limit_mib`): the kernel promotes and demotes by its own watermarks over all of the
 /// fast nodes' memory and knows nothing of a share that Terrace's own policies keep to, so a
 /// limit does not bind it (a replay under kernel-tiering with that fast tier is a smaller machine
 /// than the run).
-pub fn fast_limit_note(limit_mib: Option<u64>) -> Option<String> {
+pub fn fast_limit_note(mode: terrace_model::MemoryMode, limit_mib: Option<u64>) -> Option<String> {
+    if mode != terrace_model::MemoryMode::KernelTiering {
+        return None;
+    }
     limit_mib.map(|mib| {
         format!(
             "kernel-tiering: tiers.fast_limit_mib = {mib} does not bind the kernel's own tiering, which fills \
@@ -277,8 +280,10 @@ mod tests {
 
     #[test]
     fn a_fast_limit_is_said_not_to_bind_the_kernel() {
-        assert_eq!(fast_limit_note(None), None);
-        let note = fast_limit_note(Some(8)).unwrap();
+        use terrace_model::MemoryMode;
+        assert_eq!(fast_limit_note(MemoryMode::KernelTiering, None), None);
+        assert_eq!(fast_limit_note(MemoryMode::Flat, Some(8)), None, "Terrace's own policies keep to it");
+        let note = fast_limit_note(MemoryMode::KernelTiering, Some(8)).unwrap();
         assert!(note.starts_with("kernel-tiering: tiers.fast_limit_mib = 8 does not bind"), "{note}");
     }
 

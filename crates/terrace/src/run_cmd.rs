@@ -64,8 +64,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // Refuse before starting anything the policy cannot have.
     let req = live_requirements(policy.as_ref(), &tiers, Attach::Start, config.trackers.sampling)
         .with_context(|| format!("policy {} cannot run here", args.policy))?;
-    if req.memory_mode == terrace_model::MemoryMode::KernelTiering && !dry_run {
-        if let Some(note) = terrace_linux::kernel_tiering::fast_limit_note(config.tiers.fast_limit_mib) {
+    if let Some(note) =
+        terrace_linux::kernel_tiering::fast_limit_note(req.memory_mode, config.tiers.fast_limit_mib)
+    {
+        if !dry_run {
             tracing::warn!("{note}");
         }
     }
