@@ -38,12 +38,11 @@ pub struct ExpandedTrace<R: Read> {
     bucket: usize,
     pos: usize,
     error: Option<TraceError>,
-    /// A recording's time besides its accesses: instructions before each access of each
-    /// interval in turn (`RecordingInfo::interval_instructions`), the accesses left in the
-    /// current one, and the instructions of accesses past them (`instructions_per_access`, or
-    /// 0 for anything but a recording).
-    interval_instructions: Vec<u32>,
-    interval_accesses: Vec<u64>,
+    /// A recording's time besides its accesses: each interval's accesses and the instructions
+    /// before each of them (`RecordingInfo::interval_instructions`), the current interval and
+    /// the accesses left in it, and the instructions of accesses past them
+    /// (`instructions_per_access`, or 0 for anything but a recording).
+    intervals: Vec<(u64, u32)>,
     interval: usize,
     left_in_interval: u64,
     instructions: u32,
@@ -61,11 +60,12 @@ impl<R: Read> ExpandedTrace<R> {
         let info = reader.info().clone();
         let pages = info.footprint_bytes.div_ceil(1 << PAGE_SHIFT);
         let recording = info.recording.as_ref();
-        let interval_accesses = recording.map(|r| r.interval_accesses.clone()).unwrap_or_default();
+        let intervals: Vec<(u64, u32)> = recording
+            .map(|r| r.interval_accesses.iter().copied().zip(r.interval_instructions()).collect())
+            .unwrap_or_default();
         ExpandedTrace {
-            interval_instructions: recording.map(|r| r.interval_instructions()).unwrap_or_default(),
-            left_in_interval: interval_accesses.first().copied().unwrap_or(0),
-            interval_accesses,
+            left_in_interval: intervals.first().map_or(0, |i| i.0),
+            intervals,
             interval: 0,
             instructions: recording.map_or(0, |r| r.instructions_per_access),
             reader,
@@ -87,12 +87,14 @@ impl<R: Read> ExpandedTrace<R> {
     /// into epochs in order), the one figure for every access otherwise.
     fn next_instructions(&mut self) -> u32 {
         while self.left_in_interval == 0 {
-            let Some(&a) = self.interval_accesses.get(self.interval + 1) else { return self.instructions };
+            let Some(&(accesses, _)) = self.intervals.get(self.interval + 1) else {
+                return self.instructions;
+            };
             self.interval += 1;
-            self.left_in_interval = a;
+            self.left_in_interval = accesses;
         }
         self.left_in_interval -= 1;
-        self.interval_instructions[self.interval]
+        self.intervals[self.interval].1
     }
 
     /// Files entry `e` under the part of the epoch its next access falls in.
