@@ -455,7 +455,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "mtier-shootdowns", row: RowKey::Two("mtier-mbind", MTIER_POOL_THESIS), column: "shootdowns over mtier's" }),
         lower_bound: false,
-        cause: "\"mtier §5.2\": a 58.7 us move_pages call per page keeps mbind behind by more than an epoch, so it moves far fewer pages than heavy (the table's \"pages moved\"; the thesis: 204 million shootdowns against 694 million); the thesis's own count, 204 million moves in about 1,000 s from one thread, bounds its call at about 5 us a page against the model's cited 62.5 us",
+        cause: "\"mtier §5.2\": the machines' costs of a move. Both movers are busy nearly all the run, so the pages each moves follow its cost per page: the model's cited costs (two-socket Haswell Xeons, where a call of one page costs 17-19 times a page of a large call) make mbind's page 16.4 times heavy's, where Table 5.1's counts (heavy's 3.4 times mbind's, about one a page moved) put the thesis's machine at about 3.4; the thesis gives no cost of a call, and taking one from Table 5.1 would fit the figure",
     },
     Headline {
         section: "mtier §5.2.2, Fig. 5.5",

@@ -1354,6 +1354,8 @@ fn mtier_shootdowns(runs: &Runs) -> String {
         "shootdowns",
         "pages moved",
         "pages per shootdown",
+        "mover time per page moved, us",
+        "mover busy, share of the run",
         "shootdowns over mtier's",
         "seed shootdowns (Table 5.1)",
         "seed, over mtier's",
@@ -1374,6 +1376,10 @@ fn mtier_shootdowns(runs: &Runs) -> String {
                 r.tlb_shootdowns.to_string(),
                 moved.to_string(),
                 format!("{:.1}", moved as f64 / r.tlb_shootdowns.max(1) as f64),
+                // What sets how many pages a variant moves: its mover runs synchronously and is
+                // busy most of the run, so its cost per page bounds its pages (docs/policies.md).
+                format!("{:.2}", r.migration_ns / r.pages_migrated.max(1) as f64 / 1e3),
+                format!("{:.0}%", 100.0 * r.migration_ns / r.runtime_ns),
                 format!("{:.0}x", r.tlb_shootdowns as f64 / base),
                 seed.to_string(),
                 format!("{:.0}x", seed_n / seed_base),
