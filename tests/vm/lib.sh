@@ -71,6 +71,22 @@ pages_at() {
 	_end=$(grep '^hotcold end' /tmp/out) || fail "the program printed no end report"
 	_count "$1" "$2" "$_end"
 }
+# started_on FILE NODE HOT COLD: fails the case unless the program's start report in FILE has
+# none of its hot and cold pages on another node and at least 95% of each set (HOT and COLD pages)
+# on NODE. A page the kernel reports as absent at that instant (one a compaction is moving, say)
+# is no sign of a wrong start, so it is allowed; the report is printed on failure.
+started_on() {
+	_start=$(grep '^hotcold start' "$1") || fail "the program printed no start report in $1"
+	for _set in hot cold; do
+		_want=$3
+		[ "$_set" = cold ] && _want=$4
+		_on=$(_count "$_set" "$2" "$_start")
+		_elsewhere=$(echo "$_start" | sed 's/^hotcold [^ ]* //' | tr '|' '\n' | grep "^ *$_set " | tr ' ' '\n' |
+			grep '^node[0-9]*=' | grep -v "^node$2=" | head -n 1)
+		[ -z "$_elsewhere" ] && [ "$_on" -ge $((_want * 95 / 100)) ] ||
+			fail "the program did not start on node $2 ($_set: $_on of $_want there${_elsewhere:+, $_elsewhere}): $_start"
+	done
+}
 # first_report SET NODE MIN: the time ("5.0s") of the first periodic report with at least MIN
 # pages of SET on NODE, or "(never)".
 first_report() {

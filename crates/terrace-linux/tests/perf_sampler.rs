@@ -3,6 +3,11 @@
 //! no machine here has a PMU with PEBS or IBS, so the load/store events themselves cannot run.
 //! perf_event_open may be refused (perf_event_paranoid, a container's seccomp filter), so the test
 //! is ignored by default and the guest (tests/vm) runs it with `--include-ignored`.
+//!
+//! The live tracker keeps a sample only if it is the program's own (`observe_samples`: the events
+//! are inherited by the processes the program starts, whose addresses are another address
+//! space's), so each sample must carry its process, not its thread: the child's second thread's
+//! samples must say the child, and a process it forks must say itself.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -11,9 +16,12 @@ use terrace_model::AccessKind;
 
 const CHILD: &str = "TERRACE_PERF_SAMPLER_CHILD";
 const PAGES: usize = 48;
+/// Pages after the child's that only a process it forks touches.
+const FORKED_PAGES: usize = 16;
 
-/// The child: maps 48 untouched pages (no huge pages), prints their address, waits for a line on
-/// stdin, then first-touches them, half from a second thread, and exits.
+/// The child: maps 48 + 16 untouched pages (no huge pages), prints their address, waits for a
+/// line on stdin, then first-touches the 48, half from a second thread; then forks a process that
+/// first-touches the other 16 in its own copy of the mapping, waits for it and exits.
 #[test]
 #[ignore = "a child process that the test in this file starts (with --ignored); not a test of its own"]
 fn child_toucher() {
@@ -21,7 +29,7 @@ fn child_toucher() {
         return;
     }
     use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
-    let len = PAGES * 4096;
+    let len = (PAGES + FORKED_PAGES) * 4096;
     let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
     // SAFETY: a fresh private anonymous mapping, used only below.
     let p = unsafe { mmap_anonymous(None, len.try_into().unwrap(), rw, MapFlags::MAP_PRIVATE) }.unwrap();
@@ -39,6 +47,20 @@ fn child_toucher() {
     };
     std::thread::spawn(move || touch(PAGES / 2, PAGES)).join().unwrap();
     touch(0, PAGES / 2);
+    // SAFETY: the forked process only stores to its copy of the mapping and leaves with _exit,
+    // calling nothing that another thread of this process could have held a lock in.
+    match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            touch(PAGES, PAGES + FORKED_PAGES);
+            // SAFETY: ends the forked process at once, as a child of fork must.
+            unsafe { libc::_exit(0) }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0));
+            println!("forked {child}");
+        }
+    }
     std::process::exit(0);
 }
 
@@ -69,16 +91,34 @@ fn every_first_touch_is_sampled_with_its_address_from_every_thread() {
         }
     };
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut forked = None;
+    line.clear();
+    while out.read_line(&mut line).unwrap() > 0 {
+        if let Some(pid) = line.trim().strip_prefix("forked ") {
+            forked = pid.parse::<u32>().ok();
+        }
+        line.clear();
+    }
     assert!(child.wait().unwrap().success());
-    let mut per_page = vec![0u32; PAGES];
-    let mut kinds = Vec::new();
-    sampler.drain(|_, addr, kind| {
-        if addr >= base && addr < base + (PAGES as u64) * 4096 {
-            per_page[((addr - base) / 4096) as usize] += 1;
+    let forked = forked.expect("the child printed the pid it forked");
+    let mut per_page = vec![0u32; PAGES + FORKED_PAGES];
+    let (mut kinds, mut whose) = (Vec::new(), Vec::new());
+    sampler.drain(|from, addr, kind| {
+        if addr >= base && addr < base + ((PAGES + FORKED_PAGES) as u64) * 4096 {
+            let page = ((addr - base) / 4096) as usize;
+            per_page[page] += 1;
             kinds.push(kind);
+            whose.push((page, from));
         }
     });
     eprintln!("samples per page: {per_page:?}");
-    assert!(per_page.iter().all(|&n| n == 1), "each first touch once: {per_page:?}");
+    assert!(
+        per_page.iter().all(|&n| n == 1),
+        "each first touch once, the forked process's too: {per_page:?}"
+    );
     assert!(kinds.iter().all(|&k| k == AccessKind::Write));
+    for (page, from) in whose {
+        let want = if page < PAGES { child.id() } else { forked };
+        assert_eq!(from, Some(want), "page {page}'s sample names its process (the child is {})", child.id());
+    }
 }

@@ -8,7 +8,7 @@ kernel_balancing_off
 printf '[trackers]\nreferenced = "soft-dirty"\n' >/tmp/sd.toml
 manage age --policy age --config /tmp/sd.toml -- terrace-hotcold --hot-mib 4 --cold-mib 16 --seconds 10 \
 	--start-node 1 --report-every 5
-grep -q 'hotcold start hot node1=1024 | cold node1=4096' /tmp/out || fail "the program did not start on node 1"
+started_on /tmp/out 1 1024 4096
 hot0=$(pages_at hot 0)
 cold1=$(pages_at cold 1)
 [ -n "$hot0" ] && [ "$hot0" -ge 973 ] || fail "only ${hot0:-0} of 1024 hot pages on node 0"

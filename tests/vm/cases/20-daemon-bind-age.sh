@@ -18,7 +18,7 @@ until grep -q '^hotcold start' /tmp/out; do
 	[ $i -le 100 ] || fail "the program did not start"
 	sleep 0.1
 done
-grep -q 'hotcold start hot node1=1024 | cold node1=4096' /tmp/out || fail "the program did not start on node 1: $(grep "^hotcold start" /tmp/out)"
+started_on /tmp/out 1 1024 4096
 bound=$(date +%s)
 out=$(terrace bind $hpid --policy age 2>&1) || fail "terrace bind failed: $out"
 echo "bind: $out"

@@ -27,7 +27,7 @@ hotcold() {
 		[ $i -le 200 ] || fail "program $1 did not start"
 		sleep 0.1
 	done
-	grep -q 'hotcold start hot node1=512 | cold node1=2048' /tmp/cg$1.out || fail "program $1 did not start on node 1"
+	started_on /tmp/cg$1.out 1 512 2048
 }
 # hot0 N, cold1 N: the hot pages of program N on node 0, its cold pages on node 1, in its last
 # report.
