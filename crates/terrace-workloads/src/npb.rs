@@ -165,12 +165,14 @@ pub(crate) fn build(
 ) -> Result<Generator, WorkloadError> {
     let footprint = scaled_bytes(name, seed_bytes(kernel, size), size_scale, THREADS)?;
     let instructions = kernel.instructions();
-    let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
-    let mut phases = vec![Phase::Sweep(init)];
+    let mut phases = Vec::new();
     let mut rng = Rng::new(seed);
     match kernel {
+        // CG first touches its arrays one loop after another ([`cg_init`]).
         Kernel::Cg => cg_phases(footprint, iterations, seed, &mut phases),
         _ => {
+            let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
+            phases.push(Phase::Sweep(init));
             let passes = match kernel {
                 Kernel::Bt => bt_passes(footprint),
                 Kernel::Ft => ft_passes(footprint),
@@ -676,8 +678,17 @@ fn nnz_before(row: u64) -> u64 {
     row * NNZ_NUM / NNZ_DEN
 }
 
-/// CG's arrays, in 64-byte lines: row pointers, values, column indices, then the vectors
-/// p, q, z, r, x (8 rows per line = one "block").
+/// Bytes a row of `makea`'s workspace arrow, acol and aelt take (NPB 3.4's `cg.f`: `arow(na)`,
+/// `acol(naz)` 4 B, `aelt(naz)` 8 B, `naz = na * (nonzer + 1)`): each row's outer vector has
+/// nonzer + 1 entries and the matrix (nonzer + 1)^2 nonzeros a row, so at 25.89 nonzeros a row
+/// nonzer + 1 = 5.09, and 4 + 12 x 5.09 = 65 bytes.
+const CG_AUX_BYTES_PER_ROW: u64 = 65;
+
+/// CG's arrays, in 64-byte lines: row pointers, values, column indices, the vectors p, q, z, r,
+/// x (8 rows per line = one "block"), then what NPB 3.4's `makea` and `sparse` build the matrix
+/// in and never use again: `v` (8 B) and `iv` (4 B) of one entry per nonzero (`v(nz)`,
+/// `iv(nz + na)`), and `arow`, `acol`, `aelt`. The workspace is half of CG's footprint, and it
+/// is first touched before the matrix ([`cg_init`]).
 #[derive(Clone, Copy, Debug)]
 struct CgLayout {
     blocks: u64,
@@ -685,26 +696,37 @@ struct CgLayout {
     values: u64,
     colidx: u64,
     vectors: u64,
+    /// `v`, then `iv`.
+    workspace: u64,
+    /// `arow`, `acol` and `aelt`.
+    aux: u64,
 }
 
 impl CgLayout {
     fn new(blocks: u64) -> Self {
-        let nnz = nnz_before(8 * blocks);
+        let rows = 8 * blocks;
+        let nnz = nnz_before(rows);
         let rowstr = 0;
         let values = rowstr + blocks * LINE;
         let colidx = values + nnz.div_ceil(8) * LINE;
         let vectors = colidx + nnz.div_ceil(16) * LINE;
-        CgLayout { blocks, rowstr, values, colidx, vectors }
+        let workspace = vectors + 5 * blocks * LINE;
+        let aux = workspace + nnz.div_ceil(8) * LINE + (nnz + rows).div_ceil(16) * LINE;
+        CgLayout { blocks, rowstr, values, colidx, vectors, workspace, aux }
     }
     fn end(&self) -> u64 {
-        self.vectors + 5 * self.blocks * LINE
+        self.aux + (8 * self.blocks * CG_AUX_BYTES_PER_ROW).div_ceil(LINE) * LINE
     }
     fn vector(&self, i: u64) -> u64 {
         self.vectors + i * self.blocks * LINE
     }
     /// The most blocks whose arrays fit in `footprint`.
     fn fitting(footprint: u64) -> Self {
-        let per_block = 6.0 + 8.0 * (NNZ_NUM as f64 / NNZ_DEN as f64) * (1.0 / 8.0 + 1.0 / 16.0);
+        let nnz_per_block = 8.0 * NNZ_NUM as f64 / NNZ_DEN as f64;
+        let per_block = 6.0
+            + nnz_per_block * (2.0 / 8.0 + 2.0 / 16.0)
+            + 8.0 / 16.0
+            + (8 * CG_AUX_BYTES_PER_ROW) as f64 / LINE as f64;
         let mut blocks = (footprint as f64 / LINE as f64 / per_block) as u64 + 1;
         while CgLayout::new(blocks).end() > footprint {
             blocks -= 1;
@@ -713,8 +735,28 @@ impl CgLayout {
     }
 }
 
+/// CG's first touches, in the order of NPB 3.4's OpenMP `cg.f`, each loop by every thread over
+/// its own rows: `makea`'s outer vectors (`arow`, `acol`, `aelt`, and what the layout leaves
+/// over up to the footprint), `sparse`'s row counts (`rowstr`), its "preload data pages" loop
+/// over `v` and `iv`, the matrix itself (`a`, `colidx`), then `x`, then `q`, `z`, `r` and `p`
+/// in one loop. So first touch fills the fast tier with the workspace before the matrix.
+fn cg_init(footprint: u64, l: &CgLayout, phases: &mut Vec<Phase>) {
+    let ins = Kernel::Cg.instructions();
+    let sweep = |from: u64, to: u64| {
+        Phase::Sweep(Sweep::new((to - from) / LINE, THREADS, vec![Step::write(from, ins)], 1, true))
+    };
+    phases.push(sweep(l.aux, footprint));
+    phases.push(sweep(l.rowstr, l.values));
+    phases.push(sweep(l.workspace, l.aux));
+    phases.push(sweep(l.values, l.vectors));
+    phases.push(sweep(l.vector(4), l.workspace));
+    let vectors = [1, 2, 3, 0].map(|i| Step::write(l.vector(i), ins)).to_vec();
+    phases.push(Phase::Sweep(Sweep::new(l.blocks, THREADS, vectors, 1, true)));
+}
+
 fn cg_phases(footprint: u64, iterations: u32, seed: u64, phases: &mut Vec<Phase>) {
     let l = CgLayout::fitting(footprint);
+    cg_init(footprint, &l, phases);
     let ins = Kernel::Cg.instructions();
     let [p, q, z, r] = [0, 1, 2, 3].map(|i| l.vector(i));
     let (rd, wr) = (|b| Step::read(b, ins), |b| Step::write(b, ins));
@@ -982,6 +1024,43 @@ mod tests {
         assert!(levels.windows(2).all(|w| w[1] == w[0].div_ceil(8)));
         let lines = 3 * levels[0] + 2 * levels[1..].iter().sum::<u64>();
         assert!(lines <= seed_bytes(Kernel::Mg, Size::Large) / LINE);
+    }
+
+    #[test]
+    fn cg_first_touches_the_workspace_before_the_matrix_and_the_vectors_last() {
+        let g = build("npb-cg-large", Kernel::Cg, Size::Large, 1, 1, 1.0 / 16.0).unwrap();
+        let footprint = g.info().footprint_bytes;
+        let l = CgLayout::fitting(footprint);
+        // Half the footprint is makea's workspace (NPB 3.4: v and iv one entry a nonzero, 12 of
+        // CG's 24 bytes a nonzero).
+        let workspace = (footprint - l.workspace) as f64 / footprint as f64;
+        assert!((0.45..0.6).contains(&workspace), "workspace {workspace}");
+        let mut g = g;
+        let mut buf = Vec::new();
+        let mut first = vec![u64::MAX; (footprint / LINE) as usize];
+        let mut n = 0u64;
+        while n < footprint / LINE {
+            buf.clear();
+            g.fill(&mut buf, 1 << 16);
+            for a in buf.iter().take((footprint / LINE - n) as usize) {
+                assert_eq!(a.kind, AccessKind::Write);
+                let line = (a.addr / LINE) as usize;
+                assert_eq!(first[line], u64::MAX, "line {line} written twice in the first touches");
+                first[line] = n;
+                n += 1;
+            }
+        }
+        let when = |from: u64, to: u64| {
+            let t = &first[(from / LINE) as usize..(to / LINE) as usize];
+            (*t.iter().min().unwrap(), *t.iter().max().unwrap())
+        };
+        let (rowstr, workspace, matrix, vectors) = (
+            when(l.rowstr, l.values),
+            when(l.workspace, l.aux),
+            when(l.values, l.vectors),
+            when(l.vectors, l.workspace),
+        );
+        assert!(rowstr.1 < workspace.0 && workspace.1 < matrix.0 && matrix.1 < vectors.0);
     }
 
     #[test]

@@ -91,8 +91,11 @@ fn size_scale_shrinks_footprint_and_accesses_proportionally() {
         // objects-pair's second program runs at half the pair's size, down to 1/128 here, where
         // the object generator's per-round counts round (one buffer a round at 1/128, two at
         // 1/32): 3.86.
+        // npb-cg-small at 1/64 has 49 blocks of 8 rows (half its footprint is makea's workspace),
+        // so the part of a block its footprint rounds away moves the ratio by up to 2%.
         let tolerance = match spec.name {
             n if n.starts_with("bfs-") => 3.5,
+            n if n.starts_with("npb-cg-") => 0.06,
             "objects-pair" => 0.2,
             _ => 0.04,
         };
