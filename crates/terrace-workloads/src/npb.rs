@@ -168,11 +168,15 @@ pub(crate) fn build(
     let mut phases = Vec::new();
     let mut rng = Rng::new(seed);
     match kernel {
-        // CG first touches its arrays one loop after another ([`cg_init`]).
+        // CG and MG first touch their arrays one loop after another ([`cg_init`], [`mg_init`]).
         Kernel::Cg => cg_phases(footprint, iterations, seed, &mut phases),
         _ => {
-            let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
-            phases.push(Phase::Sweep(init));
+            if kernel == Kernel::Mg {
+                mg_init(footprint, &mut phases);
+            } else {
+                let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
+                phases.push(Phase::Sweep(init));
+            }
             let passes = match kernel {
                 Kernel::Bt => bt_passes(footprint),
                 Kernel::Ft => ft_passes(footprint),
@@ -464,19 +468,52 @@ fn mg_levels(footprint: u64) -> Vec<u64> {
     levels(top)
 }
 
+/// Where MG's arrays start: v (the finest level only) at 0, then u and r of each level, finest
+/// first; and where the last ends.
+fn mg_bases(cells: &[u64]) -> (Vec<(u64, u64)>, u64) {
+    let mut bases = Vec::new(); // (u, r) per level
+    let mut next = cells[0] * LINE;
+    for &c in cells {
+        bases.push((next, next + c * LINE));
+        next += 2 * c * LINE;
+    }
+    (bases, next)
+}
+
+/// MG's first touches, in the order of NPB 3.4's OpenMP `mg.f`, each loop by every thread over
+/// its own planes: `zero3(u)` on the finest level, `zran3(v)`, the first `resid` (r on the finest
+/// level), then the startup iteration's `mg3P`, whose restrictions touch r's coarser levels
+/// from fine to coarse and whose way up zeroes u's from the coarsest; what the layout leaves
+/// over up to the footprint comes last. So first touch fills the fast tier with the finest u
+/// first, which most of MG's traffic reads and writes.
+fn mg_init(footprint: u64, phases: &mut Vec<Phase>) {
+    let cells = mg_levels(footprint);
+    let (bases, end) = mg_bases(&cells);
+    let ins = Kernel::Mg.instructions();
+    let sweep = |from: u64, lines: u64| {
+        Phase::Sweep(Sweep::new(lines, THREADS, vec![Step::write(from, ins)], 1, true))
+    };
+    phases.push(sweep(bases[0].0, cells[0]));
+    phases.push(sweep(0, cells[0]));
+    for (l, &c) in cells.iter().enumerate() {
+        phases.push(sweep(bases[l].1, c));
+    }
+    for (l, &c) in cells.iter().enumerate().skip(1).rev() {
+        phases.push(sweep(bases[l].0, c));
+    }
+    if end < footprint {
+        phases.push(sweep(end, (footprint - end) / LINE));
+    }
+}
+
 /// MG per iteration: NPB's `mg3P` V-cycle (restrict down the levels, smooth at the bottom,
 /// then zero, prolong, residual and smooth on the way up) followed by the finest residual.
 /// 27-point stencils read the planes above and below, which are too far apart to stay cached.
 fn mg_passes(footprint: u64) -> Vec<PassSpec> {
     let cells = mg_levels(footprint);
     let top = cells.len() - 1;
-    let mut bases = Vec::new(); // (u, r) per level
+    let (bases, _) = mg_bases(&cells);
     let v = 0;
-    let mut next = cells[0] * LINE;
-    for &c in &cells {
-        bases.push((next, next + c * LINE));
-        next += 2 * c * LINE;
-    }
     let grids: Vec<Grid> = cells.iter().map(|&c| Grid::new(c)).collect();
     let (r, w) = (GStep::read, GStep::write);
     let mut passes = Vec::new();
@@ -1026,16 +1063,9 @@ mod tests {
         assert!(lines <= seed_bytes(Kernel::Mg, Size::Large) / LINE);
     }
 
-    #[test]
-    fn cg_first_touches_the_workspace_before_the_matrix_and_the_vectors_last() {
-        let g = build("npb-cg-large", Kernel::Cg, Size::Large, 1, 1, 1.0 / 16.0).unwrap();
-        let footprint = g.info().footprint_bytes;
-        let l = CgLayout::fitting(footprint);
-        // Half the footprint is makea's workspace (NPB 3.4: v and iv one entry a nonzero, 12 of
-        // CG's 24 bytes a nonzero).
-        let workspace = (footprint - l.workspace) as f64 / footprint as f64;
-        assert!((0.45..0.6).contains(&workspace), "workspace {workspace}");
-        let mut g = g;
+    /// When each line of `footprint` is first written, in accesses from the start (each line
+    /// written once by the first touches, which come first).
+    fn first_touches(g: &mut Generator, footprint: u64) -> Vec<u64> {
         let mut buf = Vec::new();
         let mut first = vec![u64::MAX; (footprint / LINE) as usize];
         let mut n = 0u64;
@@ -1050,10 +1080,41 @@ mod tests {
                 n += 1;
             }
         }
-        let when = |from: u64, to: u64| {
-            let t = &first[(from / LINE) as usize..(to / LINE) as usize];
-            (*t.iter().min().unwrap(), *t.iter().max().unwrap())
-        };
+        first
+    }
+
+    /// The first and last first touch of the lines in `[from, to)`.
+    fn span(first: &[u64], from: u64, to: u64) -> (u64, u64) {
+        let t = &first[(from / LINE) as usize..(to / LINE) as usize];
+        (*t.iter().min().unwrap(), *t.iter().max().unwrap())
+    }
+
+    #[test]
+    fn mg_first_touches_the_finest_u_then_v_then_r() {
+        let mut g = build("npb-mg-large", Kernel::Mg, Size::Large, 1, 1, 1.0 / 16.0).unwrap();
+        let footprint = g.info().footprint_bytes;
+        let first = first_touches(&mut g, footprint);
+        let cells = mg_levels(footprint);
+        let (bases, _) = mg_bases(&cells);
+        let u = span(&first, bases[0].0, bases[0].1);
+        let v = span(&first, 0, cells[0] * LINE);
+        let r = span(&first, bases[0].1, bases[1].0);
+        let u_coarse = span(&first, bases[1].0, bases[1].1);
+        assert!(u.1 < v.0 && v.1 < r.0 && r.1 < u_coarse.0, "{u:?} {v:?} {r:?} {u_coarse:?}");
+    }
+
+    #[test]
+    fn cg_first_touches_the_workspace_before_the_matrix_and_the_vectors_last() {
+        let g = build("npb-cg-large", Kernel::Cg, Size::Large, 1, 1, 1.0 / 16.0).unwrap();
+        let footprint = g.info().footprint_bytes;
+        let l = CgLayout::fitting(footprint);
+        // Half the footprint is makea's workspace (NPB 3.4: v and iv one entry a nonzero, 12 of
+        // CG's 24 bytes a nonzero).
+        let workspace = (footprint - l.workspace) as f64 / footprint as f64;
+        assert!((0.45..0.6).contains(&workspace), "workspace {workspace}");
+        let mut g = g;
+        let first = first_touches(&mut g, footprint);
+        let when = |from: u64, to: u64| span(&first, from, to);
         let (rowstr, workspace, matrix, vectors) = (
             when(l.rowstr, l.values),
             when(l.workspace, l.aux),

@@ -275,7 +275,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("large"), column: "memory-mode" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", cause (5): on FT the model's first-touch is a stronger baseline (at large the seed's ADM-default starts FT at 7% of accesses in DRAM, the model's at 34%, the share NPB 3.4.1's init_ui gives; what else held the seed's DRAM is not said); CG's, which was 20% against the seed's 2%, came to 0.4% when its generator took NPB's workspace (2026-11-30: 1.32x to 1.41x)",
+        cause: "\"Ambix §5.5.3\", cause (5): on FT the model's first-touch is a stronger baseline (at large the seed's ADM-default starts FT at 7% of accesses in DRAM, the model's at 34%, the share NPB 3.4.1's init_ui gives; what else held the seed's DRAM is not said); CG's and MG's, 20% against the seed's 2% and 20% against 29%, came to 0.4% and 30% when their generators took NPB's arrays and first-touch order (2026-11-30: 1.32x to 1.35x)",
     },
     Headline {
         section: "Ambix §5.5.3",
@@ -293,7 +293,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 22 and 31 times over for 8 and 4 points of hit rate and loses 15%/25%; the stronger first-touch baseline on FT (above)",
+        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 21 and 31 times over, serves 3 and 7 points fewer of its reads from DRAM than first touch, which NPB's first-touch order makes as strong as the seed's, and loses 33%/37%; the stronger first-touch baseline on FT (above)",
     },
     Headline {
         section: "Ambix §5.5.2",
