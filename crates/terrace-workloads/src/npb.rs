@@ -166,17 +166,20 @@ pub(crate) fn build(
     let footprint = scaled_bytes(name, seed_bytes(kernel, size), size_scale, THREADS)?;
     let instructions = kernel.instructions();
     let mut phases = Vec::new();
+    match kernel {
+        // MG and CG first touch their arrays one loop after another, in their code's order.
+        Kernel::Mg => mg_init(footprint, &mut phases),
+        Kernel::Cg => cg_init(footprint, &CgLayout::fitting(footprint), &mut phases),
+        // One loop over every array (docs/workloads.md: FT's `init_ui`; BT's, a choice).
+        _ => {
+            let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
+            phases.push(Phase::Sweep(init));
+        }
+    }
     let mut rng = Rng::new(seed);
     match kernel {
-        // CG and MG first touch their arrays one loop after another ([`cg_init`], [`mg_init`]).
         Kernel::Cg => cg_phases(footprint, iterations, seed, &mut phases),
         _ => {
-            if kernel == Kernel::Mg {
-                mg_init(footprint, &mut phases);
-            } else {
-                let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
-                phases.push(Phase::Sweep(init));
-            }
             let passes = match kernel {
                 Kernel::Bt => bt_passes(footprint),
                 Kernel::Ft => ft_passes(footprint),
@@ -793,7 +796,6 @@ fn cg_init(footprint: u64, l: &CgLayout, phases: &mut Vec<Phase>) {
 
 fn cg_phases(footprint: u64, iterations: u32, seed: u64, phases: &mut Vec<Phase>) {
     let l = CgLayout::fitting(footprint);
-    cg_init(footprint, &l, phases);
     let ins = Kernel::Cg.instructions();
     let [p, q, z, r] = [0, 1, 2, 3].map(|i| l.vector(i));
     let (rd, wr) = (|b| Step::read(b, ins), |b| Step::write(b, ins));
