@@ -171,10 +171,7 @@ pub(crate) fn build(
         Kernel::Mg => mg_init(footprint, &mut phases),
         Kernel::Cg => cg_init(footprint, &CgLayout::fitting(footprint), &mut phases),
         // One loop over every array (docs/workloads.md: FT's `init_ui`; BT's, a choice).
-        _ => {
-            let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, instructions)], 1, true);
-            phases.push(Phase::Sweep(init));
-        }
+        _ => phases.push(first_touch(0, footprint, kernel)),
     }
     let mut rng = Rng::new(seed);
     match kernel {
@@ -471,6 +468,13 @@ fn mg_levels(footprint: u64) -> Vec<u64> {
     levels(top)
 }
 
+/// One initialising loop over the bytes `[from, to)`: every thread writes each line of its own
+/// contiguous share once (an `!$omp parallel do` with static scheduling).
+fn first_touch(from: u64, to: u64, kernel: Kernel) -> Phase {
+    let write = vec![Step::write(from, kernel.instructions())];
+    Phase::Sweep(Sweep::new((to - from) / LINE, THREADS, write, 1, true))
+}
+
 /// Where MG's arrays start: v (the finest level only) at 0, then u and r of each level, finest
 /// first; and where the last ends.
 fn mg_bases(cells: &[u64]) -> (Vec<(u64, u64)>, u64) {
@@ -492,10 +496,7 @@ fn mg_bases(cells: &[u64]) -> (Vec<(u64, u64)>, u64) {
 fn mg_init(footprint: u64, phases: &mut Vec<Phase>) {
     let cells = mg_levels(footprint);
     let (bases, end) = mg_bases(&cells);
-    let ins = Kernel::Mg.instructions();
-    let sweep = |from: u64, lines: u64| {
-        Phase::Sweep(Sweep::new(lines, THREADS, vec![Step::write(from, ins)], 1, true))
-    };
+    let sweep = |from: u64, lines: u64| first_touch(from, from + lines * LINE, Kernel::Mg);
     phases.push(sweep(bases[0].0, cells[0]));
     phases.push(sweep(0, cells[0]));
     for (l, &c) in cells.iter().enumerate() {
@@ -505,7 +506,7 @@ fn mg_init(footprint: u64, phases: &mut Vec<Phase>) {
         phases.push(sweep(bases[l].0, c));
     }
     if end < footprint {
-        phases.push(sweep(end, (footprint - end) / LINE));
+        phases.push(first_touch(end, footprint, Kernel::Mg));
     }
 }
 
@@ -782,9 +783,7 @@ impl CgLayout {
 /// in one loop. So first touch fills the fast tier with the workspace before the matrix.
 fn cg_init(footprint: u64, l: &CgLayout, phases: &mut Vec<Phase>) {
     let ins = Kernel::Cg.instructions();
-    let sweep = |from: u64, to: u64| {
-        Phase::Sweep(Sweep::new((to - from) / LINE, THREADS, vec![Step::write(from, ins)], 1, true))
-    };
+    let sweep = |from: u64, to: u64| first_touch(from, to, Kernel::Cg);
     phases.push(sweep(l.aux, footprint));
     phases.push(sweep(l.rowstr, l.values));
     phases.push(sweep(l.workspace, l.aux));
