@@ -5,7 +5,11 @@
 //! Rules, with their sections:
 //! - Classification (§4.3.2, SelMo's DCPMM_CLEAR and delay): on the slow tier, bits are cleared
 //!   (DCPMM_CLEAR), then read after a 50 ms delay, so R means read-hot and D write-hot over that
-//!   window; on DRAM the window is the time between visits, here the whole 2 s period.
+//!   window. On DRAM the window is the time between two DEMOTE walks' visits to the page: a
+//!   DEMOTE walk clears the bits of every page it inspects and does not take ("if the page is not
+//!   accessed until the next page table iteration, then it is suitable for demotion", §4.3.2), and
+//!   nothing else clears them, so a DRAM page's bits hold every access since the walk last passed
+//!   it (a CLOCK hand), or since the page arrived (a migrated page's PTE starts old and clean).
 //! - PageFind modes (Table 4.1): DEMOTE takes DRAM pages with R=0 first, R=1&D=0 as backup, never
 //!   R=D=1 (§5.5.3); PROMOTE_INT takes slow pages with R=1&D=1 first, R=1 as backup; SWITCH pairs
 //!   PROMOTE_INT with DEMOTE for the same count, a backup page only with a priority page of the
@@ -127,8 +131,8 @@ pub struct Ambix {
     switch_write_mb_s: f64,
     request_cap_bytes: f64,
     phase: Phase,
-    /// DRAM pages' bits gathered over the period (the observation at the clear tick covers all
-    /// but its last 50 ms).
+    /// DRAM pages' R/D bits as their PTEs hold them: every look's bits ORed in since the last
+    /// DEMOTE walk inspected the page or since it arrived in DRAM; 0 for slow-tier pages.
     dram_bits: Vec<u8>,
     /// Slow-tier bytes written over the period, for the Switch trigger.
     /// Bytes written to the slow tier this period; `None` on a machine without the counters.
@@ -138,6 +142,9 @@ pub struct Ambix {
     cursor: [usize; 2],
     request_cap_pages: usize,
     page_bytes: u64,
+    /// The spans (start, pages inspected) of this decision's DEMOTE walks, whose pages' bits are
+    /// cleared once the decision is made.
+    demote_walks: Vec<(usize, usize)>,
 }
 
 impl Ambix {
@@ -164,12 +171,14 @@ impl Ambix {
             cursor: [0; 2],
             request_cap_pages: usize::MAX,
             page_bytes: 4096,
+            demote_walks: Vec::new(),
         }
     }
 
     /// PageFind over one tier from its resume cursor: up to `n` pages for which `class` says
     /// `Some(true)` (priority), topped up with `Some(false)` ones (backup). Returns (page,
-    /// is_priority) in walk order and moves the cursor past the last page the walk inspected.
+    /// is_priority) in walk order and moves the cursor past the last page the walk inspected. A
+    /// walk over DRAM (a DEMOTE) records its span in `demote_walks`.
     fn page_find(
         &mut self,
         tier: TierId,
@@ -201,12 +210,26 @@ impl Ambix {
             }
         }
         self.cursor[tier.index()] = (start + inspected) % len;
+        if tier == TierId::FAST {
+            self.demote_walks.push((start, inspected));
+        }
         let fill = n - priority.len();
         priority
             .into_iter()
             .map(|p| (p, true))
             .chain(backup.into_iter().take(fill).map(|p| (p, false)))
             .collect()
+    }
+
+    /// ORs one look's bits into the DRAM pages' (the tracker clears at each look; SelMo's PTE
+    /// bits stay set until a DEMOTE walk clears them). A slow-tier page holds none, so a page
+    /// that arrives in DRAM starts from the bits seen after it, as a migrated page's PTE starts
+    /// old and clean.
+    fn keep_dram_bits(&mut self, bits: &[u8], placement: &[TierId]) {
+        self.dram_bits.resize(bits.len(), 0);
+        for (acc, (&b, &t)) in self.dram_bits.iter_mut().zip(bits.iter().zip(placement)) {
+            *acc = if t == TierId::FAST { *acc | b } else { 0 };
+        }
     }
 
     fn decide(&mut self, obs: &Observations<'_>, slow_bits: &[u8]) -> Plan {
@@ -275,6 +298,16 @@ impl Ambix {
             reasons.push(format!("PROMOTE {} (DRAM under {})", found.len(), self.dram_limits.1));
         }
         plan.reason = format!("ambix: {}", reasons.join(", "));
+        // The DEMOTE walks clear the bits of the DRAM pages they inspected (§4.3.2), after both
+        // of this decision's walks, which the thesis runs with the first one's moves between them.
+        self.dram_bits = dram_bits;
+        for (start, inspected) in std::mem::take(&mut self.demote_walks) {
+            for k in 0..inspected {
+                if let Some(b) = self.dram_bits.get_mut((start + k) % placement.len()) {
+                    *b = 0;
+                }
+            }
+        }
         plan
     }
 }
@@ -332,24 +365,14 @@ impl Policy for Ambix {
         let slow_written = obs.tiers.get(1).and_then(|t| t.write_bytes);
         match self.phase {
             Phase::Clear => {
-                // DCPMM_CLEAR: this observation cleared every page's bits; keep DRAM's for the period.
-                self.dram_bits.clear();
-                self.dram_bits.extend(bits.iter().zip(obs.placement).map(|(&b, &t)| {
-                    if t == TierId::FAST {
-                        b
-                    } else {
-                        0
-                    }
-                }));
+                // DCPMM_CLEAR: this observation cleared every page's bits; DRAM's are kept.
+                self.keep_dram_bits(bits, obs.placement);
                 self.slow_written = slow_written;
                 self.phase = Phase::Act;
                 Plan::none()
             }
             Phase::Act => {
-                self.dram_bits.resize(bits.len(), 0);
-                for (acc, &b) in self.dram_bits.iter_mut().zip(bits) {
-                    *acc |= b;
-                }
+                self.keep_dram_bits(bits, obs.placement);
                 self.slow_written = self.slow_written.zip(slow_written).map(|(a, b)| a + b);
                 let plan = self.decide(obs, bits);
                 self.period_start_ns = obs.now_ns;
@@ -437,6 +460,47 @@ mod tests {
         bits[3] = 0;
         let plan = period(&mut a, &placement, &bits, 10, Some(0));
         assert_eq!(plan.moves, vec![Move { page: 3, to: S }]);
+    }
+
+    /// SelMo's DEMOTE walk clears the bits of the pages it inspects, and nothing else clears a
+    /// DRAM page's (§4.3.2): a page the walk has not passed since it was written stays write-hot,
+    /// however long ago that was, and the walk takes the page it cleared once that stays
+    /// untouched.
+    #[test]
+    fn dram_bits_hold_until_a_demote_walk_passes_the_page() {
+        let mut a = started(true);
+        // Ten DRAM pages of ten: DEMOTE takes one a period (DRAM over 95%).
+        let placement = [F; 10];
+        let mut bits = [RD; 10];
+        bits[0] = 0;
+        // The walk finds page 0 cold at once and stops: pages 1-9 are not inspected.
+        let plan = period(&mut a, &placement, &bits, 10, Some(0));
+        assert_eq!(plan.moves, vec![Move { page: 0, to: S }]);
+        // Nothing touched this period. Pages 1-9 still hold the writes the walk never cleared, so
+        // the walk goes round to page 0 again, where a 2 s window would have found page 1 cold.
+        let plan = period(&mut a, &placement, &[0; 10], 10, Some(0));
+        assert_eq!(plan.moves, vec![Move { page: 0, to: S }]);
+        // That walk inspected every page, clearing them: untouched since, page 1 is taken next.
+        let plan = period(&mut a, &placement, &[0; 10], 10, Some(0));
+        assert_eq!(plan.moves, vec![Move { page: 1, to: S }]);
+    }
+
+    /// A page migrated into DRAM starts with the bits of the look that found it there (its new
+    /// PTE is old and clean), not with whatever an earlier stay in DRAM left.
+    #[test]
+    fn a_page_arriving_in_dram_starts_with_fresh_bits() {
+        let mut a = started(true);
+        // Page 0 written while in DRAM, then demoted before any walk cleared it.
+        let mut placement = [F; 10];
+        period(&mut a, &placement, &[RD; 10], 20, Some(0));
+        placement[0] = S;
+        period(&mut a, &placement, &[0; 10], 20, Some(0));
+        // Back in DRAM and untouched, over 95% again: it is the cold page the walk takes first.
+        placement[0] = F;
+        let mut bits = [RD; 10];
+        bits[0] = 0;
+        let plan = period(&mut a, &placement, &bits, 10, Some(0));
+        assert_eq!(plan.moves, vec![Move { page: 0, to: S }]);
     }
 
     #[test]

@@ -293,7 +293,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 21 and 31 times over, serves 3 and 7 points fewer of its reads from DRAM than first touch, which NPB's first-touch order makes as strong as the seed's, and loses 33%/37%; the stronger first-touch baseline on FT (above)",
+        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 21 and 31 times over, serves 4 and 7 points fewer of its reads from DRAM than first touch, which NPB's first-touch order makes as strong as the seed's, and loses 34%/37%; the stronger first-touch baseline on FT (above)",
     },
     Headline {
         section: "Ambix §5.5.2",
