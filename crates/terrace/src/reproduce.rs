@@ -781,6 +781,8 @@ fn npb_hits(runs: &Runs) -> String {
             let r = runs.get(&w, p);
             format!("{} \\| {}", share(all_hit_rate(r)), share(r.fast_write_hit_rate()))
         }));
+        let (all_copies, writes_copies) = runs.get(&w, "ambix").fast_hit_rates_with_copies();
+        row.push(format!("{} \\| {}", share(all_copies), share(writes_copies)));
         row.push(seed(all, writes));
         rows.push(row);
     }
@@ -792,6 +794,13 @@ fn npb_hits(runs: &Runs) -> String {
             let writes = mean(&reports.iter().map(|r| r.fast_write_hit_rate()).collect::<Vec<_>>());
             format!("{} \\| {}", share(all), share(writes))
         }));
+        let with_copies: Vec<(f64, f64)> = NPB_KERNELS
+            .iter()
+            .map(|k| runs.get(&npb_name(k, s), "ambix").fast_hit_rates_with_copies())
+            .collect();
+        let all_copies = mean(&with_copies.iter().map(|r| r.0).collect::<Vec<_>>());
+        let writes_copies = mean(&with_copies.iter().map(|r| r.1).collect::<Vec<_>>());
+        row.push(format!("{} \\| {}", share(all_copies), share(writes_copies)));
         row.push(seed(all, writes));
         rows.push(row);
     }
@@ -802,6 +811,7 @@ fn npb_hits(runs: &Runs) -> String {
             "first-touch (all \\| writes)",
             AUTONUMA_SETUP,
             "ambix",
+            "ambix, counting its copies as the seed's do",
             "seed: ADM-default / autonuma / ambix (all \\| writes)",
         ],
         &rows,
