@@ -138,9 +138,9 @@ impl RunReport {
 mod tests {
     use super::*;
 
-    /// A run's copies count as lines in the tiers they read and write: 40 program accesses in
-    /// each tier (10 of the fast tier's and 30 of the slow tier's writes), and 20 lines copied
-    /// from the slow tier into the fast one.
+    /// A run's copies count as lines in the tiers they read and write: 60 program accesses in
+    /// the fast tier and 40 in the slow one (10 and 30 of them writes), and 20 lines copied from
+    /// the slow tier into the fast one.
     #[test]
     fn hit_rates_with_copies_count_each_copied_line_in_both_tiers() {
         let tier = |reads, writes, copy_read_bytes, copy_write_bytes| TierTotals {
@@ -157,9 +157,9 @@ mod tests {
             page_bytes: 4096,
             footprint_bytes: 0,
             fast_capacity_bytes: 0,
-            accesses: 80,
+            accesses: 100,
             runtime_ns: 1.0,
-            tiers: vec![tier(30, 10, 0, 20 * 64), tier(10, 30, 20 * 64, 0)],
+            tiers: vec![tier(50, 10, 0, 20 * 64), tier(10, 30, 20 * 64, 0)],
             pages_migrated: 0,
             bytes_migrated: 0,
             failed_moves: 0,
@@ -177,8 +177,8 @@ mod tests {
             objects: ObjectTotals::default(),
             programs: Vec::new(),
         };
-        assert_eq!(report.fast_hit_rates_with_copies(), (60.0 / 120.0, 30.0 / 60.0));
-        // Without the copies: 40 of 80 accesses, 10 of 40 writes.
+        assert_eq!(report.fast_hit_rates_with_copies(), (80.0 / 140.0, 30.0 / 60.0));
+        // Without the copies: 60 of 100 accesses, 10 of 40 writes.
         assert_eq!(report.fast_write_hit_rate(), 0.25);
     }
 }
