@@ -287,7 +287,18 @@ impl Ambix {
         }
         if used > max_pages && slow_free > 0 {
             let n = ((used - max_pages).min(slow_free) as usize).min(cap);
-            let found = self.page_find(TierId::FAST, placement, n, demote_class);
+            // SWITCH's demotions are on their way down when the thesis's Threshold walks DRAM
+            // (Control migrates each request before the next, §4.4): this walk, made before any
+            // move, passes over them, or a wrapped walk would demote them twice.
+            let mut switched: Vec<PageIdx> = plan.exchanges.iter().map(|e| e.b).collect();
+            switched.sort_unstable();
+            let found = self.page_find(TierId::FAST, placement, n, |p| {
+                if switched.binary_search(&p).is_ok() {
+                    None
+                } else {
+                    demote_class(p)
+                }
+            });
             plan.moves.extend(found.iter().map(|&(page, _)| Move { page, to: TierId::SLOW }));
             reasons.push(format!("DEMOTE {} (DRAM above {})", found.len(), self.dram_limits.0));
         } else if !self.switch_on && (used as f64) < dram_cap as f64 * self.dram_min_use {
@@ -501,6 +512,23 @@ mod tests {
         bits[0] = 0;
         let plan = period(&mut a, &placement, &bits, 10, Some(0));
         assert_eq!(plan.moves, vec![Move { page: 0, to: S }]);
+    }
+
+    /// Threshold's DEMOTE walk, made in the same round as SWITCH's, never takes a page SWITCH is
+    /// already demoting: its walk wraps round to the pages SWITCH's walk took.
+    #[test]
+    fn threshold_does_not_demote_a_page_switch_is_demoting() {
+        let mut a = started(true);
+        // DRAM at 20 of 20 (over 95%: Threshold demotes one): page 0 cold, 1-19 write-hot. Slow
+        // page 20 write-hot, so SWITCH pairs it with page 0; Threshold finds nothing else.
+        let mut placement = vec![F; 20];
+        placement.push(S);
+        let mut bits = vec![0];
+        bits.extend([RD; 19]);
+        bits.push(RD);
+        let plan = period(&mut a, &placement, &bits, 20, Some(HEAVY));
+        assert_eq!(plan.exchanges, vec![Exchange { a: 20, b: 0 }]);
+        assert!(plan.moves.is_empty(), "page 0 demoted twice: {:?}", plan.moves);
     }
 
     #[test]
