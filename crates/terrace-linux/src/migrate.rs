@@ -539,6 +539,21 @@ fn log_batch(pid: i32, chunk: &[PageMove], out: &MoveOutcome, reason: &str) {
     );
 }
 
+/// Whether one page of a move_pages call moved: its `status` from the call, where it is now
+/// (`landed`, from a second call without nodes; `None` if that call failed), and its `target`.
+/// A page on its target moved, whatever its status said: the kernel reports EBUSY for the
+/// second 4 KiB page of a transparent huge page whose first page it has just isolated, and then
+/// moves the whole huge page with it (`add_page_for_migration` cannot isolate the folio twice).
+fn page_result(status: i32, landed: Option<i32>, target: i32) -> Result<(), MoveFailure> {
+    match landed {
+        Some(node) if node == target => Ok(()),
+        _ if status < 0 => Err(failure_of(status)),
+        Some(node) if node < 0 => Err(failure_of(node)),
+        Some(_) => Err(MoveFailure::Misplaced),
+        None => Ok(()),
+    }
+}
+
 /// One move_pages call and its check.
 fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
     let addrs: Vec<u64> = chunk.iter().map(|m| m.addr).collect();
@@ -558,13 +573,9 @@ fn move_batch(pid: i32, chunk: &[PageMove]) -> MoveOutcome {
     let mut landed = vec![0i32; chunk.len()];
     let checked = numa_sys::query_nodes(pid, &addrs, &mut landed).is_ok();
     for (i, m) in chunk.iter().enumerate() {
-        if status[i] < 0 {
-            out.failed.push((m.tag, failure_of(status[i])));
-        } else if checked && landed[i] != m.node {
-            out.failed
-                .push((m.tag, if landed[i] < 0 { failure_of(landed[i]) } else { MoveFailure::Misplaced }));
-        } else {
-            out.moved += 1;
+        match page_result(status[i], checked.then_some(landed[i]), m.node) {
+            Ok(()) => out.moved += 1,
+            Err(why) => out.failed.push((m.tag, why)),
         }
     }
     // A program that exits during the batch takes its pages with it: the kernel then refuses
@@ -597,6 +608,21 @@ mod tests {
         std::fs::write(dir.join("hpage_pmd_size"), "524288\n").unwrap();
         assert_eq!(move_unit_bytes(&sys), 512 << 10, "the kernel's own size when it says");
         std::fs::remove_dir_all(&sys).unwrap();
+    }
+
+    #[test]
+    fn a_page_on_its_target_moved_whatever_its_status_said() {
+        let busy = -libc::EBUSY;
+        // The second page of a huge page: EBUSY, but it went with the first.
+        assert_eq!(page_result(busy, Some(1), 1), Ok(()));
+        // EBUSY and still where it was: busy.
+        assert_eq!(page_result(busy, Some(0), 1), Err(MoveFailure::Busy));
+        assert_eq!(page_result(busy, None, 1), Err(MoveFailure::Busy));
+        // Reported moved but elsewhere, or gone.
+        assert_eq!(page_result(1, Some(0), 1), Err(MoveFailure::Misplaced));
+        assert_eq!(page_result(1, Some(-libc::ENOENT), 1), Err(MoveFailure::NotPresent));
+        // Reported moved, and the check could not be made: taken at its word.
+        assert_eq!(page_result(1, None, 1), Ok(()));
     }
 
     #[test]
