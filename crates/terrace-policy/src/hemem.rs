@@ -281,6 +281,7 @@ impl Policy for Hemem {
             }
         }
         let mut pass = Promoter::new(obs.tiers, self.budget, obs.in_flight);
+        pass.demote_excess(&mut self.lists, &[COLD, HOT]);
         for page in self.lists.pages(Side::Slow, HOT) {
             if !pass.promote(&mut self.lists, page, &[COLD]) {
                 break;
@@ -373,6 +374,21 @@ pub(crate) mod tests {
         }
         let plan = tick(&mut p, &placement, 3, &s);
         assert_eq!(plan.moves, [down(2), up(3), down(1), up(4)], "page 0 is hot: no room for page 5");
+    }
+
+    /// A fast tier over its capacity (a live program that first-touched past `fast_limit_mib`,
+    /// or filled more while a pass was planned) is brought back within it, oldest cold page
+    /// first, before anything is promoted; a promotion then still needs a victim of its own.
+    #[test]
+    fn a_fast_tier_over_its_capacity_is_brought_back_within_it_coldest_first() {
+        let mut p = Hemem::default();
+        // Three DRAM pages where two fit; page 2 is hot.
+        let plan = tick(&mut p, &[F, F, F, S], 2, &samples(2, W, 4));
+        assert_eq!(plan.moves, [down(0)]);
+        // The same with slow page 3 hot: the excess goes, then page 3 comes up against page 1.
+        let mut p = Hemem::default();
+        let plan = tick(&mut p, &[F, F, F, S], 2, &samples(3, W, 4));
+        assert_eq!(plan.moves, [down(0), down(1), up(3)]);
     }
 
     #[test]

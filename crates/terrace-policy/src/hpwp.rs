@@ -174,6 +174,8 @@ impl Policy for Hpwp {
         let candidates: Vec<(Vec<PageIdx>, &[usize])> =
             PROMOTIONS.iter().map(|&(c, victims)| (self.lists.pages(Side::Slow, c), victims)).collect();
         let mut pass = Promoter::new(obs.tiers, self.budget, obs.in_flight);
+        // The victims priority 1 may take (§4.3): never DRAM HPW-HOT.
+        pass.demote_excess(&mut self.lists, &[COLD, HPW_COLD, HOT]);
         for (pages, victims) in candidates {
             for page in pages {
                 if !pass.promote(&mut self.lists, page, victims) {
@@ -212,6 +214,15 @@ mod tests {
         let mut s: Vec<Sample> = write_cold.iter().flat_map(|&p| samples(p, W, 4)).collect();
         s.extend(samples(clock_page, R, 10));
         s
+    }
+
+    /// As hemem: a fast tier over its capacity is brought back within it before any promotion,
+    /// the oldest cold page first.
+    #[test]
+    fn a_fast_tier_over_its_capacity_is_brought_back_within_it() {
+        let mut p = Hpwp::default();
+        let plan = tick(&mut p, &[F, F, F, S], 2, &[]);
+        assert_eq!(plan.moves, [Move { page: 0, to: S }]);
     }
 
     #[test]

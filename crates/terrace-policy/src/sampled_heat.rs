@@ -289,6 +289,8 @@ impl TierLists {
 /// where they are going ([`terrace_model::Observations::placement_after_moves`]).
 pub struct Promoter {
     free_fast: u64,
+    /// Pages the fast tier holds beyond its capacity.
+    excess_fast: u64,
     free_slow: u64,
     left: usize,
     moves: Vec<Move>,
@@ -300,8 +302,10 @@ impl Promoter {
     /// `in_flight` still being moved.
     pub fn new(tiers: &[TierStatus], budget: usize, in_flight: &[Move]) -> Self {
         let free = |t: usize| tiers.get(t).map_or(0, TierStatus::free_pages);
+        let excess = tiers.first().and_then(|t| t.capacity_pages.map(|c| t.used_pages.saturating_sub(c)));
         Promoter {
             free_fast: free(0),
+            excess_fast: excess.unwrap_or(0),
             free_slow: free(1),
             left: budget,
             moves: Vec::new(),
@@ -345,6 +349,28 @@ impl Promoter {
         lists.set_side(page, Side::Fast);
         self.left -= 1;
         true
+    }
+
+    /// Demotes what the fast tier holds beyond its capacity, each from the front of the first
+    /// non-empty fast list of `victims` (in flight excepted), before the pass promotes anything.
+    /// HeMem's allocator never lets DRAM run over: `pebs_allocate_page` takes a DRAM page only
+    /// from DRAM's free list [EXT]. A live program's own first touches can run past
+    /// `fast_limit_mib`, and a pass may have been planned on an occupancy the program changed
+    /// while it was made (a program still filling its memory): this brings DRAM back within
+    /// its capacity. The demotions need slow room; they do not use the promotion budget.
+    pub fn demote_excess(&mut self, lists: &mut TierLists, victims: &[usize]) {
+        while self.excess_fast > 0 && self.free_slow > 0 {
+            let moving = &self.in_flight;
+            let Some(victim) =
+                victims.iter().find_map(|&c| lists.first(Side::Fast, c, |p| !moving.contains(&p)))
+            else {
+                break;
+            };
+            self.moves.push(Move { page: victim, to: Side::Slow.tier() });
+            lists.set_side(victim, Side::Slow);
+            self.excess_fast -= 1;
+            self.free_slow -= 1;
+        }
     }
 
     pub fn into_moves(self) -> Vec<Move> {

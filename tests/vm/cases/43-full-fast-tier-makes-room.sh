@@ -8,6 +8,9 @@
 # and hpwp (the fault sampler, on transparent huge pages) must each move cold pages down to bring
 # the hot set up. Checked: at least 973 of 1024 hot pages on node 0 at the end, at least as many
 # cold pages on node 1, the program's hot and cold pages on node 0 within the limit, the checksum.
+# hemem's first pass can be planned while the program is still filling its cold set, on a free
+# range that is gone when it moves: it must then bring node 0 back within the limit (it stayed a
+# huge page over, 2,560 pages, until hemem and hpwp demoted an over-full fast tier's excess).
 . /lib/vmtest.sh
 kernel_balancing_off
 echo always >/sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true
