@@ -723,7 +723,8 @@ mod tests {
     }
 
     /// The migration section follows the kernel under the roots: its release decides the TLB
-    /// flush, its THP directory huge-page moves; multi-threaded copy is never offered.
+    /// flush and whether huge pages split to move, its THP directory huge-page moves;
+    /// multi-threaded copy is never offered.
     #[test]
     fn migration_checks_follow_the_kernel_under_the_roots() {
         let root = tempfile::tempdir().unwrap();
@@ -742,6 +743,12 @@ mod tests {
         assert!(!offered(&without_thp, "a TLB flush per batch").0);
         assert!(!offered(&without_thp, "multi-threaded copy").0);
         fs::create_dir_all(sys.join("kernel/mm/transparent_hugepage")).unwrap();
-        assert!(offered(&migration_checks(&sys, &proc_), "huge-page moves").0);
+        let with_thp = migration_checks(&sys, &proc_);
+        assert!(offered(&with_thp, "huge-page moves").0);
+        let (split, why) = offered(&with_thp, "huge pages split to move");
+        assert!(!split && why.contains("since Linux 4.14"), "{why}");
+        fs::write(proc_.join("sys/kernel/osrelease"), "4.9.0-8-amd64\n").unwrap();
+        let old = migration_checks(&sys, &proc_);
+        assert!(offered(&old, "huge pages split to move").0 && !offered(&old, "huge-page moves").0);
     }
 }

@@ -123,6 +123,8 @@ fn kernel_release(release: &str) -> Option<(u32, u32)> {
 /// - Write-protected copies: with the program's userfaultfd, which only `terrace run` can give.
 /// - Huge-page moves: move_pages moves a transparent huge page whole since Linux 4.14 (Nimble's
 ///   native THP migration, Nimble §3.1.1), on a kernel with THP (`thp`: its sysfs directory).
+/// - Huge pages split to move: only before Linux 4.14, where move_pages splits every huge page it
+///   moves; later kernels move them whole and offer no split.
 /// - Shadow copies: only in memory Terrace's agent maps for a program `terrace run` started
 ///   (`shadow_agent`: [`crate::shadow_region`]); elsewhere pages are copied as usual.
 pub fn mechanisms(
@@ -138,6 +140,7 @@ pub fn mechanisms(
             Mechanism::ConcurrentBatches,
             Mechanism::RateLimit,
             Mechanism::HugePageMoves,
+            Mechanism::SplitHugePages,
             Mechanism::TlbFlushPerPage,
             Mechanism::TlbFlushPerBatch,
             Mechanism::WriteProtectedCopies,
@@ -181,6 +184,14 @@ pub fn mechanisms(
             Mechanism::HugePageMoves,
             "before Linux 4.14 move_pages splits a huge page into 512 base pages: use a 4 KiB policy or a newer \
              kernel",
+        );
+    }
+    if release.is_none_or(|r| r >= (4, 14)) {
+        m = m.lacking(
+            Mechanism::SplitHugePages,
+            "since Linux 4.14 move_pages moves a transparent huge page whole and cannot be told to split it, so \
+             huge pages move whole (memory without huge pages moves as base pages anyway; simulate the split \
+             with `terrace sim`)",
         );
     }
     if !userfaultfd {
@@ -258,6 +269,9 @@ pub fn how(m: Mechanism) -> String {
         }
         Mechanism::HugePageMoves => {
             "move_pages moves a transparent huge page whole (thp_migration_success)".into()
+        }
+        Mechanism::SplitHugePages => {
+            "move_pages splits each transparent huge page it moves (kernels before 4.14)".into()
         }
         Mechanism::Shadowing => "in memory Terrace's agent maps for the program (terrace-hotcold's \
                                  --shadow-read): two slots of a memfd per page, switched with mmap(MAP_FIXED), \

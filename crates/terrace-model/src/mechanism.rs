@@ -33,6 +33,10 @@ pub enum Mechanism {
     WriteProtectedCopies,
     /// 2 MiB pages moved whole.
     HugePageMoves,
+    /// 2 MiB pages split into their 512 base pages as they move, each base page migrated on its
+    /// own: stock Linux before 4.14, the base-page configurations of Nimble's Fig. 12 (§4.3:
+    /// "THPs are split before migration"). [`crate::MoveOptions::split_huge`].
+    SplitHugePages,
     /// A promoted clean page keeps its slow copy, and goes back to it by a mapping switch
     /// (mtier §3.1, §5.2.2).
     Shadowing,
@@ -43,7 +47,7 @@ pub enum Mechanism {
 
 impl Mechanism {
     /// Every mechanism, in a stable order.
-    pub const ALL: [Mechanism; 10] = [
+    pub const ALL: [Mechanism; 11] = [
         Mechanism::Exchange,
         Mechanism::CopyThreads,
         Mechanism::ConcurrentBatches,
@@ -52,6 +56,7 @@ impl Mechanism {
         Mechanism::RateLimit,
         Mechanism::WriteProtectedCopies,
         Mechanism::HugePageMoves,
+        Mechanism::SplitHugePages,
         Mechanism::Shadowing,
         Mechanism::SiteAdvice,
     ];
@@ -66,6 +71,7 @@ impl Mechanism {
             Mechanism::RateLimit => "a rate limit",
             Mechanism::WriteProtectedCopies => "write-protected copies",
             Mechanism::HugePageMoves => "huge-page moves",
+            Mechanism::SplitHugePages => "huge pages split to move",
             Mechanism::Shadowing => "shadow copies",
             Mechanism::SiteAdvice => "allocation-site placement",
         }
@@ -171,6 +177,9 @@ impl Mechanisms {
         if o.shadow {
             asked.push(Mechanism::Shadowing);
         }
+        if o.split_huge {
+            asked.push(Mechanism::SplitHugePages);
+        }
         if !plan.site_advice.is_empty() {
             asked.push(Mechanism::SiteAdvice);
         }
@@ -208,6 +217,8 @@ impl Mechanisms {
                 Mechanism::RateLimit => o.rate_limit_mb_s = None,
                 Mechanism::WriteProtectedCopies => o.protected_copies = false,
                 Mechanism::Shadowing => o.shadow = false,
+                // Huge pages then move whole, as the machine moves them.
+                Mechanism::SplitHugePages => o.split_huge = false,
                 // A machine without it leaves the advice unapplied (it is no move option).
                 Mechanism::Exchange | Mechanism::HugePageMoves | Mechanism::SiteAdvice => {}
             }

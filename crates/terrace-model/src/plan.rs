@@ -75,6 +75,11 @@ pub struct MoveOptions {
     /// allocation. A write to the fast copy drops the shadow. [`crate::Mechanism::Shadowing`].
     #[serde(default)]
     pub shadow: bool,
+    /// Split each 2 MiB page into its 512 base pages as it moves and migrate those one by one,
+    /// as stock Linux did before THP migration (Nimble §4.3, Fig. 2: a split THP moves like 512
+    /// base pages): [`crate::Mechanism::SplitHugePages`]. No effect on 4 KiB pages.
+    #[serde(default)]
+    pub split_huge: bool,
 }
 
 impl Default for MoveOptions {
@@ -88,6 +93,7 @@ impl Default for MoveOptions {
             tlb_flush: TlbFlush::PerPage,
             protected_copies: false,
             shadow: false,
+            split_huge: false,
         }
     }
 }

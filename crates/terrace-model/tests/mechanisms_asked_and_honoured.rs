@@ -92,3 +92,18 @@ fn a_huge_page_policy_requires_huge_page_moves_once() {
     };
     assert_eq!(listed.required_mechanisms(), vec![Mechanism::Exchange, Mechanism::HugePageMoves]);
 }
+
+/// A plan that asks to split huge pages as they move, on a machine that moves them whole (the
+/// live machine since Linux 4.14), is carried out with huge pages whole, and says so.
+#[test]
+fn a_split_not_offered_is_dropped_and_said() {
+    let split = MoveOptions { split_huge: true, ..MoveOptions::default() };
+    let asked = Mechanisms::asked_by(&plan(vec![], split));
+    assert_eq!(asked, vec![Mechanism::TlbFlushPerPage, Mechanism::SplitHugePages]);
+    let whole = Mechanisms::new([Mechanism::TlbFlushPerPage, Mechanism::HugePageMoves], 1, 1);
+    let (o, not) = whole.honour(&plan(vec![], split));
+    assert_eq!((o.split_huge, not), (false, vec![Mechanism::SplitHugePages]));
+    let splits = Mechanisms::new([Mechanism::TlbFlushPerPage, Mechanism::SplitHugePages], 1, 1);
+    let (o, not) = splits.honour(&plan(vec![], split));
+    assert!(o.split_huge && not.is_empty());
+}

@@ -165,6 +165,7 @@ impl Base {
             tlb_flush: TlbFlush::PerPage,
             protected_copies: true,
             shadow: false,
+            split_huge: false,
         }
     }
 

@@ -15,11 +15,13 @@
 //!   as demotion candidates; nothing is swapped.
 //! - Allocation: first touch into the fast tier while it has room, else the slow tier; never an
 //!   eviction on allocation (§3.2).
-//! - Mechanisms (§3.1, §4.3's Fig. 12 configurations): `linux` splits huge pages and moves base
-//!   pages with one thread, one page at a time (stock move_pages); `thp` moves 2 MiB pages whole
+//! - Pages: the program's transparent huge pages (§4.3: over 90% of each workload's pages), or
+//!   base pages with `page_size=4k`.
+//! - Mechanisms (§3.1, §4.3's Fig. 12 configurations): `linux` splits each huge page as it moves
+//!   and moves its base pages with one thread (stock move_pages); `thp` moves 2 MiB pages whole
 //!   (§3.1.1); `opt` adds 4 copy threads (§3.1.2) and 8 huge pages in flight (§3.1.3, §4.5.2);
 //!   `exchange` pairs each promotion beyond free room with a demotion through exchange
-//!   (§3.1.4); `exchange-4k` is the last on base pages, 512 in flight.
+//!   (§3.1.4); `exchange-4k` is the last on the base pages of split huge pages, 512 in flight.
 //! - Mover: Nimble's tiering runs in the kernel and calls its migration routines synchronously
 //!   from the thread that runs the policy ([`Mover::PolicyThread`]; the seed does not say which
 //!   thread that is: docs/policies.md, "nimble").
@@ -38,7 +40,7 @@ pub const LINUX_SUMMARY: &str =
     "Nimble's policy with stock Linux migration: huge pages split, base pages one at a time (Fig. 12's baseline)";
 pub const EXCHANGE_4K_NAME: &str = "nimble-exchange-4k";
 pub const EXCHANGE_4K_SUMMARY: &str =
-    "Nimble's policy on base pages: 4 copy threads, 512 pages in flight, exchange (Fig. 12)";
+    "Nimble's policy on base pages: huge pages split, 4 copy threads, 512 pages in flight, exchange (Fig. 12)";
 pub const THP_NAME: &str = "nimble-thp";
 pub const THP_SUMMARY: &str = "Nimble's policy with native huge-page migration only (Fig. 12)";
 pub const OPT_NAME: &str = "nimble-opt";
@@ -69,6 +71,16 @@ pub const PARAMS: &[Param] = &[
             "Nimble §4.3, Fig. 12's configurations; 4 threads and 8 huge or 512 base pages in flight are \
                  §4.3's settings (§4.5: best at 4 threads and 8 pages)",
     },
+    Param {
+        name: "page_size",
+        default: "2m",
+        kind: Kind::Choice(&["4k", "2m"]),
+        meaning: "the program's pages, which the lists track: 2m (transparent huge pages; linux and \
+                  exchange-4k split each as it moves) or 4k (a program without huge pages; every \
+                  mechanism then moves base pages)",
+        source: "Nimble §4.3: over 90% of each workload's pages are THP-backed, and the base-page \
+                 configurations split THPs before migration",
+    },
 ];
 
 /// Copy threads of the optimised configurations (Nimble §4.3, §4.5.1).
@@ -97,11 +109,9 @@ impl Mechanism {
         }
     }
 
-    fn page_size(self) -> PageSize {
-        match self {
-            Mechanism::Linux | Mechanism::Exchange4k => PageSize::Base4K,
-            _ => PageSize::Huge2M,
-        }
+    /// Stock Linux's path and the base-page exchange split each huge page as it moves (§4.3).
+    fn splits(self) -> bool {
+        matches!(self, Mechanism::Linux | Mechanism::Exchange4k)
     }
 
     fn exchanges(self) -> bool {
@@ -109,8 +119,9 @@ impl Mechanism {
     }
 
     /// How its plans are carried out: stock move_pages, or Nimble's optimised migration with
-    /// 8 huge or 512 base pages in flight over [`CALLERS`] callers (§4.3).
-    fn options(self) -> MoveOptions {
+    /// 8 huge or 512 base pages in flight over [`CALLERS`] callers (§4.3); `batch_pages` of a
+    /// mechanism that splits counts the base pages.
+    fn options(self, page_size: PageSize) -> MoveOptions {
         let optimised = |in_flight: u32| MoveOptions {
             batch_pages: in_flight / CALLERS,
             copy_threads: COPY_THREADS,
@@ -118,11 +129,12 @@ impl Mechanism {
             tlb_flush: TlbFlush::PerPage,
             ..MoveOptions::default()
         };
-        match self {
+        let options = match self {
             Mechanism::Linux | Mechanism::Thp => MoveOptions::default(),
             Mechanism::Exchange4k => optimised(512),
             Mechanism::Opt | Mechanism::Exchange => optimised(8),
-        }
+        };
+        MoveOptions { split_huge: self.splits() && page_size == PageSize::Huge2M, ..options }
     }
 }
 
@@ -236,6 +248,7 @@ pub struct Nimble {
     name: String,
     period_ns: u64,
     mechanism: Mechanism,
+    page_size: PageSize,
     lists: Lists,
 }
 
@@ -251,6 +264,7 @@ impl Nimble {
             name: p.name().to_string(),
             period_ns: p.duration_ns("period"),
             mechanism: Mechanism::from_word(p.word("mechanism")),
+            page_size: if p.word("page_size") == "4k" { PageSize::Base4K } else { PageSize::Huge2M },
             lists: Lists::default(),
         }
     }
@@ -265,7 +279,7 @@ impl Policy for Nimble {
         Requirements {
             trackers: vec![TrackerRequest::page_bits()],
             tick_ns: Some(self.period_ns),
-            page_size: self.mechanism.page_size(),
+            page_size: self.page_size,
             mover: Mover::PolicyThread,
             max_tiers: Some(2),
             ..Requirements::default()
@@ -303,7 +317,7 @@ impl Policy for Nimble {
             self.lists.put_at_head(page as usize);
         }
         let mut plan = Plan {
-            options: self.mechanism.options(),
+            options: self.mechanism.options(self.page_size),
             reason: "nimble: slow active pages up, fast inactive pages down to make room".into(),
             ..Plan::none()
         };
@@ -420,15 +434,26 @@ mod tests {
     fn each_mechanism_has_its_page_size_and_options() {
         let m = crate::hemem::tests::machine(1.0);
         let req = |w: &str| with(w).requirements(&m);
-        assert_eq!(req("linux").page_size, PageSize::Base4K);
-        assert_eq!(req("exchange-4k").page_size, PageSize::Base4K);
-        for w in ["thp", "opt", "exchange"] {
-            assert_eq!(req(w).page_size, PageSize::Huge2M, "{w} never splits huge pages");
+        for w in MECHANISMS {
+            assert_eq!(req(w).page_size, PageSize::Huge2M, "{w}: the program's pages are huge (§4.3)");
+            let small =
+                Nimble::new(&crate::registry::params_of(&format!("nimble:mechanism={w},page_size=4k")));
+            assert_eq!(small.requirements(&m).page_size, PageSize::Base4K);
+            let split = Mechanism::from_word(w).options(PageSize::Huge2M).split_huge;
+            assert_eq!(
+                split,
+                ["linux", "exchange-4k"].contains(w),
+                "{w}: only the base-page mechanisms split"
+            );
+            assert!(!Mechanism::from_word(w).options(PageSize::Base4K).split_huge, "{w}: nothing to split");
         }
-        assert_eq!(Mechanism::Linux.options(), MoveOptions::default());
-        let opt = Mechanism::Opt.options();
+        assert_eq!(
+            Mechanism::Linux.options(PageSize::Huge2M),
+            MoveOptions { split_huge: true, ..MoveOptions::default() }
+        );
+        let opt = Mechanism::Opt.options(PageSize::Huge2M);
         assert_eq!((opt.copy_threads, opt.batch_pages * opt.concurrent_batches), (4, 8));
-        let base = Mechanism::Exchange4k.options();
+        let base = Mechanism::Exchange4k.options(PageSize::Huge2M);
         assert_eq!(base.batch_pages * base.concurrent_batches, 512);
         assert_eq!(req("exchange").tick_ns, Some(5_000_000_000));
     }

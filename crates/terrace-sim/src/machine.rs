@@ -10,7 +10,7 @@
 use crate::corun::CoRun;
 use crate::memory_mode::{CacheOutcome, DirectMappedCache};
 use crate::migration::{self, MoveWork};
-use crate::movers::{CopyKind, MoverQueue};
+use crate::movers::{CopyKind, MoverQueue, WriteGuard};
 use crate::placement::Placement;
 use crate::profile::{Profile, MAX_TIERS};
 use crate::report::{ObjectTotals, RunReport, TierTotals};
@@ -930,9 +930,13 @@ impl SimMachine {
                     continue;
                 }
                 let c = &mover.items[i];
-                if !c.protected && !c.redone {
+                if c.guard != WriteGuard::WriteProtected && !c.redone {
                     raced = true;
                     break;
+                }
+                if c.guard == WriteGuard::SplitPieces {
+                    // Only the piece under way was unmapped, and it was copied again.
+                    continue;
                 }
                 let wait = (c.done_ns - now).max(0.0);
                 if mover.items[i].wait(thread) {
@@ -971,7 +975,13 @@ impl SimMachine {
     /// movers, after refusing moves of pages already in flight (`Busy`); room in each tier is
     /// checked here as the kernel would. Returns the work each mover took on.
     fn perform(&mut self, plan: &Plan, options: &MoveOptions, applied: &mut Applied) -> Vec<MoveWork> {
-        let protected = options.protected_copies;
+        let guard = if options.protected_copies {
+            WriteGuard::WriteProtected
+        } else if options.split_huge && self.info.page_size == PageSize::Huge2M {
+            WriteGuard::SplitPieces
+        } else {
+            WriteGuard::Unprotected
+        };
         let page_bytes = self.info.page_size.bytes();
         let mut work = vec![MoveWork::default(); self.movers.len()];
         let busy = |p: PageIdx| self.page_state.get(p as usize).is_some_and(|&s| s != IDLE);
@@ -1016,8 +1026,7 @@ impl SimMachine {
             } else {
                 CopyKind::Migrate
             };
-            let moves =
-                self.movers[q].take_move(&mut self.placement, mv.page, (from, mv.to), protected, kind);
+            let moves = self.movers[q].take_move(&mut self.placement, mv.page, (from, mv.to), guard, kind);
             if let Err(why) = moves {
                 applied.fail(why);
                 continue;
@@ -1046,7 +1055,7 @@ impl SimMachine {
                 applied.fail(MoveFailure::Busy);
                 continue;
             }
-            if let Err(why) = self.movers[0].take_exchange(down, up, protected) {
+            if let Err(why) = self.movers[0].take_exchange(down, up, guard) {
                 applied.fail(why);
                 continue;
             }

@@ -124,6 +124,9 @@ pub fn cost(
     if pages == 0 {
         return MoveCost::default();
     }
+    if opts.split_huge && page_size == PageSize::Huge2M {
+        return split_cost(m, tiers, opts, work);
+    }
     let huge = page_size == PageSize::Huge2M;
     let batch = opts.batch_pages.max(1) as u64;
     let calls = pages.div_ceil(batch);
@@ -196,6 +199,33 @@ pub fn cost(
     MoveCost { mover_ns, tlb_shootdowns: shootdowns, per_page_ns }
 }
 
+/// Huge pages split to move (`MoveOptions::split_huge`): each is its 512 base pages migrated one
+/// by one, so the work costs what as many 4 KiB pages cost, `batch_pages` counting base pages
+/// (Nimble §4.3, "THPs are split before migration"; Fig. 2 measures a split THP's migration at
+/// the rate of 512 base pages, so the split itself adds nothing here). Costs per page are per
+/// huge page.
+fn split_cost(m: &MigrationProfile, tiers: &[TierProfile], opts: &MoveOptions, work: &MoveWork) -> MoveCost {
+    let n = PageSize::Huge2M.bytes() / PageSize::Base4K.bytes();
+    let base = MoveWork {
+        pages: work.pages * n,
+        pairs: work.pairs * n,
+        shadow_copies: work.shadow_copies * n,
+        switched: work.switched * n,
+        ..*work
+    };
+    let opts = MoveOptions { split_huge: false, ..*opts };
+    let c = cost(m, tiers, &opts, PageSize::Base4K, &base);
+    let n = n as f64;
+    MoveCost {
+        per_page_ns: PerPage {
+            kernel: c.per_page_ns.kernel * n,
+            shadow_copy: c.per_page_ns.shadow_copy * n,
+            switch: c.per_page_ns.switch * n,
+        },
+        ..c
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +258,42 @@ mod tests {
         let huge = cost(&p.migration, &p.tiers, &o, PageSize::Huge2M, &one_way(1, PageSize::Huge2M));
         let ratio = base.mover_ns / huge.mover_ns;
         assert!(ratio > 2.5 && ratio < 3.5, "THP gain {ratio} (Nimble: 2.9x)");
+    }
+
+    /// A huge page split to move costs what its 512 base pages cost moved one by one, calls
+    /// counted in base pages, a shootdown each (Nimble §4.3; Fig. 2: a split THP migrates at the
+    /// rate of 512 base pages), so 2.9x what moving it whole costs.
+    #[test]
+    fn a_split_huge_page_costs_its_base_pages() {
+        let p = Profile::load("nimble-xeon").unwrap();
+        for options in [
+            MoveOptions::default(),
+            MoveOptions { batch_pages: 128, concurrent_batches: 4, ..Default::default() },
+        ] {
+            let split = MoveOptions { split_huge: true, ..options };
+            for work in [one_way(3, PageSize::Huge2M), MoveWork::exchange(0, 1, 2, PageSize::Huge2M.bytes())]
+            {
+                let huge = cost(&p.migration, &p.tiers, &split, PageSize::Huge2M, &work);
+                let base_work = MoveWork { pages: work.pages * 512, pairs: work.pairs * 512, ..work };
+                let base = cost(&p.migration, &p.tiers, &options, PageSize::Base4K, &base_work);
+                assert_eq!((huge.mover_ns, huge.tlb_shootdowns), (base.mover_ns, base.tlb_shootdowns));
+                assert_eq!(huge.per_page_ns.kernel, 512.0 * base.per_page_ns.kernel);
+                assert_eq!(huge.tlb_shootdowns, 512 * work.kernel_pages());
+            }
+            let base_pages = MoveOptions { split_huge: true, ..options };
+            let small =
+                cost(&p.migration, &p.tiers, &base_pages, PageSize::Base4K, &one_way(5, PageSize::Base4K));
+            let plain =
+                cost(&p.migration, &p.tiers, &options, PageSize::Base4K, &one_way(5, PageSize::Base4K));
+            assert_eq!(small, plain, "no effect on 4 KiB pages");
+        }
+        let o = MoveOptions::default();
+        let whole =
+            cost(&p.migration, &p.tiers, &o, PageSize::Huge2M, &one_way(1, PageSize::Huge2M)).mover_ns;
+        let split = MoveOptions { split_huge: true, ..o };
+        let split =
+            cost(&p.migration, &p.tiers, &split, PageSize::Huge2M, &one_way(1, PageSize::Huge2M)).mover_ns;
+        assert!(split / whole > 2.5 && split / whole < 3.5, "split {split} ns, whole {whole} ns");
     }
 
     #[test]

@@ -29,6 +29,24 @@ pub enum CopyKind {
     Switch,
 }
 
+/// What a write to a page during its copy does (docs/model.md §4, "Movers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteGuard {
+    /// Nothing holds the write back: it races the copy, which the mover does again, once; writes
+    /// during the second copy wait for it.
+    Unprotected,
+    /// The page is write-protected while it is copied: a write waits for the copy (HeMem's and
+    /// HPWP's migrator, HPWP thesis §5.3).
+    WriteProtected,
+    /// A huge page split into its base pages as it moves, each unmapped only while it is copied
+    /// (Nimble §4.3): a write races only the piece under way, which the mover copies again, once,
+    /// and no writer waits longer than one piece.
+    SplitPieces,
+}
+
+/// The base pages a 2 MiB page splits into.
+const SPLIT_PIECES: f64 = 512.0;
+
 /// One copy: a page on its way to another tier, or the two pages of an exchange.
 #[derive(Clone, Debug)]
 pub struct Copy {
@@ -40,8 +58,8 @@ pub struct Copy {
     pub done_ns: f64,
     /// How long one copy of these pages takes, ns.
     pub dur_ns: f64,
-    /// Writes wait for the copy (write-protected copies), instead of making the mover copy again.
-    pub protected: bool,
+    /// What a write to the pages during the copy does.
+    pub guard: WriteGuard,
     /// The copy was done again after a write raced it; writes now wait for it.
     pub redone: bool,
     /// The destination's room is promised by a page leaving it earlier in the same queue, and
@@ -111,7 +129,7 @@ impl MoverQueue {
         &mut self,
         pages: [(PageIdx, TierId, TierId); 2],
         len: u8,
-        protected: bool,
+        guard: WriteGuard,
         backed: bool,
         kind: CopyKind,
     ) {
@@ -122,7 +140,7 @@ impl MoverQueue {
             start_ns: f64::INFINITY,
             done_ns: f64::INFINITY,
             dur_ns: 0.0,
-            protected,
+            guard,
             redone: false,
             backed,
             waiting: [0; 4],
@@ -138,7 +156,7 @@ impl MoverQueue {
         placement: &mut Placement,
         page: PageIdx,
         (from, to): (TierId, TierId),
-        protected: bool,
+        guard: WriteGuard,
         kind: CopyKind,
     ) -> Result<(), MoveFailure> {
         if self.refuse_for_queue(1) {
@@ -160,19 +178,19 @@ impl MoverQueue {
         if self.hands_room_on() {
             self.leaving[f] += 1;
         }
-        self.push([(page, from, to), (page, from, to)], 1, protected, backed, kind);
+        self.push([(page, from, to), (page, from, to)], 1, guard, backed, kind);
         Ok(())
     }
 
     /// Takes on swapping two pages of different tiers: no room needed (Nimble §3.1.4).
-    pub fn take_exchange(&mut self, down: Move, up: Move, protected: bool) -> Result<(), MoveFailure> {
+    pub fn take_exchange(&mut self, down: Move, up: Move, guard: WriteGuard) -> Result<(), MoveFailure> {
         if self.refuse_for_queue(2) {
             return Err(MoveFailure::QueueFull);
         }
         self.push(
             [(down.page, up.to, down.to), (up.page, down.to, up.to)],
             2,
-            protected,
+            guard,
             false,
             CopyKind::Migrate,
         );
@@ -287,10 +305,14 @@ impl MoverQueue {
         self.items.front().filter(|c| c.start_ns <= now && now < c.done_ns).map(|_| 0)
     }
 
-    /// The copy `i` is done again after a write raced it: it completes one copy's time later,
-    /// and so does every copy queued behind it. Returns the time added.
+    /// The copy `i` is done again after a write raced it: it completes one copy's time later
+    /// (one base page's, for a huge page split to move: only the piece under way was raced), and
+    /// so does every copy queued behind it. Returns the time added.
     pub fn redo(&mut self, i: usize) -> f64 {
-        let d = self.items[i].dur_ns;
+        let d = match self.items[i].guard {
+            WriteGuard::SplitPieces => self.items[i].dur_ns / SPLIT_PIECES,
+            _ => self.items[i].dur_ns,
+        };
         self.items[i].redone = true;
         self.items[i].done_ns += d;
         for later in self.items.iter_mut().skip(i + 1) {
@@ -346,9 +368,12 @@ mod tests {
         let mut p = full(2, 2);
         let mut q = MoverQueue::new(Mover::CopyEngine { queue_pages: 8 });
         // Full: a promotion alone finds no room.
-        assert_eq!(q.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate), Err(MoveFailure::NoSpace));
-        q.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).unwrap();
-        q.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate).unwrap();
+        assert_eq!(
+            q.take_move(&mut p, 2, (S, F), WriteGuard::Unprotected, CopyKind::Migrate),
+            Err(MoveFailure::NoSpace)
+        );
+        q.take_move(&mut p, 0, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
+        q.take_move(&mut p, 2, (S, F), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
         assert_eq!(p.occupied(0), 2, "the promotion holds no room of its own yet");
         q.schedule(0.0, per(10.0));
         let mut landed = Vec::new();
@@ -365,24 +390,27 @@ mod tests {
     fn an_asynchronous_queue_refuses_past_its_bound() {
         let mut p = full(4, 4);
         let mut engine = MoverQueue::new(Mover::KernelThread { queue_pages: 2 });
-        assert!(engine.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).is_ok());
-        assert!(engine.take_move(&mut p, 1, (F, S), false, CopyKind::Migrate).is_ok());
+        assert!(engine.take_move(&mut p, 0, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).is_ok());
+        assert!(engine.take_move(&mut p, 1, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).is_ok());
         assert_eq!(
-            engine.take_move(&mut p, 2, (F, S), false, CopyKind::Migrate),
+            engine.take_move(&mut p, 2, (F, S), WriteGuard::Unprotected, CopyKind::Migrate),
             Err(MoveFailure::QueueFull)
         );
         let ex = |page, to| Move { page, to };
-        assert_eq!(engine.take_exchange(ex(3, S), ex(4, F), false), Err(MoveFailure::QueueFull));
+        assert_eq!(
+            engine.take_exchange(ex(3, S), ex(4, F), WriteGuard::Unprotected),
+            Err(MoveFailure::QueueFull)
+        );
     }
 
     #[test]
     fn copies_run_one_after_another_and_the_faulting_threads_make_no_room() {
         let mut p = full(2, 4);
         let mut faulting = MoverQueue::new(Mover::FaultingThread);
-        faulting.take_move(&mut p, 0, (F, S), false, CopyKind::Migrate).unwrap();
-        faulting.take_move(&mut p, 1, (F, S), false, CopyKind::Migrate).unwrap();
+        faulting.take_move(&mut p, 0, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
+        faulting.take_move(&mut p, 1, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
         assert_eq!(
-            faulting.take_move(&mut p, 2, (S, F), false, CopyKind::Migrate),
+            faulting.take_move(&mut p, 2, (S, F), WriteGuard::Unprotected, CopyKind::Migrate),
             Err(MoveFailure::NoSpace)
         );
         faulting.schedule(100.0, per(10.0));
@@ -397,5 +425,20 @@ mod tests {
         faulting.complete(125.0, &mut p, |_, _, _, _| landed += 1);
         assert_eq!(landed, 1);
         assert_eq!(faulting.time_copying(125.0), 25.0, "both copies of the first page, half the second");
+    }
+
+    /// A huge page split to move is unmapped one base page at a time: a write races only the
+    /// piece under way, so the copy is redone by one of its 512 pieces.
+    #[test]
+    fn a_raced_split_copy_redoes_one_base_page() {
+        let mut p = full(2, 4);
+        let mut q = MoverQueue::new(Mover::PolicyThread);
+        q.take_move(&mut p, 0, (F, S), WriteGuard::SplitPieces, CopyKind::Migrate).unwrap();
+        q.take_move(&mut p, 1, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
+        q.schedule(0.0, per(1024.0));
+        assert_eq!(q.redo(0), 2.0);
+        let times: Vec<(f64, f64)> = q.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
+        assert_eq!(times, [(0.0, 1026.0), (1026.0, 2050.0)]);
+        assert_eq!(q.redo(1), 1024.0, "a whole page's copy is redone whole");
     }
 }

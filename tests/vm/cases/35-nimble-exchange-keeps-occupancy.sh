@@ -3,9 +3,10 @@
 # Nimble's exchange on the live machine keeps both nodes' occupancy (issue 13): node 0 is full (the
 # fast tier is limited with `[tiers] fast_limit_mib` to exactly the program's cold set, which is
 # first-touched there), the hot set is first-touched on node 1. Every promotion must then be
-# paired with a demotion: nimble-exchange-4k (base pages, 4 callers, 512 pages in flight; 4 KiB
-# pages so that each pair is one page each way and the nodes' page counts can be compared
-# exactly) carries them out as pairs of move_pages batches. Checked: pairs were exchanged (the
+# paired with a demotion: nimble-exchange-4k (base pages, 4 callers, 512 pages in flight; with
+# `page_size=4k`, the lists on 4 KiB pages as for a program without huge pages, which this one is,
+# so that each pair is one page each way and the nodes' page counts can be compared exactly)
+# carries them out as pairs of move_pages batches. Checked: pairs were exchanged (the
 # machine's "exchanged N of M pairs" log lines) and nothing else moved (pages moved = 2 x pairs),
 # the program's pages per node (/proc/PID/numa_maps) are the same before the first exchange
 # round and after the last, within 16 pages (the program's own allocations after its start
@@ -22,7 +23,7 @@ kernel_balancing_off
 hot_mib=4
 cold_mib=8
 printf '[trackers]\nreferenced = "soft-dirty"\n[tiers]\nfast_limit_mib = %d\n' $cold_mib >/tmp/ex.toml
-terrace run --policy nimble-exchange-4k:period=1s --config /tmp/ex.toml -- terrace-hotcold \
+terrace run --policy nimble-exchange-4k:period=1s,page_size=4k --config /tmp/ex.toml -- terrace-hotcold \
 	--hot-mib $hot_mib --cold-mib $cold_mib --start-node 1 --cold-node 0 --seconds 16 --report-every 1 \
 	>/tmp/out 2>/tmp/log &
 rpid=$!
