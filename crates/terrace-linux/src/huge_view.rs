@@ -104,7 +104,8 @@ impl HugeView {
 
     /// Derives the view from a scan's 4 KiB pages: each range's tier is its first present
     /// page's (`placement` holds it for every present page of the range), its bits the union of
-    /// its pages' (`bits` may be empty: no bits), its tiers' occupancy counted in ranges.
+    /// its pages' (`bits` may be empty: no bits), its tiers' occupancy and capacity the 4 KiB
+    /// `status` in 2 MiB units.
     pub fn rebuild(&mut self, index: &PageIndex, placement: &[TierId], bits: &[u8], status: &[TierStatus]) {
         self.placement.fill(TierId::UNPLACED);
         self.bits.fill(0);
@@ -132,9 +133,13 @@ impl HugeView {
                 k += in_range;
             }
         }
+        // A tier's occupancy is its 4 KiB pages in 2 MiB units, rounded up, against its capacity
+        // in the same units: counting the ranges placed there would count a range holding a
+        // few pages (a library's data, a stack) as a whole huge page, and a policy would then
+        // see a fast tier over its limit that is not and send real pages down to make up for it.
         self.status = status.to_vec();
-        for (t, st) in self.status.iter_mut().enumerate() {
-            st.used_pages = self.placement.iter().filter(|p| p.index() == t).count() as u64;
+        for st in &mut self.status {
+            st.used_pages = st.used_pages.div_ceil(SUBPAGES);
             st.capacity_pages = capacity(st.capacity_pages);
         }
     }
@@ -162,13 +167,15 @@ mod tests {
         placement[1024] = TierId(0);
         let present: Vec<u32> = (0..n as u32).filter(|&i| placement[i as usize].is_placed()).collect();
         assert_eq!(firsts(&index, &present), vec![5, 1024]);
-        let status = vec![TierStatus { capacity_pages: Some(1024), ..Default::default() }; 2];
+        let status: Vec<TierStatus> = [1, 507]
+            .map(|used_pages| TierStatus { used_pages, capacity_pages: Some(1024), ..Default::default() })
+            .to_vec();
         let mut h = HugeView::default();
         h.rebuild(&index, &placement, &bits, &status);
         assert_eq!(h.pages(), 3);
         assert_eq!(h.placement(), [TierId(1), TierId::UNPLACED, TierId(0)]);
         assert_eq!(h.bits(), [3, 0, 0]);
-        assert_eq!(h.status()[1].used_pages, 1);
+        assert_eq!(h.status().iter().map(|s| s.used_pages).collect::<Vec<_>>(), [1, 1]);
         assert_eq!(h.status()[0].capacity_pages, Some(2));
         assert_eq!(h.page_of((4 << 20) + 12345), Some(0));
         assert_eq!(h.page_of(10 << 20), Some(2));
@@ -177,6 +184,17 @@ mod tests {
         assert_eq!(h.placed_bases(), vec![4 << 20, 10 << 20]);
         let a = h.addresses(2);
         assert_eq!((a.len(), a[0], a[511]), (512, 10 << 20, (12 << 20) - 4096));
+        // Ranges holding a few pages each count as the pages they hold: 3 pages in each of
+        // three ranges of tier 0 are 1 huge page of occupancy, not 3.
+        let mut scattered = PageIndex::default();
+        for r in 0..3 {
+            scattered.cover(r * 512, 3);
+        }
+        let on_fast = vec![TierId(0); scattered.len()];
+        let status = [TierStatus { used_pages: 9, capacity_pages: Some(1024), ..Default::default() }];
+        let mut v = HugeView::default();
+        v.rebuild(&scattered, &on_fast, &[], &status);
+        assert_eq!((v.pages(), v.status()[0].used_pages, v.status()[0].free_pages()), (3, 1, 1));
         // Indexes only grow: a rebuild without bits keeps every range where it was.
         h.rebuild(&index, &placement, &[], &status);
         assert_eq!((h.pages(), h.bits()), (3, &[0u8, 0, 0][..]));

@@ -114,6 +114,13 @@ impl TierStatus {
     pub fn free_pages(&self) -> u64 {
         self.capacity_pages.map_or(u64::MAX, |c| c.saturating_sub(self.used_pages))
     }
+
+    /// Pages held beyond capacity: on the live machine a program's own first touches can run
+    /// past `fast_limit_mib` (the kernel knows no such limit), and a policy brings the tier
+    /// back within it. Always 0 on the simulated machine.
+    pub fn excess_pages(&self) -> u64 {
+        self.capacity_pages.map_or(0, |c| self.used_pages.saturating_sub(c))
+    }
 }
 
 /// Everything a policy sees at one tick.

@@ -307,16 +307,23 @@ impl Policy for Nimble {
             .take(usize::try_from(capacity).unwrap_or(usize::MAX))
             .collect();
         let wanted = (hot.len() as u64).saturating_sub(free) as usize;
-        let cold: Vec<PageIdx> = (self.lists.tail_first(true, List::Inactive).into_iter())
+        // A fast tier over its capacity (on the live machine, the program's own first touches
+        // past `fast_limit_mib`, or made while a period was planned) first sends its excess down,
+        // one way, from the same inactive tail, as Nimble's allocator never lets the fast node run
+        // over (§3.2: the fast node only while it has free pages).
+        let excess = fast.map_or(0, |t| t.excess_pages()) as usize;
+        let mut cold: Vec<PageIdx> = (self.lists.tail_first(true, List::Inactive).into_iter())
             .filter(|p| !busy.contains(p))
-            .take(wanted)
+            .take(excess.saturating_add(wanted))
             .collect();
+        let over: Vec<PageIdx> = cold.drain(..excess.min(cold.len())).collect();
         let paired = cold.len();
         let into_room = (hot.len() - paired).min(usize::try_from(free).unwrap_or(usize::MAX));
         for &page in &hot[paired + into_room..] {
             self.lists.put_at_head(page as usize);
         }
         let mut plan = Plan {
+            moves: over.iter().map(|&page| Move { page, to: TierId::SLOW }).collect(),
             options: self.mechanism.options(self.page_size),
             reason: "nimble: slow active pages up, fast inactive pages down to make room".into(),
             ..Plan::none()
@@ -418,6 +425,22 @@ mod tests {
         let plan = tick(&mut p, &placement, &[R; 8], 4);
         assert_eq!(plan.exchanges, [Exchange { a: 6, b: 0 }, Exchange { a: 7, b: 1 }]);
         assert!(plan.moves.is_empty());
+    }
+
+    /// A fast tier over its capacity sends its excess down first, from the inactive tail, then
+    /// makes room as usual: fast 0-3 with room for 3, so page 0 goes down one way and page 1
+    /// makes room for 6 (7 finds none).
+    #[test]
+    fn a_fast_tier_over_its_capacity_sends_its_excess_down_first() {
+        let placement = [F, F, F, F, S, S, S, S];
+        let to = |page, to| Move { page, to };
+        let mut p = with("opt");
+        let plan = tick(&mut p, &placement, &[R; 8], 3);
+        assert_eq!(plan.moves, [to(0, S), to(1, S), to(6, F)]);
+        let mut p = with("exchange");
+        let plan = tick(&mut p, &placement, &[R; 8], 3);
+        assert_eq!(plan.moves, [to(0, S)]);
+        assert_eq!(plan.exchanges, [Exchange { a: 6, b: 1 }]);
     }
 
     #[test]

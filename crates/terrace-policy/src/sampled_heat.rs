@@ -302,7 +302,7 @@ impl Promoter {
     /// `in_flight` still being moved.
     pub fn new(tiers: &[TierStatus], budget: usize, in_flight: &[Move]) -> Self {
         let free = |t: usize| tiers.get(t).map_or(0, TierStatus::free_pages);
-        let excess = tiers.first().and_then(|t| t.capacity_pages.map(|c| t.used_pages.saturating_sub(c)));
+        let excess = tiers.first().map(|t| t.excess_pages());
         Promoter {
             free_fast: free(0),
             excess_fast: excess.unwrap_or(0),

@@ -6,12 +6,15 @@
 # paired with a demotion: nimble-exchange-4k (base pages, 4 callers, 512 pages in flight; with
 # `page_size=4k`, the lists on 4 KiB pages as for a program without huge pages, which this one is,
 # so that each pair is one page each way and the nodes' page counts can be compared exactly)
-# carries them out as pairs of move_pages batches. Checked: pairs were exchanged (the
-# machine's "exchanged N of M pairs" log lines) and nothing else moved (pages moved = 2 x pairs),
-# the program's pages per node (/proc/PID/numa_maps) are the same before the first exchange
-# round and after the last, within 16 pages (the program's own allocations after its start
-# report: the strings it formats for its reports; it maps nothing else), the hot set ends mostly
-# on node 0, and the checksum holds. Period 1 s instead of Nimble's 5 s. The hot set comes up over
+# carries them out as pairs of move_pages batches. The program's other pages (its heap and
+# stack, a few hundred) are first-touched on node 0 too, so node 0 starts over the limit by
+# them, and the first period sends that excess down one way before it exchanges (docs/policies.md,
+# "nimble", over capacity). Checked: pairs were exchanged (the machine's "exchanged N of M
+# pairs" log lines) and whatever moved one way (pages moved - 2 x pairs) is at most node 0's
+# excess at the start; the program's pages per node (/proc/PID/numa_maps) before the first round
+# and 7 s later differ by those one-way moves alone, within 16 pages (the program's own
+# allocations after its start report: the strings it formats for its reports; it maps nothing
+# else); the hot set ends mostly on node 0, and the checksum holds. Period 1 s instead of Nimble's 5 s. The hot set comes up over
 # several periods: the lists' aging (Nimble's own, docs/policies.md "nimble") deactivates half of
 # each active list a period and reactivates a page found referenced at two scans in a row, each
 # scan taking half of the inactive list, so about half of the hot pages left on node 1 come up
@@ -62,15 +65,21 @@ grep 'moved' /tmp/log | head -n 4
 pairs=$(sed -n 's/.*exchanged \([0-9]*\) of [0-9]* pairs.*/\1/p' /tmp/log | awk '{ n += $1 } END { print n + 0 }')
 moved=$(sed -n 's/.*done: \([0-9]*\) pages moved.*/\1/p' /tmp/log)
 [ "$pairs" -gt 0 ] || fail "no pair was exchanged"
-[ "$moved" -eq $((2 * pairs)) ] || fail "$moved pages moved, not 2 x $pairs exchanged pairs: something moved one way"
 node() { echo "$1" | tr ' ' '\n' | sed -n "s/^node$2=//p"; }
+one_way=$((moved - 2 * pairs))
+excess=$(($(node "$before" 0) - cold_mib * 256))
+[ "$one_way" -ge 0 ] || fail "$moved pages moved, fewer than 2 x $pairs exchanged pairs"
+[ "$one_way" -le $((excess > 0 ? excess : 0)) ] ||
+	fail "$one_way pages moved one way, more than node 0's $excess pages over the limit at the start"
 for n in 0 1; do
 	b=$(node "$before" $n)
 	a=$(node "$after" $n)
 	d=$((a - b))
-	[ "${d#-}" -le 16 ] || fail "node $n held $b pages of the program before the exchanges and $a after"
+	[ $n -eq 0 ] && d=$((d + one_way)) || d=$((d - one_way))
+	[ "${d#-}" -le 16 ] ||
+		fail "node $n held $b pages of the program before the exchanges and $a after, with $one_way moved one way"
 done
 hot0=$(pages_at hot 0)
 [ "$hot0" -ge 973 ] || fail "only $hot0 of 1024 hot pages on node 0"
 grep -q 'hotcold checksum ok' /tmp/out || fail "checksum"
-note "nimble-exchange-4k, node 0 full: $pairs pairs exchanged, $moved pages moved; program's pages before $before, after $after; hot $hot0/1024 on node0, cold $(pages_at cold 1)/2048 on node1"
+note "nimble-exchange-4k, node 0 full: $pairs pairs exchanged, $moved pages moved ($one_way one way, node 0 $excess over at the start); program's pages before $before, after $after; hot $hot0/1024 on node0, cold $(pages_at cold 1)/2048 on node1"
