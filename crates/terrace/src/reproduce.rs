@@ -423,17 +423,6 @@ fn geomean(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
-/// Share of all program accesses, reads and writes together, served by the fast tier: what the
-/// Ambix thesis' Table 5.2 calls "DRAM Hits".
-fn all_hit_rate(r: &RunReport) -> f64 {
-    let all: u64 = r.tiers.iter().map(|t| t.reads + t.writes).sum();
-    if all == 0 {
-        1.0
-    } else {
-        (r.tiers[0].reads + r.tiers[0].writes) as f64 / all as f64
-    }
-}
-
 // ---- The built-in comparison ----
 
 fn suite() -> Vec<String> {
@@ -779,7 +768,7 @@ fn npb_hits(runs: &Runs) -> String {
         let mut row = vec![k.to_uppercase(), s.to_string()];
         row.extend(NPB_HIT_POLICIES.iter().map(|p| {
             let r = runs.get(&w, p);
-            format!("{} \\| {}", share(all_hit_rate(r)), share(r.fast_write_hit_rate()))
+            format!("{} \\| {}", share(r.fast_hit_rate()), share(r.fast_write_hit_rate()))
         }));
         let (all_copies, writes_copies) = runs.get(&w, "ambix").fast_hit_rates_with_copies();
         row.push(format!("{} \\| {}", share(all_copies), share(writes_copies)));
@@ -790,7 +779,7 @@ fn npb_hits(runs: &Runs) -> String {
         let mut row = vec!["mean".to_string(), s.to_string()];
         row.extend(NPB_HIT_POLICIES.iter().map(|p| {
             let reports: Vec<&RunReport> = NPB_KERNELS.iter().map(|k| runs.get(&npb_name(k, s), p)).collect();
-            let all = mean(&reports.iter().map(|r| all_hit_rate(r)).collect::<Vec<_>>());
+            let all = mean(&reports.iter().map(|r| r.fast_hit_rate()).collect::<Vec<_>>());
             let writes = mean(&reports.iter().map(|r| r.fast_write_hit_rate()).collect::<Vec<_>>());
             format!("{} \\| {}", share(all), share(writes))
         }));
