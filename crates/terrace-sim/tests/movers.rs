@@ -1,14 +1,14 @@
 //! The movers of docs/model.md §4 ("Movers"), checked by hand: a page changes tier when its copy
 //! completes, a synchronous mover holds its policy up by exactly the model's cost, an access
 //! during a copy is charged to the old tier, a write during one waits or has the page copied
-//! again, a plan larger than an asynchronous mover's queue lands over several rounds, and over
+//! again (one base page of it, for a huge page split to move), a plan larger than an asynchronous mover's queue lands over several rounds, and over
 //! whole runs of random plans the program never waits longer than it runs and nothing copied
 //! after the end is counted as moved.
 
 use proptest::prelude::*;
 use terrace_model::{
     drive, Access, Applied, InitialPlacement, Machine, MachineInfo, Move, MoveFailure, MoveOptions, Mover,
-    Observations, Plan, Policy, Progress, Requirements, TierId,
+    Observations, PageSize, Plan, Policy, Progress, Requirements, TierId,
 };
 use terrace_sim::{Profile, SimMachine};
 use terrace_workloads::{MemorySource, WorkloadInfo};
@@ -442,4 +442,48 @@ proptest! {
             prop_assert!(t.capacity_pages.is_none_or(|c| t.peak_pages <= c), "{:?}", r.tiers);
         }
     }
+}
+
+#[test]
+fn a_write_racing_a_split_huge_page_redoes_one_base_page_and_nobody_waits() {
+    // A 2 MiB page promoted with `split_huge` is 512 base pages in one call: 58.70 us + 512 x
+    // (2.600 us + 4096 B / 2.88 GB/s), 2.12 ms. One thread writes the page all along: the write
+    // races only the base page under way, so the mover copies that one again (1/512 of the
+    // whole), the page lands one base page's copy later, and the program loses only the 512
+    // shootdowns, where a write racing a huge page moved whole would wait for its second copy.
+    const HUGE: u64 = 2 << 20;
+    let split = promotions_ns(512);
+    let mut a: Vec<Access> = (0..2 * HUGE / PAGE).map(|p| Access::write(p * PAGE, 64, 0, 0)).collect();
+    a.extend((0..4_000_000).map(|_| Access::write(0, 64, 0, 23)));
+    let info = WorkloadInfo {
+        name: "split".into(),
+        description: String::new(),
+        footprint_bytes: 2 * HUGE,
+        threads: 1,
+        scale: 1.0,
+        suggested_fast_bytes: 2 * HUGE,
+        accesses: a.len() as u64,
+        recording: None,
+    };
+    let source = Box::new(MemorySource::new(info, a));
+    let mut m = SimMachine::new(profile(), source, 2 * HUGE, Some(2 * HUGE)).unwrap();
+    let req =
+        Requirements { page_size: PageSize::Huge2M, ..requirements(Mover::CopyEngine { queue_pages: 8 }) };
+    m.prepare(&req).unwrap();
+    assert!(matches!(m.advance(1), Progress::Running { .. }));
+    let t0 = now(&m);
+    let plan = Plan { options: MoveOptions { split_huge: true, ..MoveOptions::default() }, ..up([0]) };
+    let applied = m.apply(&plan);
+    assert!((applied.time_ns as f64 - split).abs() <= 1.0, "{} ns", applied.time_ns);
+    assert_eq!(applied.tlb_shootdowns, 512);
+    while m.report().pages_migrated == 0 {
+        one_slice(&mut m);
+    }
+    let landed = now(&m);
+    let r = m.report();
+    let once = split * (1.0 + 1.0 / 512.0);
+    assert!((r.migration_ns - once).abs() < 1e-6 * once, "copied {} ns", r.migration_ns);
+    assert!(landed >= t0 + once, "landed {} ns after the apply", landed - t0);
+    assert!((r.move_wait_ns - 512.0 * SHOOTDOWN_NS).abs() < 1e-6, "the program waited {} ns", r.move_wait_ns);
+    assert_eq!(m.placement().tiers[0], F);
 }
