@@ -30,7 +30,7 @@ pub use observe::{
     FreeRoom, HintFault, Observations, PageCounts, Sample, TierStatus, TrackerKind, TrackerRequest,
     PAGE_DIRTY, PAGE_READ_ONLY, PAGE_REFERENCED,
 };
-pub use page::{PageIdx, PageSize};
+pub use page::{PageIdx, PageSize, BASE_PAGES_PER_HUGE};
 pub use plan::{
     Applied, CheckedExchange, CheckedPlan, Exchange, Move, MoveFailure, MoveOptions, ObjectMove, Plan,
     RateBudget, SiteAdvice, TlbFlush,

@@ -34,6 +34,9 @@ impl PageSize {
     }
 }
 
+/// The base pages a 2 MiB page holds, and splits into.
+pub const BASE_PAGES_PER_HUGE: u64 = PageSize::Huge2M.bytes() / PageSize::Base4K.bytes();
+
 impl std::fmt::Display for PageSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -82,6 +82,13 @@ pub struct MoveOptions {
     pub split_huge: bool,
 }
 
+impl MoveOptions {
+    /// Whether a plan on pages of `page_size` splits them as they move: only 2 MiB pages split.
+    pub fn splits(&self, page_size: crate::PageSize) -> bool {
+        self.split_huge && page_size == crate::PageSize::Huge2M
+    }
+}
+
 impl Default for MoveOptions {
     /// Stock Linux move_pages: one thread, one batch at a time, a shootdown per page.
     fn default() -> Self {

@@ -977,7 +977,7 @@ impl SimMachine {
     fn perform(&mut self, plan: &Plan, options: &MoveOptions, applied: &mut Applied) -> Vec<MoveWork> {
         let guard = if options.protected_copies {
             WriteGuard::WriteProtected
-        } else if options.split_huge && self.info.page_size == PageSize::Huge2M {
+        } else if options.splits(self.info.page_size) {
             WriteGuard::SplitPieces
         } else {
             WriteGuard::Unprotected

@@ -3,7 +3,7 @@
 
 pub use crate::profile::MigrationProfile;
 use crate::profile::{interpolate, TierProfile, MAX_TIERS};
-use terrace_model::{MoveOptions, PageSize, TlbFlush};
+use terrace_model::{MoveOptions, PageSize, TlbFlush, BASE_PAGES_PER_HUGE};
 
 /// The work a plan turned into, after validation.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -124,7 +124,7 @@ pub fn cost(
     if pages == 0 {
         return MoveCost::default();
     }
-    if opts.split_huge && page_size == PageSize::Huge2M {
+    if opts.splits(page_size) {
         return split_cost(m, tiers, opts, work);
     }
     let huge = page_size == PageSize::Huge2M;
@@ -205,7 +205,7 @@ pub fn cost(
 /// the rate of 512 base pages, so the split itself adds nothing here). Costs per page are per
 /// huge page.
 fn split_cost(m: &MigrationProfile, tiers: &[TierProfile], opts: &MoveOptions, work: &MoveWork) -> MoveCost {
-    let n = PageSize::Huge2M.bytes() / PageSize::Base4K.bytes();
+    let n = BASE_PAGES_PER_HUGE;
     let base = MoveWork {
         pages: work.pages * n,
         pairs: work.pairs * n,

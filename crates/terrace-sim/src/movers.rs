@@ -16,7 +16,7 @@ use crate::migration::PerPage;
 use crate::placement::Placement;
 use crate::profile::MAX_TIERS;
 use std::collections::VecDeque;
-use terrace_model::{Move, MoveFailure, Mover, PageIdx, TierId};
+use terrace_model::{Move, MoveFailure, Mover, PageIdx, TierId, BASE_PAGES_PER_HUGE};
 
 /// How a page moves ([`crate::migration::MoveWork`]'s kinds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,9 +43,6 @@ pub enum WriteGuard {
     /// and no writer waits longer than one piece.
     SplitPieces,
 }
-
-/// The base pages a 2 MiB page splits into.
-const SPLIT_PIECES: f64 = 512.0;
 
 /// One copy: a page on its way to another tier, or the two pages of an exchange.
 #[derive(Clone, Debug)]
@@ -310,7 +307,7 @@ impl MoverQueue {
     /// so does every copy queued behind it. Returns the time added.
     pub fn redo(&mut self, i: usize) -> f64 {
         let d = match self.items[i].guard {
-            WriteGuard::SplitPieces => self.items[i].dur_ns / SPLIT_PIECES,
+            WriteGuard::SplitPieces => self.items[i].dur_ns / BASE_PAGES_PER_HUGE as f64,
             _ => self.items[i].dur_ns,
         };
         self.items[i].redone = true;

@@ -1,7 +1,8 @@
 //! The movers of docs/model.md §4 ("Movers"), checked by hand: a page changes tier when its copy
 //! completes, a synchronous mover holds its policy up by exactly the model's cost, an access
 //! during a copy is charged to the old tier, a write during one waits or has the page copied
-//! again (one base page of it, for a huge page split to move), a plan larger than an asynchronous mover's queue lands over several rounds, and over
+//! again (one base page of it, for a huge page split to move), a plan larger than an
+//! asynchronous mover's queue lands over several rounds, and over
 //! whole runs of random plans the program never waits longer than it runs and nothing copied
 //! after the end is counted as moved.
 
