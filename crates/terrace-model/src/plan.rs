@@ -318,10 +318,13 @@ pub struct Applied {
     /// the simulated machine (docs/model.md §4), measured on the live one. A synchronous mover's
     /// thread spends it waiting; an asynchronous one's copies take it beside the program.
     pub time_ns: u64,
+    /// TLB shootdowns the moves take if all are carried out (the simulated machine pays each as
+    /// its copy starts, docs/model.md §4).
     pub tlb_shootdowns: u64,
     /// Program time the moves cost, as far as the machine can tell when it takes them on
     /// (shootdowns stall every program thread; copies in the faulting threads stall those
-    /// threads); 0 where it cannot tell. Writes that later wait for a protected copy are not in it.
+    /// threads), if all are carried out; 0 where it cannot tell. Writes that later wait for a
+    /// protected copy are not in it.
     pub program_stall_ns: u64,
     /// Pages that did not move, by reason.
     pub failed: Vec<(MoveFailure, u64)>,

@@ -67,7 +67,13 @@ fn mtier_flushes_once_per_look_and_once_per_evicting_epoch() {
 fn heavy_flushes_once_per_look_and_once_per_page() {
     let (r, p) = run("mtier-heavy");
     assert!(p.pages_taken > 100);
-    assert_eq!(r.tlb_shootdowns, p.epochs + p.pages_taken, "{r:?}");
+    // A page is flushed as its copy starts: of the pages not done at the end, all but the one
+    // under way never started.
+    let flushed = r.tlb_shootdowns - p.epochs;
+    assert!(
+        flushed + r.pages_not_done >= p.pages_taken && flushed + r.pages_not_done <= p.pages_taken + 1,
+        "{r:?}"
+    );
     assert_eq!(r.pages_switched, 0);
     // The thesis's ratio (Table 5.1) comes from here: heavy flushes per page, mtier per epoch.
     let (m, _) = run("mtier");

@@ -656,6 +656,7 @@ impl SimMachine {
             self.replay_due_events();
         }
         if buffered == 0 || self.error.is_some() {
+            self.pay_owed_at_end();
             return false;
         }
         let mut end = (self.pos + SLICE_ACCESSES).min(self.buf.len());
@@ -787,6 +788,19 @@ impl SimMachine {
         true
     }
 
+    /// The program has ended: what it owes for the last slice (shootdowns of the copies started
+    /// in it, tracking) still held it up, so its run ends that much later. Of several programs,
+    /// each pays on its own clock as it runs, and none is left running to pay this.
+    fn pay_owed_at_end(&mut self) {
+        if self.corun.is_some() {
+            return;
+        }
+        let owed = std::mem::take(&mut self.stall_owed_ns) + self.move_wait_owed_ns;
+        self.move_wait_ns += std::mem::take(&mut self.move_wait_owed_ns);
+        self.stall_ns += owed;
+        self.now_ns += owed;
+    }
+
     /// Charges the hint faults of the slice just replayed (each stalls its thread), then runs
     /// the scan if one has come due (`task_numa_work`), charged like a page-bits scan: a
     /// page-table update per page armed and one TLB flush. As in the kernel, the next scan is
@@ -822,8 +836,51 @@ impl SimMachine {
         s
     }
 
+    /// Charges the program for every copy started by now (docs/model.md §4, "Movers"): each
+    /// shootdown of the copy's unmapping interrupts all program threads (mtier §5.2.1, Figs
+    /// 5.2/5.3; Linux unmaps a page, and flushes, before it copies it), and a faulting thread's
+    /// copy stalls that thread, n of them side by side. Of several programs, the stall is theirs
+    /// whose pages the copy moves (docs/model.md §13). [`Self::land_copies`] runs it first, so
+    /// no copy lands unpaid.
+    fn charge_started_copies(&mut self) {
+        let now = self.now_ns;
+        let shootdown_ns = self.profile.migration.tlb_shootdown_us * 1e3;
+        let threads = self.timing.threads;
+        let page_bytes = self.info.page_size.bytes();
+        let (info, corun) = (&self.info, &mut self.corun);
+        let (mut shootdowns, mut unshared) = (0, 0.0);
+        let mut shared = 0.0;
+        let mut weights = vec![0.0; corun.as_ref().map_or(0, |_| info.programs.len())];
+        for m in &mut self.movers {
+            let faulting = m.kind == Mover::FaultingThread;
+            m.start_due(now, |c| {
+                shootdowns += c.shootdowns;
+                let stall =
+                    c.shootdowns as f64 * shootdown_ns + if faulting { c.dur_ns / threads } else { 0.0 };
+                match corun.as_mut() {
+                    Some(co) => {
+                        weights.iter_mut().for_each(|w| *w = 0.0);
+                        for &(page, _, _) in c.pages() {
+                            if let Some(p) = info.program_at(u64::from(page) * page_bytes) {
+                                weights[p] += 1.0;
+                            }
+                        }
+                        co.stall_shared(stall, &weights);
+                        shared += stall;
+                    }
+                    None => unshared += stall,
+                }
+            });
+        }
+        self.tlb_shootdowns += shootdowns;
+        self.stall_ns += shared;
+        self.move_wait_ns += shared;
+        self.move_wait_owed_ns += unshared;
+    }
+
     /// Lands every copy completed by now: its pages change tier (docs/model.md §4, "Movers").
     fn land_copies(&mut self) {
+        self.charge_started_copies();
         let now = self.now_ns;
         let page_bytes = self.info.page_size.bytes();
         for m in &mut self.movers {
@@ -1389,7 +1446,7 @@ impl Machine for SimMachine {
                 )
             };
             let mover = &mut self.movers[q];
-            mover.schedule(self.now_ns, c.per_page_ns);
+            mover.schedule(self.now_ns, c.per_page_ns, c.tlb_shootdowns);
             if mover.kind == Mover::FaultingThread {
                 // Each faulting thread copies its pages before it goes on: n of them side by
                 // side, so the program loses the copies' time over n.
@@ -1404,39 +1461,10 @@ impl Machine for SimMachine {
         // On this machine every copy takes machine time: what the movers took on is in flight.
         applied.pages_in_flight = applied.pages_moved;
         self.failed_moves += applied.failed_total();
-        self.tlb_shootdowns += applied.tlb_shootdowns;
-        // Every shootdown interrupts all program threads (mtier §5.2.1, Figs 5.2/5.3); Linux
-        // unmaps a page, and flushes, before it copies it, so they are paid as the plan starts.
+        // What the plan will cost the program; it is paid copy by copy as each starts
+        // (`charge_started_copies`), so work the run ends before is never paid for.
         let stall = applied.tlb_shootdowns as f64 * self.profile.migration.tlb_shootdown_us * 1e3 + move_wait;
         applied.program_stall_ns = stall as u64;
-        match self.corun.as_mut() {
-            // Of several programs, the stall is theirs whose pages the plan moves
-            // (docs/model.md §13), in proportion to them.
-            Some(c) => {
-                let page = self.info.page_size.bytes();
-                let info = &self.info;
-                let mut weights = vec![0.0; info.programs.len()];
-                let mut count = |addr: u64, pages: f64| {
-                    if let Some(p) = info.program_at(addr) {
-                        weights[p] += pages;
-                    }
-                };
-                for mv in &plan.moves {
-                    count(u64::from(mv.page) * page, 1.0);
-                }
-                for ex in &plan.exchanges {
-                    count(u64::from(ex.a) * page, 1.0);
-                    count(u64::from(ex.b) * page, 1.0);
-                }
-                for o in &plan.objects {
-                    count(o.addr, o.bytes.div_ceil(page) as f64);
-                }
-                c.stall_shared(stall, &weights);
-                self.stall_ns += stall;
-                self.move_wait_ns += stall;
-            }
-            None => self.move_wait_owed_ns += stall,
-        }
         applied
     }
 }

@@ -65,6 +65,8 @@ pub struct Copy {
     /// Program threads already waiting for this copy (a thread waits once per copy).
     waiting: [u64; 4],
     pub kind: CopyKind,
+    /// TLB shootdowns the copy's unmapping takes: its share of its plan's, paid as it starts.
+    pub shootdowns: u64,
 }
 
 impl Copy {
@@ -97,6 +99,8 @@ pub struct MoverQueue {
     busy_ns: f64,
     /// Items taken on by the plan being applied, not yet given their times.
     unscheduled: usize,
+    /// Items at the front whose start has been charged to the program ([`Self::start_due`]).
+    started: usize,
 }
 
 impl MoverQueue {
@@ -109,6 +113,7 @@ impl MoverQueue {
             promised: [0; MAX_TIERS],
             busy_ns: 0.0,
             unscheduled: 0,
+            started: 0,
         }
     }
 
@@ -141,6 +146,7 @@ impl MoverQueue {
             redone: false,
             backed,
             waiting: [0; 4],
+            shootdowns: 0,
         });
         self.queued_pages += len as u64;
     }
@@ -196,8 +202,17 @@ impl MoverQueue {
 
     /// Gives the copies taken on since the last call their times: `per_page_ns` of copying per
     /// page of their kind, one after another from `now` or from the end of the copies ahead.
-    pub fn schedule(&mut self, now: f64, per_page_ns: PerPage) {
-        for i in self.unscheduled..self.items.len() {
+    /// The work's `shootdowns` are spread over its flushed copies (kernel migrations and
+    /// switches; a shadowed promotion needs none) in proportion to their pages, each flush going
+    /// to the first copy of its share: each is paid when its copy starts ([`Self::start_due`]).
+    pub fn schedule(&mut self, now: f64, per_page_ns: PerPage, shootdowns: u64) {
+        let new = self.unscheduled..self.items.len();
+        let flushed = |c: &Copy| if c.kind == CopyKind::KeepShadow { 0 } else { c.len as u64 };
+        let flushed_pages: u64 = self.items.range(new.clone()).map(flushed).sum();
+        let share =
+            |pages: u64| (pages as u128 * shootdowns as u128).div_ceil(flushed_pages.max(1) as u128) as u64;
+        let mut pages_before = 0;
+        for i in new {
             let per = match self.items[i].kind {
                 CopyKind::Migrate => per_page_ns.kernel,
                 CopyKind::KeepShadow => per_page_ns.shadow_copy,
@@ -205,12 +220,31 @@ impl MoverQueue {
             };
             let dur = per * self.items[i].len as f64;
             let start = if i > 0 { self.items[i - 1].done_ns.max(now) } else { now };
+            let pages_after = pages_before + flushed(&self.items[i]);
             let c = &mut self.items[i];
             c.dur_ns = dur;
             c.start_ns = start;
             c.done_ns = start + dur;
+            c.shootdowns = share(pages_after) - share(pages_before);
+            pages_before = pages_after;
+        }
+        if flushed_pages == 0 && shootdowns > 0 {
+            // Kept whole should the work's cost ever flush without a flushed copy.
+            if let Some(c) = self.items.range_mut(self.unscheduled..).next() {
+                c.shootdowns = shootdowns;
+            }
         }
         self.unscheduled = self.items.len();
+    }
+
+    /// Hands `charge` each copy that has started by `now` and was not handed over before: what
+    /// starting it costs the program (its unmapping's shootdowns; in the faulting threads, the
+    /// copy itself) is paid then, so a copy the run ends before is never paid for.
+    pub fn start_due(&mut self, now: f64, mut charge: impl FnMut(&Copy)) {
+        while let Some(c) = self.items.get(self.started).filter(|c| c.start_ns <= now) {
+            charge(c);
+            self.started += 1;
+        }
     }
 
     /// Lands every copy completed by `now`: each page goes to its new tier (`land` is told of
@@ -227,6 +261,7 @@ impl MoverQueue {
         while self.items.front().is_some_and(|c| c.done_ns <= now) {
             let Some(c) = self.items.pop_front() else { break };
             self.unscheduled = self.unscheduled.saturating_sub(1);
+            self.started = self.started.saturating_sub(1);
             self.busy_ns += c.done_ns - c.start_ns;
             self.queued_pages -= c.len as u64;
             if c.len == 2 {
@@ -372,7 +407,7 @@ mod tests {
         q.take_move(&mut p, 0, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
         q.take_move(&mut p, 2, (S, F), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
         assert_eq!(p.occupied(0), 2, "the promotion holds no room of its own yet");
-        q.schedule(0.0, per(10.0));
+        q.schedule(0.0, per(10.0), 0);
         let mut landed = Vec::new();
         q.complete(10.0, &mut p, |page, _, to, _| landed.push((page, to)));
         assert_eq!(landed, [(0, S)]);
@@ -410,7 +445,7 @@ mod tests {
             faulting.take_move(&mut p, 2, (S, F), WriteGuard::Unprotected, CopyKind::Migrate),
             Err(MoveFailure::NoSpace)
         );
-        faulting.schedule(100.0, per(10.0));
+        faulting.schedule(100.0, per(10.0), 0);
         let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
         assert_eq!(times, [(100.0, 110.0), (110.0, 120.0)]);
         assert_eq!(faulting.running(105.0), Some(0));
@@ -424,6 +459,31 @@ mod tests {
         assert_eq!(faulting.time_copying(125.0), 25.0, "both copies of the first page, half the second");
     }
 
+    /// A plan's shootdowns go to its flushed copies by pages, the first copy of each share
+    /// taking the flush, and each is handed over once, when its copy has started.
+    #[test]
+    fn shootdowns_are_spread_over_the_copies_and_paid_as_each_starts() {
+        let mut p = full(12, 4);
+        let mut q = MoverQueue::new(Mover::PolicyThread);
+        for page in 0..10 {
+            let kind = if page == 2 { CopyKind::KeepShadow } else { CopyKind::Migrate };
+            q.take_move(&mut p, page, (F, S), WriteGuard::Unprotected, kind).unwrap();
+        }
+        q.schedule(0.0, per(10.0), 3);
+        let shares: Vec<u64> = q.items.iter().map(|c| c.shootdowns).collect();
+        assert_eq!(shares.iter().sum::<u64>(), 3);
+        assert_eq!(shares[2], 0, "a shadowed promotion flushes nothing");
+        assert_eq!(shares[0], 1, "the first copy of a share takes its flush");
+        let mut paid = Vec::new();
+        q.start_due(25.0, |c| paid.push(c.pages()[0].0));
+        assert_eq!(paid, [0, 1, 2], "the copies started by 25 ns, each once");
+        q.start_due(25.0, |c| paid.push(c.pages()[0].0));
+        assert_eq!(paid.len(), 3);
+        q.complete(25.0, &mut p, |_, _, _, _| {});
+        q.start_due(35.0, |c| paid.push(c.pages()[0].0));
+        assert_eq!(paid, [0, 1, 2, 3], "landing copies does not hand any over twice");
+    }
+
     /// A huge page split to move is unmapped one base page at a time: a write races only the
     /// piece under way, so the copy is redone by one of its 512 pieces.
     #[test]
@@ -432,7 +492,7 @@ mod tests {
         let mut q = MoverQueue::new(Mover::PolicyThread);
         q.take_move(&mut p, 0, (F, S), WriteGuard::SplitPieces, CopyKind::Migrate).unwrap();
         q.take_move(&mut p, 1, (F, S), WriteGuard::Unprotected, CopyKind::Migrate).unwrap();
-        q.schedule(0.0, per(1024.0));
+        q.schedule(0.0, per(1024.0), 0);
         assert_eq!(q.redo(0), 2.0);
         let times: Vec<(f64, f64)> = q.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
         assert_eq!(times, [(0.0, 1026.0), (1026.0, 2050.0)]);

@@ -293,7 +293,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "npb", row: RowKey::First("medium and large (mean of the two)"), column: "ambix" }),
         lower_bound: false,
-        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 21 and 31 times over, serves 4 and 7 points fewer of its reads from DRAM than first touch, which NPB's first-touch order makes as strong as the seed's, and loses 34%/37%; the stronger first-touch baseline on FT (above)",
+        cause: "\"Ambix §5.5.3\", causes (3)-(5): at large the oracle serves only 71% of BT's reads and 62% of FT's from DRAM, where the seed's ambix served 83% and 88% of accesses: BT's own loops (NPB 3.4's source) let no placement serve more than 74.8% of its reads with DRAM half its footprint, and FT's hot array u1 is larger than DRAM, on the seed's machine as here; on MG ambix moves its footprint 21 and 31 times over, serves 4 and 7 points fewer of its reads from DRAM than first touch, which NPB's first-touch order makes as strong as the seed's, and loses 35%/37%; the stronger first-touch baseline on FT (above)",
     },
     Headline {
         section: "Ambix §5.5.2",
@@ -527,7 +527,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig8", row: RowKey::Two("MD Priority (objects)", "objects-pair-table3"), column: "high priority: speedup over bound to DRAM" }),
         lower_bound: false,
-        cause: "\"Reproducing Fig. 8\": when it starts the fast tier is full of the other program's data, which the policy's thread copies out while its own first touches go to the slow tier",
+        cause: "\"Reproducing Fig. 8\": the model's co-run; 4.3% of its reads reach Optane, whose bandwidth the other program's writes take first, and its slices lose 65.1 ms to that traffic (8.2 ms, 0.6% of its reads and 0.83x until 2026-12-01, when a plan's shootdowns, paid at its start, halted the other program as this one began); why more of its reads reach Optane now is not analysed",
     },
     Headline {
         section: "object tiering §5.5, Fig. 8",

@@ -1366,7 +1366,9 @@ fn mtier_shootdowns(runs: &Runs) -> String {
         let base = runs.get(MTIER_WORKLOAD, "mtier").tlb_shootdowns.max(1) as f64;
         for (v, seed) in MTIER_VARIANTS.iter().zip(MTIER_SEED_SHOOTDOWNS) {
             let r = runs.get(MTIER_WORKLOAD, v);
-            let moved = r.pages_migrated + r.pages_not_done;
+            // Pages whose copies completed: a page is flushed as its copy starts, so what the
+            // run ended before was never flushed (docs/model.md §4, "Movers").
+            let moved = r.pages_migrated;
             let seed_n: f64 = seed.replace(',', "").parse().unwrap_or(f64::NAN);
             rows.push(vec![
                 v.to_string(),
