@@ -310,8 +310,10 @@ impl Policy for Nimble {
         // A fast tier over its capacity (on the live machine, the program's own first touches
         // past `fast_limit_mib`, or made while a period was planned) first sends its excess down,
         // one way, from the same inactive tail, as Nimble's allocator never lets the fast node run
-        // over (§3.2: the fast node only while it has free pages).
-        let excess = fast.map_or(0, |t| t.excess_pages()) as usize;
+        // over (§3.2: the fast node only while it has free pages). As many as the slow tier has
+        // room for: a machine refuses a move into a full tier.
+        let slow_free = obs.tiers.get(TierId::SLOW.index()).map_or(u64::MAX, |t| t.free_pages());
+        let excess = fast.map_or(0, |t| t.excess_pages()).min(slow_free) as usize;
         let mut cold: Vec<PageIdx> = (self.lists.tail_first(true, List::Inactive).into_iter())
             .filter(|p| !busy.contains(p))
             .take(excess.saturating_add(wanted))
@@ -345,6 +347,7 @@ impl Policy for Nimble {
 mod tests {
     use super::*;
     use crate::age::tests::tick;
+    use terrace_model::TierStatus;
 
     const F: TierId = TierId::FAST;
     const S: TierId = TierId::SLOW;
@@ -441,6 +444,37 @@ mod tests {
         let plan = tick(&mut p, &placement, &[R; 8], 3);
         assert_eq!(plan.moves, [to(0, S)]);
         assert_eq!(plan.exchanges, [Exchange { a: 6, b: 1 }]);
+    }
+
+    /// The excess goes down only into the slow tier's free room: with the slow tier full, no
+    /// one-way demotion is planned, and the exchange, which needs no room, still is.
+    #[test]
+    fn the_excess_goes_down_only_into_free_slow_room() {
+        let placement = [F, F, F, F, S, S, S, S];
+        let mut p = with("exchange");
+        let bits = [R; 8];
+        let tiers = [
+            TierStatus { used_pages: 4, capacity_pages: Some(3), ..Default::default() },
+            TierStatus { used_pages: 4, capacity_pages: Some(4), ..Default::default() },
+        ];
+        let obs = Observations {
+            now_ns: 0,
+            previous_ns: 0,
+            placement: &placement,
+            tiers: &tiers,
+            page_bits: Some(&bits),
+            samples: &[],
+            future: None,
+            hint_faults: &[],
+            in_flight: &[],
+        };
+        let plan = p.tick(&obs);
+        assert!(plan.moves.is_empty(), "no room below for a one-way move: {:?}", plan.moves);
+        assert!(!plan.exchanges.is_empty());
+        let with_room = [tiers[0].clone(), TierStatus { capacity_pages: Some(5), ..tiers[1].clone() }];
+        let mut p = with("exchange");
+        let plan = p.tick(&Observations { tiers: &with_room, ..obs });
+        assert_eq!(plan.moves, [Move { page: 0, to: S }], "one page of room: the excess page goes down");
     }
 
     #[test]
