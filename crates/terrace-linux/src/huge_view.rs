@@ -5,13 +5,11 @@
 
 use crate::process::{PageIndex, PAGE_BYTES, PAGE_SHIFT};
 use std::collections::HashMap;
-use terrace_model::{TierId, TierStatus};
+use terrace_model::{TierId, TierStatus, BASE_PAGES_PER_HUGE};
 
 pub const HUGE_SHIFT: u32 = 21;
 /// Bytes in one policy page of this view.
 pub const HUGE_BYTES: u64 = 1 << HUGE_SHIFT;
-/// 4 KiB pages in one 2 MiB page.
-pub const SUBPAGES: u64 = HUGE_BYTES / PAGE_BYTES;
 
 /// One entry per 2 MiB-aligned range that holds managed 4 KiB pages (indexes only grow, like the
 /// base index), with the tier of its present pages (the first one found decides) and the union
@@ -32,7 +30,7 @@ pub fn base_of(addr: u64) -> u64 {
 
 /// A tier's capacity in 2 MiB pages, from its capacity in 4 KiB pages.
 pub fn capacity(pages_4k: Option<u64>) -> Option<u64> {
-    pages_4k.map(|c| c / SUBPAGES)
+    pages_4k.map(|c| c / BASE_PAGES_PER_HUGE)
 }
 
 /// Of `present` 4 KiB pages (in index order), the first of each 2 MiB range: the only one whose
@@ -80,7 +78,7 @@ impl HugeView {
     /// first, and the others are then already there; a range of base pages moves page by page).
     pub fn addresses(&self, page: u32) -> Vec<u64> {
         let base = self.bases[page as usize];
-        (0..SUBPAGES).map(|k| base + k * PAGE_BYTES).collect()
+        (0..BASE_PAGES_PER_HUGE).map(|k| base + k * PAGE_BYTES).collect()
     }
 
     /// The bases of the ranges with a present page.
@@ -115,7 +113,7 @@ impl HugeView {
             let mut k = 0;
             while k < pages {
                 let addr = (vpn + k) << PAGE_SHIFT;
-                let in_range = (SUBPAGES - (vpn + k) % SUBPAGES).min(pages - k);
+                let in_range = (BASE_PAGES_PER_HUGE - (vpn + k) % BASE_PAGES_PER_HUGE).min(pages - k);
                 let j = self.index(addr) as usize;
                 if j >= self.placement.len() {
                     self.placement.resize(j + 1, TierId::UNPLACED);
@@ -139,7 +137,7 @@ impl HugeView {
         // see a fast tier over its limit that is not and send real pages down to make up for it.
         self.status = status.to_vec();
         for st in &mut self.status {
-            st.used_pages = st.used_pages.div_ceil(SUBPAGES);
+            st.used_pages = st.used_pages.div_ceil(BASE_PAGES_PER_HUGE);
             st.capacity_pages = capacity(st.capacity_pages);
         }
     }

@@ -10,7 +10,7 @@
 //! program never depends on Terrace: if Terrace stops, the program runs on where its pages are.
 
 use crate::config::{ReferencedSource, SamplingSource};
-use crate::huge_view::{self, SUBPAGES};
+use crate::huge_view;
 use crate::kernel_tiering::TieringRun;
 use crate::migrate;
 use crate::migrate::PageMove;
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use terrace_model::{
     Applied, CheckedPlan, Machine, MachineError, MachineInfo, MemoryMode, MoveFailure, MoveOptions,
     Observations, PageSize, Plan, Progress, RateBudget, Requirements, Sample, TierId, TierStatus,
-    TrackerKind,
+    TrackerKind, BASE_PAGES_PER_HUGE,
 };
 
 /// Running totals, for logs and the metrics endpoint.
@@ -797,7 +797,7 @@ impl LiveMachine {
         let checked = plan.check(&self.placement, self.tiers.len(), &mut budget, page_bytes, applied);
         // A batch counts policy pages: a 2 MiB page is 512 addresses in one call.
         if self.huge {
-            options.batch_pages = options.batch_pages.saturating_mul(SUBPAGES as u32);
+            options.batch_pages = options.batch_pages.saturating_mul(BASE_PAGES_PER_HUGE as u32);
         }
         (options, checked)
     }
@@ -940,7 +940,8 @@ impl LiveMachine {
             exchanged += e;
         }
         // Across processes: a pair of batches at a time, through the one-way mover.
-        let per_batch = (options.batch_pages as usize / if self.huge { SUBPAGES as usize } else { 1 }).max(1);
+        let per_batch =
+            (options.batch_pages as usize / if self.huge { BASE_PAGES_PER_HUGE as usize } else { 1 }).max(1);
         for round in across.chunks(per_batch) {
             let downs: Vec<(u32, TierId)> = round.iter().map(|&(down, to, _, _)| (down, to)).collect();
             let went_down = self.move_policy_pages(&downs, options, reason, applied);
