@@ -201,11 +201,21 @@ pub(crate) mod tests {
             TierStatus { used_pages: used, capacity_pages: Some(fast_capacity), ..Default::default() },
             TierStatus::default(),
         ];
+        tick_on(p, placement, bits, &tiers)
+    }
+
+    /// One tick of a page-bits policy on `tiers` as given.
+    pub(crate) fn tick_on(
+        p: &mut dyn Policy,
+        placement: &[TierId],
+        bits: &[u8],
+        tiers: &[TierStatus],
+    ) -> Plan {
         let obs = Observations {
             now_ns: 0,
             previous_ns: 0,
             placement,
-            tiers: &tiers,
+            tiers,
             page_bits: Some(bits),
             samples: &[],
             future: None,

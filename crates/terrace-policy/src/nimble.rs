@@ -346,7 +346,7 @@ impl Policy for Nimble {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::age::tests::tick;
+    use crate::age::tests::{tick, tick_on};
     use terrace_model::TierStatus;
 
     const F: TierId = TierId::FAST;
@@ -451,29 +451,15 @@ mod tests {
     #[test]
     fn the_excess_goes_down_only_into_free_slow_room() {
         let placement = [F, F, F, F, S, S, S, S];
-        let mut p = with("exchange");
-        let bits = [R; 8];
-        let tiers = [
+        let full_below = [
             TierStatus { used_pages: 4, capacity_pages: Some(3), ..Default::default() },
             TierStatus { used_pages: 4, capacity_pages: Some(4), ..Default::default() },
         ];
-        let obs = Observations {
-            now_ns: 0,
-            previous_ns: 0,
-            placement: &placement,
-            tiers: &tiers,
-            page_bits: Some(&bits),
-            samples: &[],
-            future: None,
-            hint_faults: &[],
-            in_flight: &[],
-        };
-        let plan = p.tick(&obs);
+        let plan = tick_on(&mut with("exchange"), &placement, &[R; 8], &full_below);
         assert!(plan.moves.is_empty(), "no room below for a one-way move: {:?}", plan.moves);
         assert!(!plan.exchanges.is_empty());
-        let with_room = [tiers[0].clone(), TierStatus { capacity_pages: Some(5), ..tiers[1].clone() }];
-        let mut p = with("exchange");
-        let plan = p.tick(&Observations { tiers: &with_room, ..obs });
+        let room_for_one = [full_below[0], TierStatus { capacity_pages: Some(5), ..full_below[1] }];
+        let plan = tick_on(&mut with("exchange"), &placement, &[R; 8], &room_for_one);
         assert_eq!(plan.moves, [Move { page: 0, to: S }], "one page of room: the excess page goes down");
     }
 
