@@ -850,7 +850,8 @@ impl SimMachine {
         let (info, corun) = (&self.info, &mut self.corun);
         let (mut shootdowns, mut unshared) = (0, 0.0);
         let mut shared = 0.0;
-        let mut weights = vec![0.0; corun.as_ref().map_or(0, |_| info.programs.len())];
+        // Allocated only when a copy of several programs' starts (this runs every slice).
+        let mut weights: Vec<f64> = Vec::new();
         for m in &mut self.movers {
             let faulting = m.kind == Mover::FaultingThread;
             m.start_due(now, |c| {
@@ -859,7 +860,8 @@ impl SimMachine {
                     c.shootdowns as f64 * shootdown_ns + if faulting { c.dur_ns / threads } else { 0.0 };
                 match corun.as_mut() {
                     Some(co) => {
-                        weights.iter_mut().for_each(|w| *w = 0.0);
+                        weights.clear();
+                        weights.resize(info.programs.len(), 0.0);
                         for &(page, _, _) in c.pages() {
                             if let Some(p) = info.program_at(u64::from(page) * page_bytes) {
                                 weights[p] += 1.0;
