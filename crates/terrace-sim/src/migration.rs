@@ -130,9 +130,8 @@ pub fn cost(
     let huge = page_size == PageSize::Huge2M;
     let batch = opts.batch_pages.max(1) as u64;
     let calls = pages.div_ceil(batch);
-    // A kernel migration unmaps the page and flushes before it copies; a switch back to a shadow
-    // reuses the fast frame, so it flushes too; a shadowed promotion needs none, since a stale
-    // translation still reaches the shadow, whose contents are the same (mtier §3.1).
+    // The pages whose translation is flushed ([`crate::movers::CopyKind::flushes`]): kernel
+    // migrations and switches back to a shadow, not shadowed promotions (mtier §3.1).
     let flushed = work.kernel_pages() + work.switched;
     let (fixed_page_us, shootdowns) = match opts.tlb_flush {
         TlbFlush::PerPage => (m.page_us, flushed),

@@ -29,6 +29,16 @@ pub enum CopyKind {
     Switch,
 }
 
+impl CopyKind {
+    /// Whether the page's translation is flushed: a kernel migration unmaps it, a switch reuses
+    /// the fast frame; a shadowed promotion needs no flush, since a stale translation still
+    /// reaches the shadow, whose contents are the same (mtier §3.1). The pages that
+    /// [`crate::migration::cost`] counts as flushed.
+    pub fn flushes(self) -> bool {
+        self != CopyKind::KeepShadow
+    }
+}
+
 /// What a write to a page during its copy does (docs/model.md §4, "Movers").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WriteGuard {
@@ -207,8 +217,9 @@ impl MoverQueue {
     /// to the first copy of its share: each is paid when its copy starts ([`Self::start_due`]).
     pub fn schedule(&mut self, now: f64, per_page_ns: PerPage, shootdowns: u64) {
         let new = self.unscheduled..self.items.len();
-        let flushed = |c: &Copy| if c.kind == CopyKind::KeepShadow { 0 } else { c.len as u64 };
+        let flushed = |c: &Copy| if c.kind.flushes() { c.len as u64 } else { 0 };
         let flushed_pages: u64 = self.items.range(new.clone()).map(flushed).sum();
+        debug_assert!(flushed_pages > 0 || shootdowns == 0, "shootdowns without a flushed copy");
         let share =
             |pages: u64| (pages as u128 * shootdowns as u128).div_ceil(flushed_pages.max(1) as u128) as u64;
         let mut pages_before = 0;
@@ -227,12 +238,6 @@ impl MoverQueue {
             c.done_ns = start + dur;
             c.shootdowns = share(pages_after) - share(pages_before);
             pages_before = pages_after;
-        }
-        if flushed_pages == 0 && shootdowns > 0 {
-            // Kept whole should the work's cost ever flush without a flushed copy.
-            if let Some(c) = self.items.range_mut(self.unscheduled..).next() {
-                c.shootdowns = shootdowns;
-            }
         }
         self.unscheduled = self.items.len();
     }
