@@ -41,8 +41,18 @@ fn mount_point() -> Result<PathBuf, TracefsError> {
     if !target.is_dir() {
         return Err(TracefsError::Unmounted(format!("{TRACEFS} does not exist")));
     }
-    nix::mount::mount(Some("tracefs"), target, Some("tracefs"), nix::mount::MsFlags::empty(), None::<&str>)
-        .map_err(|e| TracefsError::Unmounted(e.desc().to_string()))?;
+    if let Err(e) = nix::mount::mount(
+        Some("tracefs"),
+        target,
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    ) {
+        // Another thread or process may have mounted it since /proc/mounts was read: the
+        // second of two mounts at once fails with EBUSY.
+        let mounts = fs::read_to_string("/proc/mounts").unwrap_or_default();
+        return mounted(&mounts).ok_or_else(|| TracefsError::Unmounted(e.desc().to_string()));
+    }
     tracing::info!("mounted tracefs at {TRACEFS} (it was not mounted), as perf does");
     Ok(target.to_path_buf())
 }
