@@ -274,7 +274,8 @@ impl Policy for ObjectTiering {
             self.engine.sampled(u64::from(s.page) * page, 1, obs.now_ns);
         }
         self.engine.close_interval();
-        // Each record is where most of its present pages are.
+        // Each record is where most of its present pages are, and straddles the tiers when
+        // some are in each.
         let placement = obs.placement;
         self.engine.observe_tiers(|start, bytes| {
             let (first, end) = (start / page, (start + bytes).div_ceil(page).min(placement.len() as u64));
@@ -282,8 +283,8 @@ impl Policy for ObjectTiering {
             let slow = (first..end).filter(|&p| placement[p as usize] == TierId::SLOW).count();
             match (fast, slow) {
                 (0, 0) => None,
-                (f, s) if f >= s => Some(TierId::FAST),
-                _ => Some(TierId::SLOW),
+                (f, s) if f >= s => Some((TierId::FAST, s > 0)),
+                (f, _) => Some((TierId::SLOW, f > 0)),
             }
         });
         let fast_bytes =
@@ -399,7 +400,12 @@ pub struct Record {
     pub average: f64,
     /// Samples this interval (Eq. 1's t).
     hits: u32,
+    /// Where most of its pages are.
     pub tier: TierId,
+    /// Some of its pages are in the other tier (a first touch that found the fast tier full, or
+    /// a move the machine could not finish). An enforcement that puts it in the fast set
+    /// promotes what of it is slow (§3.4.4).
+    pub straddles: bool,
 }
 
 /// An allocation not yet recorded: it becomes records at the end of its interval, unless freed.
@@ -523,6 +529,7 @@ impl Engine {
     pub fn placed(&mut self, start: u64, tier: TierId) {
         if let Some(r) = self.records.get_mut(&start) {
             r.tier = tier;
+            r.straddles = false;
         }
     }
 
@@ -545,12 +552,13 @@ impl Engine {
         self.counts.records_peak = self.counts.records_peak.max(self.records.len() as u64);
     }
 
-    /// Where each record is, as the machine says: `tier_of(start, bytes)`, `None` to keep what
-    /// the engine believes.
-    pub fn observe_tiers(&mut self, tier_of: impl Fn(u64, u64) -> Option<TierId>) {
+    /// Where each record is, as the machine says: `tier_of(start, bytes)` gives the tier of most
+    /// of its pages and whether some are in the other, `None` to keep what the engine believes.
+    pub fn observe_tiers(&mut self, tier_of: impl Fn(u64, u64) -> Option<(TierId, bool)>) {
         for r in self.records.values_mut() {
-            if let Some(t) = tier_of(r.start, r.bytes) {
+            if let Some((t, straddles)) = tier_of(r.start, r.bytes) {
                 r.tier = t;
+                r.straddles = straddles;
             }
         }
     }
@@ -596,6 +604,7 @@ impl Engine {
                         average: 0.0,
                         hits: 0,
                         tier: p.tier,
+                        straddles: false,
                     },
                 ));
                 offset += bytes;
@@ -669,7 +678,12 @@ impl Engine {
         let mut d = Decision::default();
         for r in self.records.values_mut() {
             let want = if fast.contains(&r.start) { TierId::FAST } else { TierId::SLOW };
-            if want == r.tier {
+            // §3.4.4: the daemon "invokes the move_pages system call to (1) demote objects that
+            // are currently in the fast tier but belong in the slow memory set and then (2)
+            // promote objects that are currently in the fast memory set". A demotion is of a
+            // record taken to be fast; a promotion is of every record of the fast set, and
+            // move_pages moves what of it is not there yet, so one with slow pages moves again.
+            if want == r.tier && !(want == TierId::FAST && r.straddles) {
                 continue;
             }
             match want {
@@ -678,6 +692,7 @@ impl Engine {
             }
             // Where the engine believes it is until the machine says otherwise (`placed`).
             r.tier = want;
+            r.straddles = false;
         }
         d.advice = self.advice(top);
         d
@@ -869,6 +884,29 @@ mod tests {
         assert_eq!(starts(&d.promote), vec![6, 7, 8, 9]);
         let fast: u64 = e.records().filter(|r| r.tier == F).map(|r| r.bytes).sum();
         assert!(fast <= 5 * MIB * 9 / 10);
+    }
+
+    #[test]
+    fn a_fast_set_record_with_slow_pages_is_promoted_again_and_a_slow_one_is_not_demoted() {
+        // Two hot records taken to be fast, two cold ones taken to be slow; one of each has pages
+        // in the other tier. A fast tier of 2.5 MiB: 2.25 MiB at 90%, the two hot records.
+        let mut e = second_interval(Priority::AccessesPerByte);
+        for i in 0..4u64 {
+            e.allocated(i * MIB, MIB, i, 0, if i < 2 { F } else { S }, 0);
+        }
+        e.end_interval(0, None);
+        e.sampled(0, 100, 1);
+        e.sampled(MIB, 100, 1);
+        e.close_interval();
+        e.observe_tiers(|start, _| {
+            Some(if start < 2 * MIB { (F, start == MIB) } else { (S, start == 3 * MIB) })
+        });
+        let d = e.decide(5 * MIB / 2, None).expect("the time trigger fires at the second interval");
+        // §3.4.4 promotes every record of the fast set: the one with slow pages moves again.
+        assert_eq!(d.promote, vec![(MIB, MIB)]);
+        // It demotes the records taken to be fast: a slow record's stray fast pages stay.
+        assert!(d.demote.is_empty(), "{:?}", d.demote);
+        assert!(e.records().filter(|r| r.start == MIB).all(|r| r.tier == F && !r.straddles));
     }
 
     #[test]

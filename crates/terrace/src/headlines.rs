@@ -527,7 +527,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig8", row: RowKey::Two("MD Priority (objects)", "objects-pair-table3"), column: "high priority: speedup over bound to DRAM" }),
         lower_bound: false,
-        cause: "\"Reproducing Fig. 8\": the model's co-run; 4.3% of its reads reach Optane, whose bandwidth the other program's writes take first, and its slices lose 65.1 ms to that traffic (8.2 ms, 0.6% of its reads and 0.83x until 2026-12-01, when a plan's shootdowns, paid at its start, halted the other program as this one began); they go to 29 of its pages first touched while the policy's copies held the fast tier's room, which the policy, taking a record to be where most of its pages are, never moves again",
+        cause: "\"Reproducing Fig. 8\": the model's co-run; the program's reads that reach Optane, to pages first touched there while the policy's copies hold the fast tier's room and promoted at the next enforcement, wait behind the other program's writes, which take Optane's bandwidth first",
     },
     Headline {
         section: "object tiering §5.5, Fig. 8",
