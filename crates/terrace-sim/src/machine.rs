@@ -107,6 +107,11 @@ pub struct SimMachine {
     accesses: u64,
     pages_migrated: u64,
     pages_switched: u64,
+    /// Per page, whether it is a huge page split to move (docs/model.md §10): empty until one
+    /// is. A later move of the page whole, or its release, makes it whole again.
+    split_pages: Vec<bool>,
+    /// Accesses to split huge pages, whose TLB misses the model does not charge.
+    split_page_accesses: u64,
     shadows_dropped: u64,
     /// Writes of the slice to pages with a shadow: each drops it.
     shadow_writes: Vec<PageIdx>,
@@ -260,6 +265,8 @@ impl SimMachine {
             accesses: 0,
             pages_migrated: 0,
             pages_switched: 0,
+            split_pages: Vec::new(),
+            split_page_accesses: 0,
             shadows_dropped: 0,
             shadow_writes: Vec::new(),
             failed_moves: 0,
@@ -326,6 +333,7 @@ impl SimMachine {
             pages_not_done: self.movers.iter().map(|m| m.queued_pages).sum(),
             tlb_shootdowns: self.tlb_shootdowns,
             pages_switched: self.pages_switched,
+            split_page_accesses: self.split_page_accesses,
             shadows_dropped: self.shadows_dropped,
             shadow_peak_bytes: self.placement.shadow_peak * self.info.page_size.bytes(),
             migration_ns: self.movers.iter().map(|m| m.time_copying(self.now_ns)).sum(),
@@ -491,6 +499,9 @@ impl SimMachine {
         if let Some(h) = self.hints.as_mut() {
             h.disarm(page as usize);
         }
+        if let Some(s) = self.split_pages.get_mut(page as usize) {
+            *s = false;
+        }
     }
 
     /// Replays one slice in flat mode: places and counts each access against its tier (a page
@@ -509,6 +520,8 @@ impl SimMachine {
         touches.clear();
         let shadows = placement.has_shadows();
         let shadow_writes = &mut self.shadow_writes;
+        let split_pages = &self.split_pages;
+        let mut split_accesses = 0u64;
         let mut instructions = 0u64;
         let mut broken = None;
         for &a in &self.buf[self.pos..end] {
@@ -526,6 +539,9 @@ impl SimMachine {
                 break;
             };
             let t = tier.index();
+            if split_pages.get(page).copied().unwrap_or(false) {
+                split_accesses += 1;
+            }
             let write = a.kind == AccessKind::Write;
             if shadows && write && placement.shadow_of[page].is_placed() {
                 shadow_writes.push(page as PageIdx);
@@ -536,6 +552,7 @@ impl SimMachine {
                 touches.push(Touch { page: page as u32, write });
             }
         }
+        self.split_page_accesses += split_accesses;
         if let Some(a) = broken {
             self.fail_replay(a);
         }
@@ -886,6 +903,8 @@ impl SimMachine {
         let now = self.now_ns;
         let page_bytes = self.info.page_size.bytes();
         for m in &mut self.movers {
+            let split_pages = &mut self.split_pages;
+            let pages = self.page_state.len();
             let (state, hints, totals, migrated, switched) = (
                 &mut self.page_state,
                 &mut self.hints,
@@ -894,8 +913,14 @@ impl SimMachine {
                 &mut self.pages_switched,
             );
             let (corun, info) = (&mut self.corun, &self.info);
-            m.complete(now, &mut self.placement, |page, from, to, copied| {
+            m.complete(now, &mut self.placement, |page, from, to, copied, split| {
                 state[page as usize] = IDLE;
+                if split && split_pages.is_empty() {
+                    split_pages.resize(pages, false);
+                }
+                if let Some(s) = split_pages.get_mut(page as usize) {
+                    *s = split;
+                }
                 if let Some(c) = corun.as_mut() {
                     if let Some(p) = info.program_at(u64::from(page) * page_bytes) {
                         c.moved(p, from.index(), to.index());

@@ -253,7 +253,8 @@ impl MoverQueue {
     }
 
     /// Lands every copy completed by `now`: each page goes to its new tier (`land` is told of
-    /// it, with its bytes' tiers and whether bytes were copied), and the room a page leaves
+    /// it, with its bytes' tiers, whether bytes were copied, and whether the huge page was split
+    /// to move, [`WriteGuard::SplitPieces`]), and the room a page leaves
     /// passes to a page promised it. A shadowed promotion keeps its old frame as the page's
     /// shadow when no page is promised that room and the tier can spare it
     /// ([`Placement::may_keep_shadow`]); a switch takes the page back to its shadow.
@@ -261,7 +262,7 @@ impl MoverQueue {
         &mut self,
         now: f64,
         placement: &mut Placement,
-        mut land: impl FnMut(PageIdx, TierId, TierId, bool),
+        mut land: impl FnMut(PageIdx, TierId, TierId, bool, bool),
     ) {
         while self.items.front().is_some_and(|c| c.done_ns <= now) {
             let Some(c) = self.items.pop_front() else { break };
@@ -269,11 +270,12 @@ impl MoverQueue {
             self.started = self.started.saturating_sub(1);
             self.busy_ns += c.done_ns - c.start_ns;
             self.queued_pages -= c.len as u64;
+            let split = c.guard == WriteGuard::SplitPieces;
             if c.len == 2 {
                 let ((a, _, to_a), (b, _, to_b)) = (c.pages[0], c.pages[1]);
                 placement.swap(a, b);
-                land(a, to_b, to_a, true);
-                land(b, to_a, to_b, true);
+                land(a, to_b, to_a, true, split);
+                land(b, to_a, to_b, true, split);
                 continue;
             }
             let (page, from, to) = c.pages[0];
@@ -295,7 +297,7 @@ impl MoverQueue {
                 if self.hands_room_on() {
                     self.leaving[f] -= 1;
                 }
-                land(page, from, to, true);
+                land(page, from, to, true, split);
                 continue;
             }
             if self.hands_room_on() {
@@ -310,7 +312,7 @@ impl MoverQueue {
                     self.leaving[f] -= 1;
                 }
             }
-            land(page, from, to, c.kind != CopyKind::Switch);
+            land(page, from, to, c.kind != CopyKind::Switch, split);
         }
     }
 
@@ -414,10 +416,10 @@ mod tests {
         assert_eq!(p.occupied(0), 2, "the promotion holds no room of its own yet");
         q.schedule(0.0, per(10.0), 0);
         let mut landed = Vec::new();
-        q.complete(10.0, &mut p, |page, _, to, _| landed.push((page, to)));
+        q.complete(10.0, &mut p, |page, _, to, _, _| landed.push((page, to)));
         assert_eq!(landed, [(0, S)]);
         assert_eq!((p.used[0], p.reserved[0]), (1, 1), "the demotion's room passed to the promotion");
-        q.complete(20.0, &mut p, |page, _, to, _| landed.push((page, to)));
+        q.complete(20.0, &mut p, |page, _, to, _, _| landed.push((page, to)));
         assert_eq!(landed, [(0, S), (2, F)]);
         assert_eq!((p.used[0], p.reserved[0], p.reserved[1]), (2, 0, 0));
         assert!(p.is_consistent() && p.peak[0] <= 2);
@@ -459,7 +461,7 @@ mod tests {
         let times: Vec<(f64, f64)> = faulting.items.iter().map(|c| (c.start_ns, c.done_ns)).collect();
         assert_eq!(times, [(100.0, 120.0), (120.0, 130.0)], "a redone copy delays those behind it");
         let mut landed = 0;
-        faulting.complete(125.0, &mut p, |_, _, _, _| landed += 1);
+        faulting.complete(125.0, &mut p, |_, _, _, _, _| landed += 1);
         assert_eq!(landed, 1);
         assert_eq!(faulting.time_copying(125.0), 25.0, "both copies of the first page, half the second");
     }
@@ -484,7 +486,7 @@ mod tests {
         assert_eq!(paid, [0, 1, 2], "the copies started by 25 ns, each once");
         q.start_due(25.0, |c| paid.push(c.pages()[0].0));
         assert_eq!(paid.len(), 3);
-        q.complete(25.0, &mut p, |_, _, _, _| {});
+        q.complete(25.0, &mut p, |_, _, _, _, _| {});
         q.start_due(35.0, |c| paid.push(c.pages()[0].0));
         assert_eq!(paid, [0, 1, 2, 3], "landing copies does not hand any over twice");
     }

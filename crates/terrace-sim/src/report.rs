@@ -52,6 +52,10 @@ pub struct RunReport {
     /// and not in `pages_migrated` (docs/model.md §4, "Movers").
     #[serde(default)]
     pub pages_not_done: u64,
+    /// Accesses to huge pages a move split into base pages (docs/model.md §10): their TLB
+    /// misses, which the model does not charge, fall on these.
+    #[serde(default)]
+    pub split_page_accesses: u64,
     /// Shootdowns of the run: moves' and trackers' flushes, each of which halts every thread of
     /// the program (mtier §5.2.1).
     pub tlb_shootdowns: u64,
@@ -170,6 +174,7 @@ mod tests {
             bytes_migrated: 0,
             failed_moves: 0,
             pages_not_done: 0,
+            split_page_accesses: 0,
             tlb_shootdowns: 0,
             pages_switched: 0,
             shadows_dropped: 0,

@@ -496,3 +496,58 @@ fn a_write_racing_a_split_huge_page_redoes_one_base_page_and_nobody_waits() {
     assert!((r.move_wait_ns - 512.0 * SHOOTDOWN_NS).abs() < 1e-6, "the program waited {} ns", r.move_wait_ns);
     assert_eq!(m.placement().tiers[0], F);
 }
+
+#[test]
+fn accesses_to_a_huge_page_split_to_move_are_counted_from_its_landing_on() {
+    // Three 2 MiB pages in the slow tier; the program reads pages 0 and 1 in turn. Page 0 is
+    // promoted split, page 1 whole: from the slice page 0 lands in, its accesses fall on 512
+    // base pages (docs/model.md §10), and those are what `split_page_accesses` counts; page 1,
+    // moved whole, stays a huge page.
+    const HUGE: u64 = 2 << 20;
+    let init = 3 * HUGE / PAGE;
+    let mut a: Vec<Access> = (0..init).map(|p| Access::write(p * PAGE, 64, 0, 0)).collect();
+    a.extend((0..400_000u64).map(|i| Access::read((i % 2) * HUGE, 64, 0, 23)));
+    let page0: Vec<bool> =
+        a.iter().map(|x| x.addr < HUGE && x.kind == terrace_model::AccessKind::Read).collect();
+    let info = WorkloadInfo {
+        name: "split-accesses".into(),
+        description: String::new(),
+        footprint_bytes: 3 * HUGE,
+        threads: 1,
+        scale: 1.0,
+        suggested_fast_bytes: 3 * HUGE,
+        accesses: a.len() as u64,
+        recording: None,
+    };
+    let source = Box::new(MemorySource::new(info, a));
+    let mut m = SimMachine::new(profile(), source, 3 * HUGE, Some(3 * HUGE)).unwrap();
+    let req =
+        Requirements { page_size: PageSize::Huge2M, ..requirements(Mover::CopyEngine { queue_pages: 8 }) };
+    m.prepare(&req).unwrap();
+    assert!(matches!(m.advance(1), Progress::Running { .. }));
+    let split = Plan { options: MoveOptions { split_huge: true, ..MoveOptions::default() }, ..up([0]) };
+    assert_eq!(m.apply(&split).tlb_shootdowns, 512);
+    // Page 0 lands within the last stretch advanced here, between `before` and `after` accesses.
+    let (mut before, mut after) = (0, m.report().accesses);
+    while m.report().pages_migrated == 0 {
+        assert_eq!(m.report().split_page_accesses, 0, "nothing is split before the copy lands");
+        before = after;
+        one_slice(&mut m);
+        after = m.report().accesses;
+    }
+    let by_then = m.report().split_page_accesses;
+    assert_eq!(m.apply(&up([1])).tlb_shootdowns, 1);
+    while let Progress::Running { .. } = m.advance(now(&m) as u64 + 1) {}
+    let r = m.report();
+    assert_eq!(r.pages_migrated, 2);
+    let reads_of_0_from = |k: u64| page0[k as usize..].iter().filter(|&&x| x).count() as u64;
+    let (most, least) = (reads_of_0_from(before), reads_of_0_from(after));
+    assert!(least > 100_000, "page 0 landed early: {least} of its reads after it");
+    assert!(
+        (least..=most).contains(&r.split_page_accesses),
+        "{} split-page accesses; page 0's reads after its landing: {least} to {most}",
+        r.split_page_accesses
+    );
+    // Every read of page 0 after the stretch it landed in counts, and none of page 1's.
+    assert_eq!(r.split_page_accesses - by_then, least);
+}

@@ -401,7 +401,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "nimble-fig12-xeon", row: RowKey::First("geometric mean"), column: "nimble-exchange-4k" }),
         lower_bound: false,
-        cause: "\"Nimble Figs. 12 and 13 on the seed's own machine\": not found; since its THP-backed program splits each huge page as it moves, as the seed's did (since 2026-11-30; 1.53 of the seed's before), it is just outside; the TLB misses of split pages, which the model does not charge, cost these workloads' accesses at most 1.09x on this host (1.23x chased, `terrace bench page-size`), and the BFS, where the seed gained nothing, gains here because first touch already serves 97.8% of its reads from local memory",
+        cause: "\"Nimble Figs. 12 and 13 on the seed's own machine\": the TLB misses of the huge pages it splits, which the model does not charge: 75-91% of the NPB codes' accesses and 16% of the BFS's fall on split pages (`terrace sim`, \"split huge pages\"), and at this host's measured cost of 4 KiB pages (`terrace bench page-size`: up to 1.09x with addresses known ahead, 1.23x chased) they put it at 1.48-1.50x, 1.27-1.29 of the seed's; the seed's machine, whose page tables its caches could not hold, would pay more per miss [bound]",
     },
     Headline {
         section: "Nimble §4.4, Fig. 12",

@@ -2172,6 +2172,7 @@ mod tests {
                     shadows_dropped: 0,
                     shadow_peak_bytes: 0,
                     pages_not_done: 0,
+                    split_page_accesses: 0,
                     migration_ns: 1.0,
                     mover_ns: vec![1.0],
                     move_wait_ns: 1.0,

@@ -94,6 +94,14 @@ pub fn print_report(r: &RunReport) {
         r.failed_moves,
         r.pages_not_done
     );
+    if r.split_page_accesses > 0 {
+        println!(
+            "split huge pages    {} accesses ({:.1}%) to huge pages split to move, whose TLB misses the model \
+             does not charge",
+            r.split_page_accesses,
+            100.0 * r.split_page_accesses as f64 / r.accesses.max(1) as f64
+        );
+    }
     if r.pages_switched > 0 || r.shadow_peak_bytes > 0 {
         println!(
             "shadows             {} of those switched back to their shadows (no copy); at most {} held as \
