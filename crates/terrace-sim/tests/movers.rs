@@ -50,17 +50,39 @@ fn program(threads: u32, page: u64, n: u64, write: bool) -> Box<MemorySource> {
             Access::read(page * PAGE, 64, t, 23)
         }
     }));
+    source("movers", PAGES * PAGE, threads, a)
+}
+
+/// A program of `threads` threads making accesses `a` over `footprint` bytes.
+fn source(name: &str, footprint: u64, threads: u32, a: Vec<Access>) -> Box<MemorySource> {
     let info = WorkloadInfo {
-        name: "movers".into(),
+        name: name.into(),
         description: String::new(),
-        footprint_bytes: PAGES * PAGE,
+        footprint_bytes: footprint,
         threads,
         scale: 1.0,
-        suggested_fast_bytes: PAGES * PAGE,
+        suggested_fast_bytes: footprint,
         accesses: a.len() as u64,
         recording: None,
     };
     Box::new(MemorySource::new(info, a))
+}
+
+const HUGE: u64 = 2 << 20;
+
+/// A one-thread program on `huge` 2 MiB pages, all first touched in the slow tier, then accesses
+/// `a`; its machine has room for all of them in either tier, a copy engine as its mover, and has
+/// run its first slice.
+fn started_huge(name: &str, huge: u64, a: impl IntoIterator<Item = Access>) -> SimMachine {
+    let mut all: Vec<Access> = (0..huge * HUGE / PAGE).map(|p| Access::write(p * PAGE, 64, 0, 0)).collect();
+    all.extend(a);
+    let mut m = SimMachine::new(profile(), source(name, huge * HUGE, 1, all), huge * HUGE, Some(huge * HUGE))
+        .unwrap();
+    let req =
+        Requirements { page_size: PageSize::Huge2M, ..requirements(Mover::CopyEngine { queue_pages: 8 }) };
+    m.prepare(&req).unwrap();
+    assert!(matches!(m.advance(1), Progress::Running { .. }));
+    m
 }
 
 fn requirements(mover: Mover) -> Requirements {
@@ -403,17 +425,8 @@ fn mixed(n: u64, seed: u64) -> Box<MemorySource> {
             }
         })
         .collect();
-    let info = WorkloadInfo {
-        name: "mixed".into(),
-        description: String::new(),
-        footprint_bytes: PAGES * PAGE,
-        threads: 4,
-        scale: 1.0,
-        suggested_fast_bytes: PAGES * PAGE,
-        accesses: n,
-        recording: None,
-    };
-    Box::new(MemorySource::new(info, a))
+    assert_eq!(a.len() as u64, n);
+    source("mixed", PAGES * PAGE, 4, a)
 }
 
 proptest! {
@@ -460,26 +473,8 @@ fn a_write_racing_a_split_huge_page_redoes_one_base_page_and_nobody_waits() {
     // races only the base page under way, so the mover copies that one again (1/512 of the
     // whole), the page lands one base page's copy later, and the program loses only the 512
     // shootdowns, where a write racing a huge page moved whole would wait for its second copy.
-    const HUGE: u64 = 2 << 20;
     let split = promotions_ns(512);
-    let mut a: Vec<Access> = (0..2 * HUGE / PAGE).map(|p| Access::write(p * PAGE, 64, 0, 0)).collect();
-    a.extend((0..4_000_000).map(|_| Access::write(0, 64, 0, 23)));
-    let info = WorkloadInfo {
-        name: "split".into(),
-        description: String::new(),
-        footprint_bytes: 2 * HUGE,
-        threads: 1,
-        scale: 1.0,
-        suggested_fast_bytes: 2 * HUGE,
-        accesses: a.len() as u64,
-        recording: None,
-    };
-    let source = Box::new(MemorySource::new(info, a));
-    let mut m = SimMachine::new(profile(), source, 2 * HUGE, Some(2 * HUGE)).unwrap();
-    let req =
-        Requirements { page_size: PageSize::Huge2M, ..requirements(Mover::CopyEngine { queue_pages: 8 }) };
-    m.prepare(&req).unwrap();
-    assert!(matches!(m.advance(1), Progress::Running { .. }));
+    let mut m = started_huge("split", 2, (0..4_000_000).map(|_| Access::write(0, 64, 0, 23)));
     let t0 = now(&m);
     let plan = Plan { options: MoveOptions { split_huge: true, ..MoveOptions::default() }, ..up([0]) };
     let applied = m.apply(&plan);
@@ -503,28 +498,11 @@ fn accesses_to_a_huge_page_split_to_move_are_counted_from_its_landing_on() {
     // promoted split, page 1 whole: from the slice page 0 lands in, its accesses fall on 512
     // base pages (docs/model.md §10), and those are what `split_page_accesses` counts; page 1,
     // moved whole, stays a huge page.
-    const HUGE: u64 = 2 << 20;
-    let init = 3 * HUGE / PAGE;
-    let mut a: Vec<Access> = (0..init).map(|p| Access::write(p * PAGE, 64, 0, 0)).collect();
-    a.extend((0..400_000u64).map(|i| Access::read((i % 2) * HUGE, 64, 0, 23)));
+    let reads: Vec<Access> = (0..400_000u64).map(|i| Access::read((i % 2) * HUGE, 64, 0, 23)).collect();
+    // Whether each access of the run (the first touches first) is a read of page 0.
     let page0: Vec<bool> =
-        a.iter().map(|x| x.addr < HUGE && x.kind == terrace_model::AccessKind::Read).collect();
-    let info = WorkloadInfo {
-        name: "split-accesses".into(),
-        description: String::new(),
-        footprint_bytes: 3 * HUGE,
-        threads: 1,
-        scale: 1.0,
-        suggested_fast_bytes: 3 * HUGE,
-        accesses: a.len() as u64,
-        recording: None,
-    };
-    let source = Box::new(MemorySource::new(info, a));
-    let mut m = SimMachine::new(profile(), source, 3 * HUGE, Some(3 * HUGE)).unwrap();
-    let req =
-        Requirements { page_size: PageSize::Huge2M, ..requirements(Mover::CopyEngine { queue_pages: 8 }) };
-    m.prepare(&req).unwrap();
-    assert!(matches!(m.advance(1), Progress::Running { .. }));
+        (0..3 * HUGE / PAGE).map(|_| false).chain(reads.iter().map(|x| x.addr < HUGE)).collect();
+    let mut m = started_huge("split-accesses", 3, reads);
     let split = Plan { options: MoveOptions { split_huge: true, ..MoveOptions::default() }, ..up([0]) };
     assert_eq!(m.apply(&split).tlb_shootdowns, 512);
     // Page 0 lands within the last stretch advanced here, between `before` and `after` accesses.
