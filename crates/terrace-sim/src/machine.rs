@@ -107,8 +107,9 @@ pub struct SimMachine {
     accesses: u64,
     pages_migrated: u64,
     pages_switched: u64,
-    /// Per page, whether it is a huge page split to move (docs/model.md §10): empty until one
-    /// is. A later move of the page whole, or its release, makes it whole again.
+    /// Per page, whether it is a huge page split to move (docs/model.md §4, "Huge pages split to
+    /// move"): empty until one is. A later move of the page whole, or its release, makes it whole
+    /// again.
     split_pages: Vec<bool>,
     /// Accesses to split huge pages, whose TLB misses the model does not charge.
     split_page_accesses: u64,
