@@ -524,15 +524,6 @@ impl Engine {
         }
     }
 
-    /// Records now in `tier`, as the machine reports (a move that did not happen is not
-    /// pretended): the record at `start` is in `tier`.
-    pub fn placed(&mut self, start: u64, tier: TierId) {
-        if let Some(r) = self.records.get_mut(&start) {
-            r.tier = tier;
-            r.straddles = false;
-        }
-    }
-
     /// The end of an interval: [`Self::close_interval`], then [`Self::decide`].
     pub fn end_interval(&mut self, fast_bytes: u64, mpi: Option<f64>) -> Option<Decision> {
         self.close_interval();
@@ -690,7 +681,8 @@ impl Engine {
                 TierId::FAST => d.promote.push((r.start, r.bytes)),
                 _ => d.demote.push((r.start, r.bytes)),
             }
-            // Where the engine believes it is until the machine says otherwise (`placed`).
+            // Where the engine believes it is until the machine says otherwise
+            // (`observe_tiers`, at the next tick: a move that did not happen is not pretended).
             r.tier = want;
             r.straddles = false;
         }
