@@ -8,8 +8,8 @@
 //! alone on 2026-11-30, with the kernel-tiering-setup table): 289 s in a clean-clone CI run on
 //! 2026-11-29 on the 2-core development machine, 708-718 s in the two of 2026-11-30 beside the
 //! guest, longer while other builds share it. In a debug build the simulations take about 7
-//! times as long. It is ignored in a plain `cargo test` either way: scripts/test runs it by itself
-//! beside the guest tests (see the test). The other tests here take well under a second: they
+//! times as long. It is ignored in a plain `cargo test` either way: scripts/test runs it by itself,
+//! niced, from the end of the tests' build to the end of the guest tests (see the test). The other tests here take well under a second: they
 //! fail before any run.
 //!
 //! When the long test fails, its message names each table that differs, with a short diff. That
@@ -28,10 +28,11 @@ fn doc() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/policies.md")
 }
 
-/// Ignored in a plain `cargo test`: scripts/test runs it on its own (`-- --ignored`), at a low
-/// priority beside the guest tests, whose emulator leaves about one of the two cores idle.
+/// Ignored in a plain `cargo test`: scripts/test runs it on its own (`-- --ignored`), at the
+/// lowest priority, as soon as the tests are built: beside the other tests, whose longest ones
+/// leave a core idle, and the guest tests, whose emulator leaves part of the two cores idle.
 #[test]
-#[ignore = "11 CPU-minutes (50 unoptimised): scripts/test runs it beside the guest tests; by hand, \
+#[ignore = "11 CPU-minutes (50 unoptimised): scripts/test runs it beside the other tests; by hand, \
             cargo test --release -p terrace --test reproduce_doc -- --ignored"]
 fn every_table_of_docs_policies_md_is_what_terrace_reproduce_prints() {
     let out = terrace().arg("reproduce").arg("--check").arg(doc()).output().unwrap();

@@ -1,6 +1,7 @@
 # boot: hmat
 # The guest itself: two NUMA nodes, node 1 memory-only and in a lower (higher-numbered) memory tier
-# than node 0, the static terrace binary runs, and commands can run as an unprivileged user.
+# than node 0, the terrace binary runs (with the libraries it links), and commands can run as an
+# unprivileged user.
 . /lib/vmtest.sh
 
 [ -d /sys/devices/system/node/node0 ] || fail "no node0"
