@@ -508,8 +508,8 @@ mod live {
                      other processes), each 4 KiB page by its frame"
                         .to_string()
                 } else {
-                    "DAMON vaddr region (adaptive: 10 to 1000 regions over the address space), clipped to mapped \
-                     4 KiB pages"
+                    "DAMON region of the process's address space (adaptive: 10 to 1000 regions over its mappings, \
+                     fvaddr; vaddr's three ranges on a kernel before 6.7), clipped to mapped 4 KiB pages"
                         .to_string()
                 },
                 format!(

@@ -11,6 +11,7 @@
 //! [`DamonReader`]), or, where that cannot be had, from sysfs's `tried_regions`, which a `stat`
 //! scheme matching every region fills.
 
+use super::damon_ranges;
 use super::{LiveTracker, ScanView};
 use crate::process::ProcessError;
 use crate::tracefs::{EventFormat, Field};
@@ -191,8 +192,10 @@ pub struct DamonTracker {
     kdamond: PathBuf,
     /// Samples per aggregation interval: the most `nr_accesses` can be.
     samples_per_aggregation: u32,
-    /// The process watched (vaddr); none on physical memory.
+    /// The process watched (vaddr or fvaddr); none on physical memory.
     pid: Option<i32>,
+    /// The ranges named for it (fvaddr: [`damon_ranges`]), or none where DAMON's vaddr picks them.
+    named: Option<Vec<(u64, u64)>>,
 }
 
 impl DamonTracker {
@@ -207,7 +210,8 @@ impl DamonTracker {
         Self::start_on(None, sample_us, aggr_us)
     }
 
-    /// `vaddr` on `pid`, or `paddr` without one.
+    /// `fvaddr` on `pid`'s mappings where the kernel takes them again at a commit, else `vaddr`
+    /// on `pid`; `paddr` without one.
     fn start_on(pid: Option<i32>, sample_us: u64, aggr_us: u64) -> Result<Self, DamonError> {
         let admin = Path::new(ADMIN);
         if !admin.is_dir() {
@@ -230,14 +234,30 @@ impl DamonTracker {
         }
         write(&admin.join("nr_kdamonds"), "1")?;
         let kd = admin.join("0");
-        let tracker = DamonTracker {
+        // Made first, so that a failure below turns the kdamond off again (Drop).
+        let mut tracker = DamonTracker {
             kdamond: kd.clone(),
             samples_per_aggregation: (aggr_us / sample_us.max(1)) as u32,
             pid,
+            named: None,
         };
         let ctx = kd.join("contexts/0");
         write(&kd.join("contexts/nr_contexts"), "1")?;
-        let ops = if pid.is_some() { "vaddr" } else { "paddr" };
+        // A process's mappings are named where the kernel can take them again as they change
+        // (fvaddr, committed online): vaddr's own ranges take in the gaps between a PIE's binary
+        // and its heap, which coarsen its regions (docs/live.md, "DAMON on a dynamically linked
+        // program").
+        let named = pid.filter(|_| {
+            let avail = fs::read_to_string(ctx.join("avail_operations")).unwrap_or_default();
+            let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            avail.split_whitespace().any(|o| o == "fvaddr") && damon_ranges::commits_regions(&release)
+        });
+        let named = named.and_then(damon_ranges::ranges_of);
+        let ops = match (pid, &named) {
+            (None, _) => "paddr",
+            (Some(_), Some(_)) => "fvaddr",
+            (Some(_), None) => "vaddr",
+        };
         // A kernel may have DAMON without vaddr (CONFIG_DAMON_VADDR off): say so, not EINVAL at "on".
         if let Ok(avail) = fs::read_to_string(ctx.join("avail_operations")) {
             if !avail.split_whitespace().any(|o| o == ops) {
@@ -252,7 +272,8 @@ impl DamonTracker {
         write(&attrs.join("intervals/sample_us"), &sample_us.to_string())?;
         write(&attrs.join("intervals/aggr_us"), &aggr_us.to_string())?;
         // The address space's layout is read again every aggregation, not every 10 (DAMON's
-        // default, 1 s): a mapping made since is monitored only from then, and in the guest a
+        // default, 1 s; under fvaddr Terrace names the mappings again as often, `NamedRanges`):
+        // a mapping made since is monitored only from then, and in the guest a
         // program's 72 MiB made at its start went unmonitored for 10 aggregations, its first fill
         // unseen (docs/live.md, "Recording a program"). Reading it costs a walk of the VMAs.
         write(&attrs.join("intervals/update_us"), &aggr_us.to_string())?;
@@ -263,7 +284,18 @@ impl DamonTracker {
         write(&attrs.join("nr_regions/max"), "1000")?;
         write(&ctx.join("targets/nr_targets"), "1")?;
         match pid {
-            Some(pid) => write(&ctx.join("targets/0/pid_target"), &pid.to_string())?,
+            Some(pid) => {
+                write(&ctx.join("targets/0/pid_target"), &pid.to_string())?;
+                if let Some(ranges) = &named {
+                    damon_ranges::write_regions(&ctx.join("targets/0"), ranges).map_err(|source| {
+                        DamonError::Io {
+                            what: "write the regions of",
+                            path: ctx.join("targets/0").display().to_string(),
+                            source,
+                        }
+                    })?;
+                }
+            }
             // paddr needs its region named: all of the system's RAM, from its lowest to its
             // highest "System RAM" range (holes are never accessed, and DAMON merges them away).
             None => {
@@ -282,7 +314,19 @@ impl DamonTracker {
             write(&scheme.join(format!("access_pattern/{what}/min")), "0")?;
             write(&scheme.join(format!("access_pattern/{what}/max")), &max.to_string())?;
         }
+        tracker.named = named;
         write(&kd.join("state"), "on")?;
+        tracing::info!(
+            "DAMON: {ops} operations{}",
+            match &tracker.named {
+                Some(r) =>
+                    format!(" on the program's mappings ({} ranges, committed again as they change)", r.len()),
+                None if ops == "vaddr" =>
+                    " (its own three ranges: this kernel cannot take named ones again as they change)"
+                        .to_string(),
+                None => String::new(),
+            }
+        );
         // A paddr kdamond's target reads pid 0, which the record then names.
         record_owner(Path::new(OWNER), pid.unwrap_or(0));
         Ok(tracker)
@@ -353,6 +397,58 @@ impl Latest {
     }
 }
 
+/// The ranges named for each target under `fvaddr` ([`damon_ranges`]), named again as the
+/// processes map memory: every aggregation interval the reading thread reads each target's
+/// /proc/PID/maps and, if any target's ranges changed, writes them and commits them to the
+/// running kdamond, as DAMON's vaddr re-reads the layout. [`DamonReader::follow`] writes the
+/// targets under the same lock.
+struct NamedRanges {
+    /// The kdamond's `contexts/0/targets` directory.
+    targets: PathBuf,
+    /// The kdamond's `state` file.
+    state: PathBuf,
+    pids: Vec<i32>,
+    ranges: Vec<Vec<(u64, u64)>>,
+    /// Whether a failed commit was logged (once).
+    warned: bool,
+}
+
+impl NamedRanges {
+    fn write_regions(&self) -> Result<(), DamonError> {
+        for (i, r) in self.ranges.iter().enumerate() {
+            let t = self.targets.join(i.to_string());
+            damon_ranges::write_regions(&t, r).map_err(|source| DamonError::Io {
+                what: "write the regions of",
+                path: t.display().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Reads each target's mappings again; writes and commits them if any target's changed. A
+    /// target whose process is gone keeps its last ranges.
+    fn refresh(&mut self) {
+        let mut changed = false;
+        for (i, &pid) in self.pids.iter().enumerate() {
+            if let Some(r) = damon_ranges::ranges_of(pid).filter(|r| *r != self.ranges[i]) {
+                self.ranges[i] = r;
+                changed = true;
+            }
+        }
+        if !changed {
+            return;
+        }
+        if let Err(e) = self.write_regions().and_then(|()| write(&self.state, "commit")) {
+            if !std::mem::replace(&mut self.warned, true) {
+                tracing::warn!(
+                    "DAMON: cannot name the program's new mappings to it ({e}); they may go unmonitored"
+                );
+            }
+        }
+    }
+}
+
 /// DAMON's regions, read in a background thread: from DAMON's `damon_aggregated` trace event
 /// (one event per region at every aggregation, as damo records them), read through perf's
 /// per-CPU tracepoint events ([`crate::tracepoint`]); or, where the kernel has no such event or
@@ -379,6 +475,8 @@ pub struct DamonReader {
     targets: Arc<AtomicUsize>,
     /// Why targets cannot be added here, once found.
     no_follow: Option<String>,
+    /// Under fvaddr, the ranges named for each target, shared with the reading thread.
+    named: Option<Arc<Mutex<NamedRanges>>>,
 }
 
 /// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read DAMON's regions
@@ -404,7 +502,16 @@ impl DamonReader {
     fn reading(tracker: DamonTracker, aggr_us: u64) -> Result<Self, DamonError> {
         let samples_per_aggregation = tracker.samples_per_aggregation();
         let kdamond = tracker.kdamond.clone();
-        let pids = tracker.pid.into_iter().collect();
+        let pids: Vec<i32> = tracker.pid.into_iter().collect();
+        let named = tracker.named.clone().map(|r| {
+            Arc::new(Mutex::new(NamedRanges {
+                targets: kdamond.join("contexts/0/targets"),
+                state: kdamond.join("state"),
+                pids: pids.clone(),
+                ranges: vec![r],
+                warned: false,
+            }))
+        });
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let targets = Arc::new(AtomicUsize::new(1));
@@ -435,13 +542,14 @@ impl DamonReader {
             }
             _ => None,
         };
+        let n = named.clone();
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
                 // The tracker lives (and its kdamond runs) as long as this thread.
                 match events {
-                    Some((events, fields)) => read_events(&l, &s, &t, events, fields, aggr_us),
-                    None => read_sysfs(&tracker, &l, &s, aggr_us),
+                    Some((events, fields)) => read_events(&l, &s, &t, n.as_deref(), events, fields, aggr_us),
+                    None => read_sysfs(&tracker, &l, &s, n.as_deref(), aggr_us),
                 }
                 drop(tracker);
             })
@@ -455,6 +563,7 @@ impl DamonReader {
             pids,
             targets,
             no_follow,
+            named,
         })
     }
 
@@ -494,13 +603,31 @@ impl DamonReader {
         let ctx = self.kdamond.join("contexts/0/targets");
         let mut pids = self.pids.clone();
         pids.push(pid);
+        // Under fvaddr each target's ranges go with it (writing nr_targets makes the targets'
+        // directories anew), the new process's read from its maps.
+        let mut named = self.named.as_ref().map(|n| n.lock().expect("damon ranges lock"));
+        if let Some(n) = named.as_deref_mut() {
+            let ranges = damon_ranges::ranges_of(pid).ok_or_else(|| format!("pid {pid} exited"))?;
+            n.ranges.push(ranges);
+        }
         let written = write(&ctx.join("nr_targets"), &pids.len().to_string()).and_then(|()| {
             for (i, &p) in pids.iter().enumerate() {
                 let p = if i > 0 && !crate::process::running(p) { first } else { p };
                 write(&ctx.join(format!("{i}/pid_target")), &p.to_string())?;
             }
+            if let Some(n) = named.as_deref() {
+                n.write_regions()?;
+            }
             write(&self.kdamond.join("state"), "commit")
         });
+        if let Some(n) = named.as_deref_mut() {
+            if written.is_ok() {
+                n.pids.push(pid);
+            } else {
+                n.ranges.pop();
+            }
+        }
+        drop(named);
         match written {
             Ok(()) => {
                 self.pids = pids;
@@ -535,17 +662,24 @@ fn trace_events(tracker: &DamonTracker) -> Result<(TracepointEvents, AggregatedF
 }
 
 /// Reads `damon_aggregated` events until `stop`, publishing each whole aggregation in `latest`.
+/// Under fvaddr, names the processes' mappings again once an aggregation interval.
 fn read_events(
     latest: &Mutex<Latest>,
     stop: &AtomicBool,
     targets: &AtomicUsize,
+    named: Option<&Mutex<NamedRanges>>,
     mut events: TracepointEvents,
     fields: AggregatedFields,
     aggr_us: u64,
 ) {
     let mut aggregation = Aggregation::default();
     let wait = std::time::Duration::from_micros(aggr_us.clamp(1_000, 200_000));
+    let mut renamed = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if let Some(n) = named.filter(|_| renamed.elapsed() >= wait) {
+            n.lock().expect("damon ranges lock").refresh();
+            renamed = std::time::Instant::now();
+        }
         // A read with losses is dropped whole, with the aggregation under way: which records
         // were lost is unknown, and the rest could join two aggregations into one of the right
         // length.
@@ -573,9 +707,19 @@ fn read_events(
     }
 }
 
-/// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation.
-fn read_sysfs(tracker: &DamonTracker, latest: &Mutex<Latest>, stop: &AtomicBool, aggr_us: u64) {
+/// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation; under
+/// fvaddr, names the process's mappings again before each.
+fn read_sysfs(
+    tracker: &DamonTracker,
+    latest: &Mutex<Latest>,
+    stop: &AtomicBool,
+    named: Option<&Mutex<NamedRanges>>,
+    aggr_us: u64,
+) {
     while !stop.load(Ordering::Relaxed) {
+        if let Some(n) = named {
+            n.lock().expect("damon ranges lock").refresh();
+        }
         match tracker.regions() {
             Ok(regions) => latest.lock().expect("damon lock").publish(vec![regions]),
             Err(e) => {

@@ -7,6 +7,7 @@
 //! policy asks for, the config's `[trackers]` choices and what the kernel offers.
 
 pub mod damon;
+pub mod damon_ranges;
 pub mod idle_page;
 pub mod perf_sampler;
 pub mod select;
