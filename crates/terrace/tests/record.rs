@@ -388,13 +388,14 @@ fn uffd_wp_over_its_fault_budget_samples_chunks_and_keeps_the_estimate() {
     }
     let script = "import time\nw = bytearray(64 << 20)\nt = time.time()\n\
                   while time.time() - t < 1.5:\n    for i in range(0, len(w), 4096):\n        w[i] = (w[i] + 1) & 255\n";
+    let python = python_executable();
     let dir = tempfile::tempdir().unwrap();
     let record = |budget: &str| {
         let trace = dir.path().join(format!("b{budget}.trc"));
         let out = terrace()
             .args(["record", "--tracker", "uffd-wp", "--fault-budget", budget, "-o"])
             .arg(&trace)
-            .args(["--", "python3", "-c", script])
+            .args(["--", &python, "-c", script])
             .timeout(Duration::from_secs(30))
             .output()
             .unwrap();
@@ -415,6 +416,18 @@ fn uffd_wp_over_its_fault_budget_samples_chunks_and_keeps_the_estimate() {
     // development host), within 64 pages for the heap's run-to-run differences.
     assert!(pages(&sampled) >= 16384, "{sampled}");
     assert!(pages(&sampled) + 64 >= pages(&whole), "pages seen sampled against whole:\n{sampled}\n{whole}");
+}
+
+/// The Python interpreter itself rather than a wrapper that starts it: pyenv's `python3` is a
+/// shell script whose helper processes a recording follows, and whether a 100 ms scan catches
+/// them before they exit depends on the host's load (a clean-clone run on 2026-12-01 saw 3 of
+/// them, 87 pages, in one of two recordings of the same program).
+fn python_executable() -> String {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3 runs");
+    String::from_utf8(out.stdout).expect("a path").trim().to_string()
 }
 
 /// A program that writes an `mib` MiB buffer page by page for `seconds` (a line for `sh -c`),
