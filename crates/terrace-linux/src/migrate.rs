@@ -104,7 +104,7 @@ pub fn failure_of(status: i32) -> MoveFailure {
 pub const MAX_CONCURRENT_BATCHES: u32 = 16;
 
 /// `major.minor` of a kernel release string (`/proc/sys/kernel/osrelease`).
-fn kernel_release(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn kernel_release(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }

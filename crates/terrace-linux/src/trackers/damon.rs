@@ -247,10 +247,11 @@ impl DamonTracker {
         // (fvaddr, committed online): vaddr's own ranges take in the gaps between a PIE's binary
         // and its heap, which coarsen its regions (docs/live.md, "DAMON on a dynamically linked
         // program").
+        let avail = fs::read_to_string(ctx.join("avail_operations")).ok();
+        let offers = |ops: &str| avail.as_deref().is_none_or(|a| a.split_whitespace().any(|o| o == ops));
         let named = pid.filter(|_| {
-            let avail = fs::read_to_string(ctx.join("avail_operations")).unwrap_or_default();
             let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            avail.split_whitespace().any(|o| o == "fvaddr") && damon_ranges::commits_regions(&release)
+            avail.is_some() && offers("fvaddr") && damon_ranges::commits_regions(&release)
         });
         let named = named.and_then(damon_ranges::ranges_of);
         let ops = match (pid, &named) {
@@ -259,20 +260,18 @@ impl DamonTracker {
             (Some(_), None) => "vaddr",
         };
         // A kernel may have DAMON without vaddr (CONFIG_DAMON_VADDR off): say so, not EINVAL at "on".
-        if let Ok(avail) = fs::read_to_string(ctx.join("avail_operations")) {
-            if !avail.split_whitespace().any(|o| o == ops) {
-                return Err(DamonError::NoOperations {
-                    ops,
-                    avail: avail.split_whitespace().collect::<Vec<_>>().join(", "),
-                });
-            }
+        if let Some(avail) = avail.as_deref().filter(|_| !offers(ops)) {
+            return Err(DamonError::NoOperations {
+                ops,
+                avail: avail.split_whitespace().collect::<Vec<_>>().join(", "),
+            });
         }
         write(&ctx.join("operations"), ops)?;
         let attrs = ctx.join("monitoring_attrs");
         write(&attrs.join("intervals/sample_us"), &sample_us.to_string())?;
         write(&attrs.join("intervals/aggr_us"), &aggr_us.to_string())?;
         // The address space's layout is read again every aggregation, not every 10 (DAMON's
-        // default, 1 s; under fvaddr Terrace names the mappings again as often, `NamedRanges`):
+        // default, 1 s; under fvaddr Terrace names the mappings again as often, `Targets`):
         // a mapping made since is monitored only from then, and in the guest a
         // program's 72 MiB made at its start went unmonitored for 10 aggregations, its first fill
         // unseen (docs/live.md, "Recording a program"). Reading it costs a walk of the VMAs.
@@ -397,26 +396,28 @@ impl Latest {
     }
 }
 
-/// The ranges named for each target under `fvaddr` ([`damon_ranges`]), named again as the
-/// processes map memory: every aggregation interval the reading thread reads each target's
-/// /proc/PID/maps and, if any target's ranges changed, writes them and commits them to the
-/// running kdamond, as DAMON's vaddr re-reads the layout. [`DamonReader::follow`] writes the
-/// targets under the same lock.
-struct NamedRanges {
+/// The kdamond's targets: each one's process and, under `fvaddr`, the ranges named for it
+/// ([`damon_ranges`]), named again as the processes map memory: every aggregation interval the
+/// reading thread reads each target's /proc/PID/maps and, if any target's ranges changed, writes
+/// them and commits them to the running kdamond, as DAMON's vaddr re-reads the layout.
+/// [`DamonReader::follow`] adds targets under the same lock.
+struct Targets {
     /// The kdamond's `contexts/0/targets` directory.
-    targets: PathBuf,
+    dir: PathBuf,
     /// The kdamond's `state` file.
     state: PathBuf,
+    /// Each target's process, in the kdamond's order (empty on physical memory).
     pids: Vec<i32>,
-    ranges: Vec<Vec<(u64, u64)>>,
+    /// Under fvaddr, each target's ranges; none under vaddr or paddr.
+    ranges: Option<Vec<Vec<(u64, u64)>>>,
     /// Whether a failed commit was logged (once).
     warned: bool,
 }
 
-impl NamedRanges {
+impl Targets {
     fn write_regions(&self) -> Result<(), DamonError> {
-        for (i, r) in self.ranges.iter().enumerate() {
-            let t = self.targets.join(i.to_string());
+        for (i, r) in self.ranges.iter().flatten().enumerate() {
+            let t = self.dir.join(i.to_string());
             damon_ranges::write_regions(&t, r).map_err(|source| DamonError::Io {
                 what: "write the regions of",
                 path: t.display().to_string(),
@@ -429,10 +430,11 @@ impl NamedRanges {
     /// Reads each target's mappings again; writes and commits them if any target's changed. A
     /// target whose process is gone keeps its last ranges.
     fn refresh(&mut self) {
+        let Some(ranges) = self.ranges.as_mut() else { return };
         let mut changed = false;
-        for (i, &pid) in self.pids.iter().enumerate() {
-            if let Some(r) = damon_ranges::ranges_of(pid).filter(|r| *r != self.ranges[i]) {
-                self.ranges[i] = r;
+        for (&pid, old) in self.pids.iter().zip(ranges.iter_mut()) {
+            if let Some(r) = damon_ranges::ranges_of(pid).filter(|r| r != old) {
+                *old = r;
                 changed = true;
             }
         }
@@ -467,16 +469,13 @@ pub struct DamonReader {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     samples_per_aggregation: u32,
-    /// The kdamond's sysfs directory, where [`Self::follow`] adds targets.
-    kdamond: PathBuf,
-    /// Each target's process, in the kdamond's order (vaddr; empty on physical memory).
-    pids: Vec<i32>,
+    /// The kdamond's targets, where [`Self::follow`] adds one; shared with the reading thread
+    /// under fvaddr.
+    monitored: Arc<Mutex<Targets>>,
     /// How many targets an aggregation has, for the reading thread.
     targets: Arc<AtomicUsize>,
     /// Why targets cannot be added here, once found.
     no_follow: Option<String>,
-    /// Under fvaddr, the ranges named for each target, shared with the reading thread.
-    named: Option<Arc<Mutex<NamedRanges>>>,
 }
 
 /// The environment variable that, set to `sysfs`, makes a [`DamonReader`] read DAMON's regions
@@ -502,16 +501,13 @@ impl DamonReader {
     fn reading(tracker: DamonTracker, aggr_us: u64) -> Result<Self, DamonError> {
         let samples_per_aggregation = tracker.samples_per_aggregation();
         let kdamond = tracker.kdamond.clone();
-        let pids: Vec<i32> = tracker.pid.into_iter().collect();
-        let named = tracker.named.clone().map(|r| {
-            Arc::new(Mutex::new(NamedRanges {
-                targets: kdamond.join("contexts/0/targets"),
-                state: kdamond.join("state"),
-                pids: pids.clone(),
-                ranges: vec![r],
-                warned: false,
-            }))
-        });
+        let monitored = Arc::new(Mutex::new(Targets {
+            dir: kdamond.join("contexts/0/targets"),
+            state: kdamond.join("state"),
+            pids: tracker.pid.into_iter().collect(),
+            ranges: tracker.named.clone().map(|r| vec![r]),
+            warned: false,
+        }));
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let targets = Arc::new(AtomicUsize::new(1));
@@ -542,7 +538,7 @@ impl DamonReader {
             }
             _ => None,
         };
-        let n = named.clone();
+        let n = tracker.named.is_some().then(|| Arc::clone(&monitored));
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
@@ -559,11 +555,9 @@ impl DamonReader {
             stop,
             thread: Some(thread),
             samples_per_aggregation,
-            kdamond,
-            pids,
+            monitored,
             targets,
             no_follow,
-            named,
         })
     }
 
@@ -596,43 +590,37 @@ impl DamonReader {
         if let Some(why) = &self.no_follow {
             return Err(why.clone());
         }
-        if self.pids.len() >= MAX_TARGETS {
+        let mut m = self.monitored.lock().expect("damon targets lock");
+        if m.pids.len() >= MAX_TARGETS {
             return Err(format!("DAMON follows at most {MAX_TARGETS} processes at once here"));
         }
-        let first = self.pids[0];
-        let ctx = self.kdamond.join("contexts/0/targets");
-        let mut pids = self.pids.clone();
-        pids.push(pid);
+        let first = m.pids[0];
         // Under fvaddr each target's ranges go with it (writing nr_targets makes the targets'
         // directories anew), the new process's read from its maps.
-        let mut named = self.named.as_ref().map(|n| n.lock().expect("damon ranges lock"));
-        if let Some(n) = named.as_deref_mut() {
-            let ranges = damon_ranges::ranges_of(pid).ok_or_else(|| format!("pid {pid} exited"))?;
-            n.ranges.push(ranges);
+        if let Some(r) = m.ranges.as_mut() {
+            r.push(damon_ranges::ranges_of(pid).ok_or_else(|| format!("pid {pid} exited"))?);
         }
-        let written = write(&ctx.join("nr_targets"), &pids.len().to_string()).and_then(|()| {
-            for (i, &p) in pids.iter().enumerate() {
+        m.pids.push(pid);
+        let written = write(&m.dir.join("nr_targets"), &m.pids.len().to_string()).and_then(|()| {
+            for (i, &p) in m.pids.iter().enumerate() {
                 let p = if i > 0 && !crate::process::running(p) { first } else { p };
-                write(&ctx.join(format!("{i}/pid_target")), &p.to_string())?;
+                write(&m.dir.join(format!("{i}/pid_target")), &p.to_string())?;
             }
-            if let Some(n) = named.as_deref() {
-                n.write_regions()?;
-            }
-            write(&self.kdamond.join("state"), "commit")
+            m.write_regions()?;
+            write(&m.state, "commit")
         });
-        if let Some(n) = named.as_deref_mut() {
-            if written.is_ok() {
-                n.pids.push(pid);
-            } else {
-                n.ranges.pop();
+        if written.is_err() {
+            m.pids.pop();
+            if let Some(r) = m.ranges.as_mut() {
+                r.pop();
             }
         }
-        drop(named);
+        let n = m.pids.len();
+        drop(m);
         match written {
             Ok(()) => {
-                self.pids = pids;
-                self.targets.store(self.pids.len(), Ordering::Relaxed);
-                Ok(self.pids.len() - 1)
+                self.targets.store(n, Ordering::Relaxed);
+                Ok(n - 1)
             }
             // The process exited meanwhile: DAMON refused its pid. The targets in sysfs are
             // written again at the next follow.
@@ -667,7 +655,7 @@ fn read_events(
     latest: &Mutex<Latest>,
     stop: &AtomicBool,
     targets: &AtomicUsize,
-    named: Option<&Mutex<NamedRanges>>,
+    named: Option<&Mutex<Targets>>,
     mut events: TracepointEvents,
     fields: AggregatedFields,
     aggr_us: u64,
@@ -677,7 +665,7 @@ fn read_events(
     let mut renamed = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if let Some(n) = named.filter(|_| renamed.elapsed() >= wait) {
-            n.lock().expect("damon ranges lock").refresh();
+            n.lock().expect("damon targets lock").refresh();
             renamed = std::time::Instant::now();
         }
         // A read with losses is dropped whole, with the aggregation under way: which records
@@ -713,12 +701,12 @@ fn read_sysfs(
     tracker: &DamonTracker,
     latest: &Mutex<Latest>,
     stop: &AtomicBool,
-    named: Option<&Mutex<NamedRanges>>,
+    named: Option<&Mutex<Targets>>,
     aggr_us: u64,
 ) {
     while !stop.load(Ordering::Relaxed) {
         if let Some(n) = named {
-            n.lock().expect("damon ranges lock").refresh();
+            n.lock().expect("damon targets lock").refresh();
         }
         match tracker.regions() {
             Ok(regions) => latest.lock().expect("damon lock").publish(vec![regions]),

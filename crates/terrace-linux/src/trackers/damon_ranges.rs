@@ -85,10 +85,7 @@ pub fn write_regions(target: &Path, ranges: &[(u64, u64)]) -> std::io::Result<()
 /// series are not counted here). Before it the ranges named at the start stay, and mappings
 /// made after it would go unmonitored, so such a kernel keeps DAMON's `vaddr`.
 pub fn commits_regions(release: &str) -> bool {
-    let mut parts = release.split(|c: char| !c.is_ascii_digit());
-    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
-    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
-    matches!((major, minor), (Some(a), Some(b)) if (a, b) >= (6, 7))
+    crate::migrate::kernel_release(release).is_some_and(|v| v >= (6, 7))
 }
 
 #[cfg(test)]
