@@ -500,7 +500,7 @@ const HEADLINES: &[Headline] = &[
         unit: Unit::Factor,
         terrace: Source::One(Cell { table: "objects-fig4", row: RowKey::Two("accesses per byte", "allocation"), column: "50%" }),
         lower_bound: false,
-        cause: "",
+        cause: "\"Reproducing Figs. 4 and 7\": the gain the workload leaves at 50%, set by its accesses' shape, a choice of the generator (not a cause outside it): all-fast is 3.81x over first touch, which leaves a quarter of each hot object in Optane, where each single random 64 B line costs a 256 B media access; in runs of 4 lines (`objects:run=4`) all-fast is 1.16x and the policy 0.86x. The seed's text gives none of its applications' times against all-DRAM at the caps, so which shape is theirs is not known",
     },
     Headline {
         section: "object tiering §5.4.1, Fig. 7",

@@ -1521,8 +1521,9 @@ const OBJECTS_PRIORITIES: [(&str, &str); 3] =
     [("fifo", "FIFO"), ("lru", "LRU"), ("apb", "accesses per byte")];
 const OBJECTS_TRIGGERS: [(&str, &str); 3] = [("time", "time"), ("mpi", "LLC MPI"), ("alloc", "allocation")];
 
+/// The reactive policy: §5.3.1, "these experiments ... only evaluate reactive object tiering".
 fn objects_at(priority: &str, trigger: &str) -> String {
-    terrace_policy::canonical(&format!("objects:priority={priority},trigger={trigger}"))
+    terrace_policy::canonical(&format!("objects-reactive:priority={priority},trigger={trigger}"))
         .expect("a valid objects spec")
 }
 
