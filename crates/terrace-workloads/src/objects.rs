@@ -59,7 +59,7 @@ const READ_SHARE: f64 = 0.7;
 /// Medium buffers: site 4, 16 KiB each, 4 allocated a round at full size, each living 64 rounds
 /// (4 MiB alive at once). Their size does not scale (a buffer stays a tracked object of its own,
 /// at least 4 KiB); their rate does, and may be a fraction of one a round. Choice of count and
-/// life: the buffers allocate 0.38% of the bytes the program moves, the median of the seed's
+/// life: the buffers allocate 0.39% of the bytes the program moves, about the median of the seed's
 /// applications (Table 4's record MB/s over Table 3's bandwidth, small inputs: Graph500 0.11% to
 /// IdenProf 4.1%, QMCPACK the median), which sets how often the allocation trigger fires.
 const MEDIUM_SITE: u64 = 4;
@@ -73,7 +73,7 @@ const MANY_SITES: f64 = 2048.0;
 const MANY_FIRST_SITE: u64 = 1000;
 const HOT_SITE_EVERY: u64 = 8;
 /// `objects-sites`: its buffers are a page (the least object with a site, §3.5), 16 allocated a
-/// round at full size (0.38% of the bytes moved, as `objects`' buffers); hot ones live 16 rounds
+/// round at full size (0.39% of the bytes moved, as `objects`' buffers); hot ones live 16 rounds
 /// (an eighth of a site's period), cold ones 160 (1.25 periods, so a cold site has one or two
 /// alive when it allocates again). Choices.
 const MANY_BYTES: u64 = 4096;
@@ -88,7 +88,7 @@ const SMALL_SITES: u64 = 8;
 const SMALL_CLASSES: [u64; 4] = [64, 256, 1024, 2048];
 const SMALL_PER_ROUND: f64 = 32.0;
 /// 2,048 rounds, each 256 Ki large-object accesses at full size: with the buffers and small
-/// objects a round is about 0.29 passes over the footprint, so a run makes about 590, as the seed's
+/// objects a round is about 0.25 passes over the footprint, so a run makes about 520, as the seed's
 /// applications do: its small inputs make 170 (WarpX) to 1,255 (Graph500) passes over their peak
 /// RSS in a run, AMG the median at 543 (Table 3: run time x bandwidth / peak RSS). How many
 /// accesses each page gets between the policy's decisions is what a move's cost is weighed
