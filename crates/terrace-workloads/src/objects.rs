@@ -252,11 +252,9 @@ pub(crate) struct Objects {
     handed: u64,
     events: std::collections::VecDeque<ObjectEventAt>,
     /// Medium buffers alive: (address, round it dies in, site), oldest first; the ring's next
-    /// address; buffers allocated so far; with many sites, the ring's free slots (the lowest
-    /// address last).
+    /// address; with many sites, the ring's free slots (the lowest address last).
     medium_live: std::collections::VecDeque<(u64, u64, u64)>,
     medium_next: u64,
-    medium_count: u64,
     medium_free: Vec<u64>,
     thread: u8,
     /// The compute each access carries ([`INSTRUCTIONS`] unless the name sets it).
@@ -318,7 +316,6 @@ pub(crate) fn build(
         events: Default::default(),
         medium_live: Default::default(),
         medium_next: 0,
-        medium_count: 0,
         medium_free,
         thread: 0,
         instructions: instructions.unwrap_or(INSTRUCTIONS),
@@ -379,10 +376,11 @@ impl Objects {
             let r = self.round;
             let hot = if r <= ROUNDS / 2 { 1 } else { 2 };
             // New medium buffers, written then read once (a producer-consumer pass).
-            let fresh_count = due(self.layout.medium_rate, r).count();
-            for _ in 0..fresh_count {
-                let site = self.layout.medium_site(self.medium_count);
-                self.medium_count += 1;
+            // Numbered across the run as `Layout::accesses` numbers them.
+            let fresh_numbers = due(self.layout.medium_rate, r);
+            let fresh_count = fresh_numbers.clone().count();
+            for n in fresh_numbers {
+                let site = self.layout.medium_site(n);
                 let addr = if self.layout.medium_sites > 1 {
                     // Layout::new checked the ring holds every buffer alive at once.
                     self.medium_free.pop().expect("a free slot")
