@@ -155,11 +155,16 @@ impl CoRun {
         }
     }
 
-    /// Program `p` has ended: its clock stops, and its traffic no longer loads the others.
+    /// Program `p` has ended: what it still owes (the shootdowns of a move of its pages started
+    /// in its last slice, a scan) held it up, so it ends that much later, as a single program's
+    /// run does (`Machine::pay_owed_at_end`); then its clock stops, and its traffic no longer
+    /// loads the others.
     pub(crate) fn end(&mut self, p: usize) {
         if self.running.get(p).copied().unwrap_or(false) {
             self.running[p] = false;
-            self.owed[p] = 0.0;
+            let owed = std::mem::take(&mut self.owed[p]);
+            self.tallies[p].stall_ns += owed;
+            self.clocks[p] += owed;
             self.end_ns[p] = Some(self.clocks[p]);
             self.rates[p] = [(0.0, 0.0); MAX_TIERS];
             self.history[p].clear();
@@ -329,6 +334,28 @@ mod tests {
         c.end(0);
         c.stall_running(7.0);
         assert_eq!(c.owed, [0.0, 7.0]);
+    }
+
+    #[test]
+    fn a_stall_owed_at_a_programs_end_lengthens_its_run() {
+        let profile = Profile::load("optane-2019").unwrap();
+        let mut c = two(&profile);
+        c.start(0, 0.0);
+        c.start(1, 0.0);
+        let none = vec![TierLoad::default(); 2];
+        c.advance(0, 1, 100.0, &none);
+        c.advance(1, 1, 100.0, &none);
+        // A move of a's pages in its last slice: its shootdowns halt a before it can end.
+        c.stall_shared(40.0, &[1.0, 0.0]);
+        c.end(0);
+        let runs = c.runs(&programs());
+        assert_eq!(runs[0].runtime_ns(), 140.0);
+        assert_eq!(runs[0].stall_ns, 40.0);
+        assert_eq!(c.owed, [0.0, 0.0]);
+        // The machine's time is b's, still running; once b ends, a's end is the latest clock.
+        assert_eq!(c.now(), 100.0);
+        c.end(1);
+        assert_eq!(c.now(), 140.0);
     }
 
     #[test]
