@@ -90,6 +90,15 @@ TERRACE_DAMON_REGIONS=sysfs terrace record -o /tmp/ds.trace --tracker damon -- s
 grep -q 'DAMON did not follow 1 process the program started (.*terrace-hotcold.*whose tried_regions' /tmp/ds.log ||
 	fail "DAMON through sysfs on a shell: $(cat /tmp/ds.log)"
 note "DAMON through sysfs on a shell: $(tail -n 1 /tmp/ds.log)"
+# DAMON's own vaddr ranges, as a kernel before 6.7 runs them, take in the gap between the
+# dynamically linked program's binary and its heap: the log says so, once, with the figures.
+TERRACE_DAMON_OPS=vaddr terrace record -o /tmp/dv.trace --tracker damon -- terrace-hotcold --seconds 3 >/dev/null 2>/tmp/dv.log ||
+	fail "record with DAMON's vaddr: $(tail -n 1 /tmp/dv.log)"
+grep -q 'DAMON: vaddr operations (its own three ranges, as TERRACE_DAMON_OPS=vaddr asks)' /tmp/dv.log ||
+	fail "DAMON did not run vaddr as asked: $(grep -m 2 'DAMON: .*operations' /tmp/dv.log)"
+[ "$(grep -c "DAMON's vaddr monitors [0-9]* MiB for the" /tmp/dv.log)" -eq 1 ] ||
+	fail "no single warning of vaddr's gaps: $(grep -m 3 'DAMON' /tmp/dv.log)"
+note "DAMON's vaddr on a PIE: $(grep -o "vaddr monitors [0-9]* MiB for the [0-9.]* MiB the program maps" /tmp/dv.log)"
 if [ -e /sys/kernel/mm/page_idle/bitmap ]; then
 	terrace record -o /tmp/ip.trace --tracker idle-page -- terrace-hotcold --seconds 2 >/dev/null 2>/tmp/ip.log ||
 		fail "record --tracker idle-page: $(tail -n 1 /tmp/ip.log)"

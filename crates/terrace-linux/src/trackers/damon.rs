@@ -249,9 +249,10 @@ impl DamonTracker {
         // program").
         let avail = fs::read_to_string(ctx.join("avail_operations")).ok();
         let offers = |ops: &str| avail.as_deref().is_none_or(|a| a.split_whitespace().any(|o| o == ops));
+        let vaddr_asked = std::env::var_os(OPS_ENV).is_some_and(|v| v == "vaddr");
         let named = pid.filter(|_| {
             let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-            avail.is_some() && offers("fvaddr") && damon_ranges::commits_regions(&release)
+            !vaddr_asked && avail.is_some() && offers("fvaddr") && damon_ranges::commits_regions(&release)
         });
         let named = named.and_then(damon_ranges::ranges_of);
         let ops = match (pid, &named) {
@@ -320,6 +321,8 @@ impl DamonTracker {
             match &tracker.named {
                 Some(r) =>
                     format!(" on the program's mappings ({} ranges, committed again as they change)", r.len()),
+                None if ops == "vaddr" && vaddr_asked =>
+                    format!(" (its own three ranges, as {OPS_ENV}=vaddr asks)"),
                 None if ops == "vaddr" =>
                     " (its own three ranges: this kernel cannot take named ones again as they change)"
                         .to_string(),
@@ -412,6 +415,10 @@ struct Targets {
     ranges: Option<Vec<Vec<(u64, u64)>>>,
     /// Whether a failed commit was logged (once).
     warned: bool,
+    /// Under vaddr, the refreshes so far, and whether the gaps vaddr monitors in the program
+    /// were said (once; [`damon_ranges::vaddr_coarseness`]).
+    vaddr_refreshes: u64,
+    vaddr_said: bool,
 }
 
 impl Targets {
@@ -428,9 +435,23 @@ impl Targets {
     }
 
     /// Reads each target's mappings again; writes and commits them if any target's changed. A
-    /// target whose process is gone keeps its last ranges.
+    /// target whose process is gone keeps its last ranges. Under vaddr, reads the program's
+    /// mappings at the 1st, 2nd, 4th, 8th, ... refresh instead (a program maps most of its
+    /// memory early), until the gaps vaddr monitors are worth a warning.
     fn refresh(&mut self) {
-        let Some(ranges) = self.ranges.as_mut() else { return };
+        let Some(ranges) = self.ranges.as_mut() else {
+            self.vaddr_refreshes += 1;
+            if self.vaddr_said || !self.vaddr_refreshes.is_power_of_two() {
+                return;
+            }
+            let Some(&pid) = self.pids.first() else { return };
+            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if let Some(said) = damon_ranges::vaddr_coarseness(&maps) {
+                tracing::warn!("{said}");
+                self.vaddr_said = true;
+            }
+            return;
+        };
         let mut changed = false;
         for (&pid, old) in self.pids.iter().zip(ranges.iter_mut()) {
             if let Some(r) = damon_ranges::ranges_of(pid).filter(|r| r != old) {
@@ -482,6 +503,11 @@ pub struct DamonReader {
 /// from sysfs rather than from its trace event.
 pub const REGIONS_ENV: &str = "TERRACE_DAMON_REGIONS";
 
+/// The environment variable that, set to `vaddr`, leaves a process's ranges to DAMON's own
+/// `vaddr` where the kernel could take named ones (`fvaddr`): what a kernel before 6.7 runs, to
+/// compare with or to fall back to.
+pub const OPS_ENV: &str = "TERRACE_DAMON_OPS";
+
 /// The most processes one kdamond watches for a recording of a process tree ([`DamonReader::follow`]):
 /// each target costs the kdamond its own sampling, and a target whose process has exited
 /// keeps its place.
@@ -507,6 +533,8 @@ impl DamonReader {
             pids: tracker.pid.into_iter().collect(),
             ranges: tracker.named.clone().map(|r| vec![r]),
             warned: false,
+            vaddr_refreshes: 0,
+            vaddr_said: false,
         }));
         let latest = Arc::new(Mutex::new(Latest::default()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -538,7 +566,8 @@ impl DamonReader {
             }
             _ => None,
         };
-        let n = tracker.named.is_some().then(|| Arc::clone(&monitored));
+        // Under fvaddr to name the mappings again, under vaddr to say what its gaps cost.
+        let n = tracker.pid.is_some().then(|| Arc::clone(&monitored));
         let thread = std::thread::Builder::new()
             .name("terrace-damon".into())
             .spawn(move || {
@@ -650,7 +679,7 @@ fn trace_events(tracker: &DamonTracker) -> Result<(TracepointEvents, AggregatedF
 }
 
 /// Reads `damon_aggregated` events until `stop`, publishing each whole aggregation in `latest`.
-/// Under fvaddr, names the processes' mappings again once an aggregation interval.
+/// On a process, refreshes its targets once an aggregation interval ([`Targets::refresh`]).
 fn read_events(
     latest: &Mutex<Latest>,
     stop: &AtomicBool,
@@ -695,8 +724,8 @@ fn read_events(
     }
 }
 
-/// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation; under
-/// fvaddr, names the process's mappings again before each.
+/// Asks sysfs for the regions until `stop`, each request waiting for the next aggregation; on a
+/// process, refreshes its targets before each ([`Targets::refresh`]).
 fn read_sysfs(
     tracker: &DamonTracker,
     latest: &Mutex<Latest>,

@@ -23,23 +23,7 @@ pub const MAX_RANGES: usize = 32;
 /// gaps. The vsyscall page, which is no mapping of the process (it lies above user space), is
 /// left out.
 pub fn monitored_ranges(maps: &str) -> Vec<(u64, u64)> {
-    let mut mappings: Vec<(u64, u64)> = maps
-        .lines()
-        .filter(|l| !l.ends_with("[vsyscall]"))
-        .filter_map(|l| {
-            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
-            let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
-            (b > a).then_some((a, b))
-        })
-        .collect();
-    mappings.sort_unstable();
-    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(mappings.len());
-    for (a, b) in mappings {
-        match joined.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => joined.push((a, b)),
-        }
-    }
+    let joined = mappings(maps);
     if joined.len() <= MAX_RANGES {
         return joined;
     }
@@ -57,6 +41,70 @@ pub fn monitored_ranges(maps: &str) -> Vec<(u64, u64)> {
     }
     out.push((start, joined[joined.len() - 1].1));
     out
+}
+
+/// The mappings `maps` lists, in address order, neighbours and overlaps joined, the vsyscall page
+/// left out.
+fn mappings(maps: &str) -> Vec<(u64, u64)> {
+    let mut mappings: Vec<(u64, u64)> = maps
+        .lines()
+        .filter(|l| !l.ends_with("[vsyscall]"))
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+            (b > a).then_some((a, b))
+        })
+        .collect();
+    mappings.sort_unstable();
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(mappings.len());
+    for (a, b) in mappings {
+        match joined.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => joined.push((a, b)),
+        }
+    }
+    joined
+}
+
+/// What DAMON's own `vaddr` operations monitor of a process whose /proc/PID/maps reads `maps`,
+/// and what it maps, in bytes: vaddr monitors from the lowest mapping to the highest, less the
+/// two largest gaps between mappings (mm/damon/vaddr.c, `__damon_va_three_regions`), so every
+/// other gap counts as monitored memory.
+pub fn vaddr_extent(maps: &str) -> (u64, u64) {
+    let joined = mappings(maps);
+    let mapped = joined.iter().map(|(a, b)| b - a).sum();
+    let (Some(first), Some(last)) = (joined.first(), joined.last()) else { return (0, 0) };
+    let mut gaps: Vec<u64> = joined.windows(2).map(|w| w[1].0 - w[0].1).collect();
+    gaps.sort_unstable_by(|x, y| y.cmp(x));
+    (last.1 - first.0 - gaps.iter().take(2).sum::<u64>(), mapped)
+}
+
+/// Below this much monitored memory beyond the mappings, vaddr's gaps are left unremarked: a
+/// statically linked program's or a small process's coarsen no region much.
+const VADDR_GAP_WORTH_SAYING: u64 = 64 << 20;
+
+/// Where DAMON runs `vaddr` (a kernel before 6.7, [`commits_regions`]), what its regions take in
+/// of a process whose maps read `maps`, said when the gaps it monitors are at least what the
+/// process maps and 64 MiB: DAMON keeps each region at most the monitored size over
+/// `nr_regions/min` (10 here), so then a region may be wider than a tenth of the program's
+/// memory, and all its pages share one count: a cold buffer beside hot memory looks used
+/// (docs/live.md, "DAMON on a dynamically linked program").
+pub fn vaddr_coarseness(maps: &str) -> Option<String> {
+    let (monitored, mapped) = vaddr_extent(maps);
+    let gaps = monitored.saturating_sub(mapped);
+    (gaps >= mapped && gaps >= VADDR_GAP_WORTH_SAYING).then(|| {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        format!(
+            "DAMON's vaddr monitors {:.0} MiB for the {:.1} MiB the program maps, the gaps between its \
+             mappings counted (this kernel, before 6.7, cannot be given the mappings as they change), \
+             so a region may span up to {:.0} MiB and a cold buffer beside hot memory can look used; \
+             where the kernel has the idle-page bitmap, it tracks each page (`[trackers] referenced = \
+             \"idle-page\"`, `terrace record --tracker idle-page`)",
+            mib(monitored),
+            mib(mapped),
+            mib(monitored) / 10.0
+        )
+    })
 }
 
 /// [`monitored_ranges`] of process `pid`, or `None` when its maps cannot be read (it exited)
@@ -112,6 +160,35 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
 ";
 
     #[test]
+    fn vaddr_counts_every_gap_but_the_two_largest_and_says_so_where_they_outweigh_the_mappings() {
+        let (monitored, mapped) = vaddr_extent(PIE);
+        // The binary to its heap (917 MiB apart) and the libraries' mappings: the largest gaps,
+        // heap to libraries and libraries to stack, are left out.
+        assert_eq!(
+            monitored,
+            (0x55c983128000 - 0x55c949e7f000)
+                + (0x7f1a654ef000 - 0x7f1a64600000)
+                + (0x7ffc5b1f7000 - 0x7ffc5b1d6000)
+        );
+        assert_eq!(mapped, monitored_ranges(PIE).iter().map(|(a, b)| b - a).sum::<u64>());
+        let said = vaddr_coarseness(PIE).expect("a PIE's gap is said");
+        assert!(said.contains("monitors 930 MiB for the 15.1 MiB"), "{said}");
+        // A statically linked program: its heap follows its binary.
+        let static_maps = "\
+00400000-004c0000 r-xp 00000000 00:02 113 /bin/terrace-hotcold
+004c0000-004c8000 rw-p 000c0000 00:02 113 /bin/terrace-hotcold
+004c8000-004ea000 rw-p 00000000 00:00 0 [heap]
+7f1a64600000-7f1a65200000 rw-p 00000000 00:00 0
+7ffc5b1d6000-7ffc5b1f7000 rw-p 00000000 00:00 0 [stack]
+";
+        let (monitored, mapped) = vaddr_extent(static_maps);
+        assert_eq!(monitored, mapped);
+        assert_eq!(vaddr_coarseness(static_maps), None);
+        assert_eq!(vaddr_extent(""), (0, 0));
+        assert_eq!(vaddr_coarseness(""), None);
+    }
+
+    #[test]
     fn the_gap_between_a_pie_s_binary_and_its_heap_is_not_monitored() {
         let r = monitored_ranges(PIE);
         assert_eq!(
@@ -126,7 +203,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
             ]
         );
         let monitored: u64 = r.iter().map(|(a, b)| b - a).sum();
-        // 14.9 MiB of mappings, where DAMON's vaddr would monitor the 917 MiB gap with them.
+        // 15.1 MiB of mappings, where DAMON's vaddr would monitor the 917 MiB gap with them.
         assert!(monitored < 16 << 20, "{monitored}");
     }
 
