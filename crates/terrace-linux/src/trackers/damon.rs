@@ -445,8 +445,7 @@ impl Targets {
                 return;
             }
             let Some(&pid) = self.pids.first() else { return };
-            let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-            if let Some(said) = damon_ranges::vaddr_coarseness(&maps) {
+            if let Some(said) = damon_ranges::coarseness_of(pid) {
                 tracing::warn!("{said}");
                 self.vaddr_said = true;
             }

@@ -96,7 +96,7 @@ pub fn vaddr_coarseness(maps: &str) -> Option<String> {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         format!(
             "DAMON's vaddr monitors {:.0} MiB for the {:.1} MiB the program maps, the gaps between its \
-             mappings counted (this kernel, before 6.7, cannot be given the mappings as they change), \
+             mappings counted (its own ranges, where a kernel from 6.7 on is given the mappings), \
              so a region may span up to {:.0} MiB and a cold buffer beside hot memory can look used; \
              where the kernel has the idle-page bitmap, it tracks each page (`[trackers] referenced = \
              \"idle-page\"`, `terrace record --tracker idle-page`)",
@@ -107,11 +107,20 @@ pub fn vaddr_coarseness(maps: &str) -> Option<String> {
     })
 }
 
+/// Process `pid`'s /proc/PID/maps, or `None` when it cannot be read (the process exited).
+fn maps_of(pid: i32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/maps")).ok()
+}
+
 /// [`monitored_ranges`] of process `pid`, or `None` when its maps cannot be read (it exited)
 /// or list nothing.
 pub fn ranges_of(pid: i32) -> Option<Vec<(u64, u64)>> {
-    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    Some(monitored_ranges(&maps)).filter(|r| !r.is_empty())
+    Some(monitored_ranges(&maps_of(pid)?)).filter(|r| !r.is_empty())
+}
+
+/// [`vaddr_coarseness`] of process `pid`; `None` also when its maps cannot be read.
+pub fn coarseness_of(pid: i32) -> Option<String> {
+    vaddr_coarseness(&maps_of(pid)?)
 }
 
 /// Writes `ranges` as the regions of the target whose sysfs directory is `target`
