@@ -22,6 +22,8 @@ const WORKING_SET: u64 = 128 << 20;
 const FAST_BYTES: u64 = 48 << 20;
 /// HPWP §6.2: 10^9 updates per thread at full size; divided by the same 1024 as the sizes.
 const SEED_UPDATES_PER_THREAD: f64 = 1e9;
+/// The largest page a policy moves (x86-64's 2 MiB huge page), which the hot set starts on.
+const HUGE_PAGE: u64 = 2 << 20;
 /// HPWP §6.2: 90% of updates go to the hot set.
 const HOT_SHARE: f64 = 0.9;
 /// An update is ~8 instructions (index generation, the xor, loop control), split evenly
@@ -52,7 +54,13 @@ fn build_with_hot_set(
     let elements = footprint / ELEMENT;
     let hot_elements = (scaled_count((hot_mib << 20) as f64, size_scale) / ELEMENT).clamp(1, elements);
     let mut rng = Rng::new(seed);
-    let hot_start = rng.below(elements - hot_elements + 1);
+    // At random on a huge-page boundary: the seed's 8 GB hot set spans 4,096 huge pages, so where
+    // within one it starts moves a negligible share of it; scaled to 8 MiB it spans 4, and a start
+    // within one would leave up to a quarter of it on huge pages shared with cold elements, which
+    // a 2 MiB policy sees as one warm page (docs/workloads.md, "GUPS").
+    // A footprint with no room for two starts on boundaries keeps the element as the unit.
+    let align = if elements - hot_elements >= HUGE_PAGE / ELEMENT { HUGE_PAGE / ELEMENT } else { 1 };
+    let hot_start = rng.below((elements - hot_elements) / align + 1) * align;
     let updates_per_thread = scaled_count(SEED_UPDATES_PER_THREAD / SEED_SCALE, size_scale);
 
     let init = Sweep::new(footprint / LINE, THREADS, vec![Step::write(0, INIT_INSTRUCTIONS)], 1, true);
@@ -173,6 +181,27 @@ mod tests {
         assert!(hot.end <= info.footprint_bytes);
         // 2M init lines + 16 threads x 976,563 updates x 2 accesses.
         assert_eq!(info.accesses, (128 << 20) / 64 + 16 * 976_563 * 2);
+    }
+
+    #[test]
+    fn the_hot_set_starts_on_a_huge_page_at_random() {
+        // Scaled to 8 MiB the hot set spans 4 huge pages: a start within one would leave part of
+        // it on a huge page shared with cold elements, as the seed's 8 GB hot set never is.
+        let starts: std::collections::HashSet<u64> = (1..=40)
+            .map(|seed| {
+                let (g, hot) = gups(8, seed, 1.0);
+                assert_eq!(hot.start % HUGE_PAGE, 0, "seed {seed}: hot set at {:#x}", hot.start);
+                assert!(hot.end <= g.info().footprint_bytes);
+                hot.start
+            })
+            .collect();
+        // 61 boundaries leave room for 8 MiB in 128 MiB: the seeds spread over them.
+        assert!(starts.len() >= 20, "only {} starts over 40 seeds", starts.len());
+        assert!(starts.contains(&0) || starts.iter().any(|&s| s < (16 << 20)));
+        assert!(starts.iter().any(|&s| s >= (104 << 20)));
+        // A footprint smaller than a huge page keeps the hot set inside it.
+        let (g, hot) = gups(8, 7, 1.0 / 256.0);
+        assert!(hot.start < hot.end && hot.end <= g.info().footprint_bytes);
     }
 
     #[test]
