@@ -5,9 +5,11 @@
 //! pages, the same placement rules and the same migration costs (no move is free), so the run
 //! reported is a real schedule under the machine's cost model, not an estimate. The family:
 //!
-//! - the static split by total future accesses ([`future_split`]) and its bandwidth-aware form
-//!   ([`balanced_split`]: the slow tier's bandwidth adds to the fast tier's, which is why
-//!   weighted interleave beats a hot/cold split on a streaming program);
+//! - the static split by total future accesses ([`future_split`]), the same split on smaller
+//!   fast tiers ([`future_split_filled`] at each of [`FILLS`]: where the fast tier's bandwidth
+//!   binds, filling it loads it) and its bandwidth-aware form ([`balanced_split`]: the slow
+//!   tier's bandwidth adds to the fast tier's, which is why weighted interleave beats a hot/cold
+//!   split on a streaming program);
 //! - the other static placements the project can express: interleave at the kernel's bandwidth
 //!   weights, at weights balanced for this trace's read/write mix and at each of [`RATIOS`],
 //!   first-touch, all-slow;
@@ -16,8 +18,9 @@
 //!   for several programs, at [`MID_HORIZON_TICKS`]);
 //! - the fast tier as a hardware cache (`memory-mode`), which runs a few parts per million ahead
 //!   of every placement on a program that fits the fast tier (docs/model.md §12).
-//! - for several programs sharing the machine, splits that follow their starts, ends and
-//!   allocations ([`phases`]).
+//! - for a program with allocations and frees, splits that follow its windows of them, and for
+//!   several programs sharing the machine, splits that also follow their starts and ends
+//!   ([`phases`]).
 //!
 //! It is a ceiling over that family by construction and over the registry by test
 //! (tests/ceiling_beats_every_policy.rs). It is not the true optimum with migration costs.
@@ -403,12 +406,30 @@ fn pages_by_gain(timing: &Timing, counts: &TraceCounts, path: Path) -> Vec<(usiz
 /// their gain (`by_gain`), each tier filled to its capacity in that order, fastest first. Pages
 /// never touched go to the slowest tier.
 pub fn future_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts) -> Vec<TierId> {
+    future_split_filled(info, timing, counts, 1.0)
+}
+
+/// [`future_split`] with the fast tier filled to `fill` of its capacity (0 to 1), the pages
+/// beyond that going on to the next tiers: a smaller machine's split, which runs on this one
+/// unchanged. Where the fast tier's bandwidth binds, its loaded latency rises with the traffic
+/// sent to it, and a split that leaves part of its room empty sends part of that traffic to the
+/// slow tier (docs/model.md §12, "Fills").
+pub fn future_split_filled(
+    info: &MachineInfo,
+    timing: &Timing,
+    counts: &TraceCounts,
+    fill: f64,
+) -> Vec<TierId> {
     // In falling gain, the untouched pages (gain 0) stand between those the fast tier helps and
     // any it would slow: only those before them are placed.
     let mut order = by_gain(timing, counts);
     let touched = order.iter().position(|&p| counts.reads[p] + counts.writes[p] == 0);
     order.truncate(touched.unwrap_or(order.len()));
-    split_in_order(info, counts, order)
+    let mut smaller = info.clone();
+    if let Some(c) = smaller.tiers[0].capacity_pages.as_mut() {
+        *c = (*c as f64 * fill.clamp(0.0, 1.0)).floor() as u64;
+    }
+    split_in_order(&smaller, counts, order)
 }
 
 /// Each page's tier in the static split by the bandwidth each page's future accesses take:
@@ -487,6 +508,10 @@ pub fn balanced_split(info: &MachineInfo, timing: &Timing, counts: &TraceCounts)
 /// The interleave ratios, fast:slow (each slower tier 1), the family tries besides the
 /// kernel's bandwidth weights and the balanced ones: weighted interleave at its best ratio.
 pub const RATIOS: [u32; 6] = [1, 2, 3, 4, 6, 8];
+
+/// The fills of the fast tier the family's smaller `future-split` members take
+/// ([`future_split_filled`]): halvings, and the midpoint of the upper half.
+pub const FILLS: [(&str, f64); 3] = [("3/4", 0.75), ("1/2", 0.5), ("1/4", 0.25)];
 
 /// How many windows of its object events each program's run is cut into by the family's
 /// `window-split` members (docs/model.md §12): a geometric series, four times as many each.
@@ -570,9 +595,14 @@ fn family(
         ("bandwidth-split", bandwidth_split(info, timing, counts)),
         ("balanced-split", balanced_split(info, timing, counts)),
     ];
+    let fills = FILLS.iter().map(|&(name, fill)| {
+        (format!("future-split:fill={name}"), future_split_filled(info, timing, counts, fill))
+    });
+    let splits: Vec<(String, Vec<TierId>)> =
+        splits.into_iter().map(|(name, tiers)| (name.to_string(), tiers)).chain(fills).collect();
     for (i, (name, tiers)) in splits.iter().enumerate() {
         if !splits[..i].iter().any(|(_, earlier)| earlier == tiers) {
-            v.push(Box::new(Static::new(*name, InitialPlacement::Pages { tiers: tiers.clone() })));
+            v.push(Box::new(Static::new(name, InitialPlacement::Pages { tiers: tiers.clone() })));
         }
     }
     v.push(Box::new(Static {
@@ -788,9 +818,12 @@ fn optimal_below(
             info: &info,
             limit: &limit,
         };
-        // Several programs: first the splits per window of each program's own allocations.
+        // A program that allocates and frees (one or several): first the splits per window of
+        // each program's own allocations. Its hot set moves as its objects come and go, which
+        // one split of the whole run cannot follow, and the oracles' windows of ticks average a
+        // page over lives it does not share (docs/model.md §12).
         let mut first: Vec<Box<dyn Policy>> = Vec::new();
-        if several {
+        if counts.object_events > 0 {
             for k in WINDOWS_PER_RUN {
                 let windows = ProgramWindows::of(source(), (counts.object_events / k).max(1));
                 first.push(Box::new(WindowSplit::new(&format!("window-split:{k}"), windows, &info, &timing)));
@@ -1221,6 +1254,33 @@ mod tests {
         // Room for more than the touched pages: the untouched ones still stay slow.
         let tiers = future_split(&two_tiers(5), &timing, &counts(&[5, 0, 50, 7, 0], &[0; 5]));
         assert_eq!(tiers, [f, s, f, f, s]);
+    }
+
+    #[test]
+    fn a_filled_split_is_the_smaller_fast_tiers_split_and_fills_the_next_tier_on() {
+        let timing = Timing::new(&Profile::load("optane-2019").unwrap(), 4);
+        let (f, s) = (TierId::FAST, TierId::SLOW);
+        let c = counts(&[5, 0, 50, 7, 9, 1], &[0; 6]);
+        // Half of 4 pages: the two of most gain; the rest of the touched pages go on, slow.
+        assert_eq!(future_split_filled(&two_tiers(4), &timing, &c, 0.5), [s, s, f, s, f, s]);
+        assert_eq!(
+            future_split_filled(&two_tiers(4), &timing, &c, 0.5),
+            future_split(&two_tiers(2), &timing, &c)
+        );
+        assert_eq!(
+            future_split_filled(&two_tiers(4), &timing, &c, 1.0),
+            future_split(&two_tiers(4), &timing, &c)
+        );
+        // Three tiers: the pages the smaller fast tier leaves fill the middle one first.
+        let mut three = MachineInfo::placeholder(3);
+        three.tiers[0].capacity_pages = Some(4);
+        three.tiers[1].capacity_pages = Some(2);
+        three.tiers[2].capacity_pages = Some(100);
+        let timing = Timing::new(&Profile::load("three-tier").unwrap(), 4);
+        let tiers = future_split_filled(&three, &timing, &c, 0.25);
+        assert_eq!(tiers.iter().filter(|t| **t == TierId(0)).count(), 1);
+        assert_eq!(tiers.iter().filter(|t| **t == TierId(1)).count(), 2);
+        assert_eq!(tiers[2], TierId(0), "the page of most gain stays fast");
     }
 
     #[test]

@@ -187,3 +187,44 @@ fn optimal_is_a_ceiling_where_the_bandwidth_path_or_huge_pages_decide() {
         );
     }
 }
+
+/// Two cells a sweep at a quarter and a sixteenth of the size found on 2026-12-01
+/// (docs/model.md §12, "Fills" and the window splits): NPB CG at medium on Optane at 60%, where
+/// hemem's 2 MiB pages left 7.5% of its reads in the slow tier and ran 1% faster than every
+/// split that filled the fast tier, whose bandwidth binds there; and the object workload on CXL
+/// at 20%, where ambix and the object policy followed its hot set as its objects came and went
+/// and beat every member that did not (by 12%, ambix). `optimal` at one size, as `compare` runs
+/// it, is no slower than those policies in either.
+#[test]
+fn optimal_is_a_ceiling_where_the_fast_tiers_bandwidth_binds_or_the_hot_set_moves_with_objects() {
+    let cells = [
+        ("npb-cg-medium", 0.25, "optane-2019", 60.0, &["hemem", "hpwp"][..]),
+        ("objects", 0.0625, "cxl", 20.0, &["ambix", "objects", "objects-reactive"][..]),
+    ];
+    let mut failures = Vec::new();
+    for (workload, scale, profile, percent, policies) in cells {
+        let profile = Profile::load(profile).unwrap();
+        let source = || terrace_workloads::build(workload, 1, scale).unwrap();
+        let opts = SimOptions { fast_capacity: Capacity::Percent(percent), ..SimOptions::default() };
+        let ceiling = terrace_ceiling::optimal(&source, &profile, &opts).unwrap();
+        let runs: Vec<(&str, f64)> = policies
+            .par_iter()
+            .map(|spec| {
+                let mut p = terrace_policy::build(spec).unwrap();
+                (*spec, terrace_sim::simulate(source(), p.as_mut(), &profile, &opts).unwrap().runtime_ns)
+            })
+            .collect();
+        for (name, ns) in runs {
+            if ns < ceiling.report.runtime_ns {
+                failures.push(format!(
+                    "{workload} on {} at {percent}%: {name} takes {:.4} ms, optimal ({}) {:.4} ms",
+                    profile.name,
+                    ns / 1e6,
+                    ceiling.chosen,
+                    ceiling.report.runtime_ns / 1e6
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
