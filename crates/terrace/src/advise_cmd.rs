@@ -17,6 +17,11 @@ use terrace_sim::{Profile, DEFAULT_PROFILE};
 /// traces"), and differences of a percent or two are within what that estimate can tell apart.
 pub const WORTHWHILE_GAIN: f64 = 1.02;
 
+/// all-fast's gain over first-touch below which a replay that advises running the program as it
+/// is says that the advice rests on the recording's compute: every page in fast memory changes
+/// under a tenth of the run. A choice, not a measurement.
+const COMPUTE_BOUND: f64 = 1.10;
+
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
     /// The recording (`terrace record`), any trace file, or a built-in workload's name.
@@ -55,6 +60,9 @@ pub struct Advice {
     /// Every placement that gains [`WORTHWHILE_GAIN`] over first-touch, fastest first, with its
     /// speedup: where to look when this host cannot run the recommended one.
     pub gaining: Vec<(String, f64)>,
+    /// all-fast's speedup over first-touch, with the share of first-touch's accesses that its
+    /// slower tiers served: how much any placement could gain on this replay.
+    pub all_fast: Option<(f64, f64)>,
 }
 
 pub fn advise(args: AdviseArgs) -> Result<()> {
@@ -138,12 +146,19 @@ pub fn advice(rows: &[Row]) -> Option<Advice> {
         .filter(|r| speedup(r) >= WORTHWHILE_GAIN)
         .map(|r| (r.report.policy.clone(), speedup(r)))
         .collect();
+    let all_fast = rows.iter().find(|r| r.report.policy == "all-fast").map(|r| {
+        let t = &first_touch.report.tiers;
+        let all: u64 = t.iter().map(|t| t.reads + t.writes).sum();
+        let slower: u64 = t.iter().skip(1).map(|t| t.reads + t.writes).sum();
+        (speedup(r), slower as f64 / all.max(1) as f64)
+    });
     Some(Advice {
         policy: chosen.report.policy.clone(),
         speedup_over_first_touch: first_touch.report.runtime_ns / chosen.report.runtime_ns,
         runner_up,
         headroom_to_ceiling: ceiling.map(|c| chosen.report.runtime_ns / c.report.runtime_ns - 1.0),
         gaining,
+        all_fast,
     })
 }
 
@@ -205,6 +220,23 @@ fn print_advice(a: &Advice, any_row: &Row, recording: Option<&terrace_workloads:
              are missing; record with a tracker that sees reads (damon, idle-page or sampler) where the \
              host has one"
         );
+    }
+    // Nothing gains because the replay is mostly the recording's compute, not because first-touch
+    // already placed well: a tracker that counts touches (a scan's bit, DAMON's samples) counts at
+    // least one touch of 64 accesses a page an interval or sample, a floor, so the advice is
+    // weakest for a program that stalls on memory (docs/formats.md, "Recorded traces"). The
+    // sampler counts accesses instead, and is left out.
+    if let (Some(rec), Some((all_fast, slower))) = (recording, a.all_fast) {
+        if a.policy == "first-touch" && all_fast < COMPUTE_BOUND && slower > 0.0 && rec.tracker != "sampler" {
+            println!(
+                "  note         even all-fast is predicted only {all_fast:.2}x over first-touch, whose slower \
+                 tiers serve {:.0}% of the accesses: most of the replay's time is the recording's own (its \
+                 compute), since {} counts at least one touch (64 accesses) a page an interval or sample \
+                 and no more; a program that stalls on memory more than that gains more than predicted",
+                100.0 * slower,
+                rec.tracker
+            );
+        }
     }
     let command = recording.and_then(|r| r.command.clone()).unwrap_or_else(|| "PROGRAM ARGS".to_string());
     if a.policy == "first-touch" {

@@ -242,6 +242,20 @@ fn a_damo_record_imports_as_a_trace_and_a_malformed_one_is_refused() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(advice.contains("note         the recording tells no writes"), "{advice}");
     assert!(!advice.contains("tells no reads"), "{advice}");
+    // 30,592 estimated accesses in 200 ms of recording: the replay is its compute, and even
+    // all-fast gains nothing, which the advice says rather than leave "run it as it is" unqualified.
+    assert!(advice.contains("run it as it is"), "{advice}");
+    assert!(
+        advice.contains(
+            "note         even all-fast is predicted only 1.00x over first-touch, whose slower tiers serve "
+        ) && advice.contains("since damon (damo) counts at least one touch (64 accesses)"),
+        "{advice}"
+    );
+    // Where the fast tier holds every page, first-touch placed everything well: no such note.
+    let out = terrace().arg("advise").arg(&trace).args(["--fast-capacity", "100%"]).output().unwrap();
+    let advice = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(advice.contains("run it as it is") && !advice.contains("even all-fast"), "{advice}");
 
     std::fs::write(&report, r#"[{"snapshots": [{"regions": [{"start": "x", "end": 1}]}]}]"#).unwrap();
     let out = terrace().args(["trace", "import-damo"]).arg(&report).arg("-o").arg(&trace).output().unwrap();
