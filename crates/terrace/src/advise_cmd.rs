@@ -61,7 +61,8 @@ pub struct Advice {
     /// speedup: where to look when this host cannot run the recommended one.
     pub gaining: Vec<(String, f64)>,
     /// all-fast's speedup over first-touch, with the share of first-touch's accesses that its
-    /// slower tiers served: how much any placement could gain on this replay.
+    /// slower tiers served: roughly what placement can gain on this replay (a split of a
+    /// bandwidth-bound stream can beat all-fast, docs/model.md §3).
     pub all_fast: Option<(f64, f64)>,
 }
 
