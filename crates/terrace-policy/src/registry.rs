@@ -467,9 +467,10 @@ pub fn canonical(spec: &str) -> Result<String, PolicyError> {
     Overrides::default().canonical(spec)
 }
 
-/// Splits a comma-separated list of specs (`compare --policies`). A spec's own parameters are
-/// comma-separated too: an item of the form `key=value` (an `=` with no `:` before it; policy
-/// names never hold an `=`) continues the spec before it, so
+/// Splits a comma-separated list of specs (`compare --policies`, and `--workloads`, whose names
+/// take parameters the same way). A spec's own parameters are comma-separated too: an item of
+/// the form `key=value` (an `=` with no `:` before it; policy and workload names never hold an
+/// `=`) continues the spec before it if that has parameters, so
 /// `hpwp:hot_threshold=8,hpw_writes=2,hemem` is two specs.
 pub fn split_list(list: &str) -> Vec<String> {
     let mut specs: Vec<String> = Vec::new();

@@ -17,9 +17,10 @@ use terrace_sim::{Profile, RunReport, DEFAULT_PROFILE};
 pub struct CompareArgs {
     #[command(subcommand)]
     pub command: Option<CompareCommand>,
-    /// Workloads (names or trace files), comma-separated; a name may carry a parameter
-    /// (`npb-bt-large:iterations=32`). Default: the built-in suite.
-    #[arg(long, value_delimiter = ',')]
+    /// Workloads (names or trace files), comma-separated; a name may carry parameters, split as
+    /// --policies splits them (`npb-bt-large:iterations=32`, `objects:instructions=41,run=64,bfs-small`
+    /// is two workloads). Default: the built-in suite.
+    #[arg(long)]
     pub workloads: Vec<String>,
     /// Policies, comma-separated, each a name or `NAME:key=value,...`: an item `key=value` after a
     /// spec with parameters is another of its parameters (`hpwp:hot_threshold=8,hpw_writes=2,hemem`
@@ -218,7 +219,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
 /// that flags and a grid file take the same defaults.
 fn axes_of_flags(args: &CompareArgs) -> GridAxes {
     GridAxes {
-        workloads: (!args.workloads.is_empty()).then(|| args.workloads.clone()),
+        workloads: (!args.workloads.is_empty())
+            .then(|| args.workloads.iter().flat_map(|w| terrace_policy::split_list(w)).collect()),
         policies: Some(args.policies.clone()),
         sweep: Some(args.sweep.clone()),
         profile: Some(args.profile.clone()),

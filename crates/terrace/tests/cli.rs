@@ -96,6 +96,54 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
     assert!(out.lines().next().unwrap().contains("fast tier"), "{out}");
 }
 
+/// `--workloads` splits a workload's parameters as `--policies` splits a policy's: an item
+/// `key=value` continues the workload before it, which is then run with both parameters.
+#[test]
+fn compare_keeps_a_workloads_parameters_together() {
+    let list = "objects:instructions=41,run=64,gups";
+    let csv = stdout(&[
+        "compare",
+        "--workloads",
+        list,
+        "--policies",
+        "all-fast",
+        "--size-scale",
+        TINY,
+        "--csv",
+        "-",
+    ]);
+    let workloads: std::collections::BTreeSet<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit_once(",first-touch,").or(l.rsplit_once(",all-fast,")).unwrap().0)
+        .collect();
+    assert_eq!(
+        workloads.into_iter().collect::<Vec<_>>(),
+        ["\"objects:instructions=41,run=64\"", "gups"],
+        "{csv}"
+    );
+    // Both parameters took effect: the pace is 41 instructions an access, not the default 20.
+    let time = |spec: &str| -> f64 {
+        let out = stdout(&[
+            "compare",
+            "--workloads",
+            spec,
+            "--policies",
+            "all-fast",
+            "--size-scale",
+            TINY,
+            "--csv",
+            "-",
+        ]);
+        let row = out.lines().find(|l| l.contains(",all-fast,")).unwrap().to_string();
+        row.rsplit_once(",all-fast,").unwrap().1.split(',').nth(4).unwrap().parse().unwrap()
+    };
+    let both = time("objects:instructions=41,run=64");
+    assert!(both > time("objects:run=64") * 1.2, "41 instructions an access slow the run");
+    assert!(fails(&["compare", "--workloads", "objects:instructions=41,runs=64", "--size-scale", TINY])
+        .contains("runs"));
+}
+
 /// `--csv -` and `--json -` write the copy to standard output and the table to standard error,
 /// so the copy can be piped; both at once is refused before any run, as is a shard's file there.
 /// Until 2026-11-30 `--csv -` wrote a file named "-".
