@@ -24,7 +24,10 @@ mod stream;
 pub mod trace;
 mod turns;
 
-pub use registry::{build, list, WorkloadSpec, DEFAULT_SUITE, OBJECTS_PAIR_TABLE3_PROGRAMS};
+pub use registry::{
+    build, list, ObjectsApp, WorkloadSpec, DEFAULT_SUITE, OBJECTS_PAIR_TABLE3_PROGRAMS,
+    OBJECTS_TABLE3_SMALL_PROGRAMS,
+};
 pub use terrace_model::{Access, AccessKind, ObjectEvent, ObjectEventKind};
 
 use serde::{Deserialize, Serialize};
