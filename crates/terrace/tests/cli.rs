@@ -100,46 +100,41 @@ fn compare_prints_one_row_per_pair_and_writes_csv_and_json() {
 /// `key=value` continues the workload before it, which is then run with both parameters.
 #[test]
 fn compare_keeps_a_workloads_parameters_together() {
-    let list = "objects:instructions=41,run=64,gups";
-    let csv = stdout(&[
-        "compare",
-        "--workloads",
-        list,
-        "--policies",
-        "all-fast",
-        "--size-scale",
-        TINY,
-        "--csv",
-        "-",
-    ]);
-    let workloads: std::collections::BTreeSet<&str> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.rsplit_once(",first-touch,").or(l.rsplit_once(",all-fast,")).unwrap().0)
-        .collect();
-    assert_eq!(
-        workloads.into_iter().collect::<Vec<_>>(),
-        ["\"objects:instructions=41,run=64\"", "gups"],
-        "{csv}"
-    );
-    // Both parameters took effect: the pace is 41 instructions an access, not the default 20.
-    let time = |spec: &str| -> f64 {
-        let out = stdout(&[
+    let csv = |list: &str| {
+        stdout(&[
             "compare",
             "--workloads",
-            spec,
+            list,
             "--policies",
             "all-fast",
             "--size-scale",
             TINY,
             "--csv",
             "-",
-        ]);
-        let row = out.lines().find(|l| l.contains(",all-fast,")).unwrap().to_string();
-        row.rsplit_once(",all-fast,").unwrap().1.split(',').nth(4).unwrap().parse().unwrap()
+        ])
     };
-    let both = time("objects:instructions=41,run=64");
-    assert!(both > time("objects:run=64") * 1.2, "41 instructions an access slow the run");
+    // Each row's workload, policy and run time (after the profile, footprint, fast tier and its
+    // share).
+    let rows = |list: &str| -> Vec<(String, String, f64)> {
+        csv(list)
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let (workload, rest) = l.split_once(",first-touch,").or(l.split_once(",all-fast,")).unwrap();
+                let policy = if l.contains(",all-fast,") { "all-fast" } else { "first-touch" };
+                (workload.to_string(), policy.to_string(), rest.split(',').nth(4).unwrap().parse().unwrap())
+            })
+            .collect()
+    };
+    let both = rows("objects:instructions=41,run=64,gups");
+    let workloads: std::collections::BTreeSet<&str> = both.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(workloads.into_iter().collect::<Vec<_>>(), ["\"objects:instructions=41,run=64\"", "gups"]);
+    // Both parameters took effect: the pace is 41 instructions an access, not the default 20.
+    let all_fast = |rows: &[(String, String, f64)]| rows.iter().find(|r| r.1 == "all-fast").unwrap().2;
+    assert!(
+        all_fast(&both) > all_fast(&rows("objects:run=64")) * 1.2,
+        "41 instructions an access slow the run"
+    );
     assert!(fails(&["compare", "--workloads", "objects:instructions=41,runs=64", "--size-scale", TINY])
         .contains("runs"));
 }
