@@ -1,16 +1,16 @@
 //! docs/policies.md's reproduction tables are what `terrace reproduce` prints today (issue 12).
 //!
-//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 560
+//! Runtime: `every_table_of_docs_policies_md_is_what_terrace_reproduce_prints` runs the 668
 //! distinct simulations of `terrace reproduce --check docs/policies.md` (the count it prints), in
-//! parallel on all cores: about 7-11 CPU-minutes in the release profile (the NPB runs, at NPB's
-//! iteration counts, Nimble's sweep and mtier's shootdowns at the thesis's size are most of it;
-//! 6.8 CPU-minutes on 2026-11-29, niced beside a clean-clone CI run; 9.7 CPU-minutes and 294 s
-//! alone on 2026-11-30, with the kernel-tiering-setup table): 289 s in a clean-clone CI run on
-//! 2026-11-29 on the 2-core development machine, 708-718 s in the two of 2026-11-30 beside the
-//! guest, longer while other builds share it. In a debug build the simulations take about 7
-//! times as long. It is ignored in a plain `cargo test` either way: scripts/test runs it by itself,
-//! niced, from the end of the tests' build to the end of the guest tests (see the test). The other tests here take well under a second: they
-//! fail before any run.
+//! parallel on all cores: about 17 CPU-minutes in the release profile, two thirds of it the NPB
+//! tables (at NPB's iteration counts) and Nimble's (16.5 CPU-minutes and 501 s alone on the
+//! 2-core development machine on 2026-12-02; 560 runs, 9.7 CPU-minutes and 294 s on
+//! 2026-11-30). In a clean-clone CI run it shares the machine with the tests and the guest,
+//! niced, and ends about a minute after the guest (from 304 s to 1,709 s of a run on
+//! 2026-12-02). In a debug build the simulations take about 7 times as long. It is ignored in a
+//! plain `cargo test` either way: scripts/test runs it by itself, niced, from the end of the
+//! tests' build to the end of the guest tests (see the test). The other tests here take well
+//! under a second: they fail before any run.
 //!
 //! When the long test fails, its message names each table that differs, with a short diff. That
 //! is expected after a change to the simulator's model or to a policy: rerun
@@ -32,7 +32,7 @@ fn doc() -> PathBuf {
 /// lowest priority, as soon as the tests are built: beside the other tests, whose longest ones
 /// leave a core idle, and the guest tests, whose emulator leaves part of the two cores idle.
 #[test]
-#[ignore = "11 CPU-minutes (50 unoptimised): scripts/test runs it beside the other tests; by hand, \
+#[ignore = "17 CPU-minutes (about 7 times that unoptimised): scripts/test runs it beside the other tests; by hand, \
             cargo test --release -p terrace --test reproduce_doc -- --ignored"]
 fn every_table_of_docs_policies_md_is_what_terrace_reproduce_prints() {
     let out = terrace().arg("reproduce").arg("--check").arg(doc()).output().unwrap();
