@@ -469,13 +469,17 @@ pub fn canonical(spec: &str) -> Result<String, PolicyError> {
 
 /// Splits a comma-separated list of specs (`compare --policies`, and `--workloads`, whose names
 /// take parameters the same way). A spec's own parameters are comma-separated too: an item of
-/// the form `key=value` (an `=` with no `:` before it; policy and workload names never hold an
-/// `=`) continues the spec before it if that has parameters, so
-/// `hpwp:hot_threshold=8,hpw_writes=2,hemem` is two specs.
+/// the form `key=value`, its key a bare word (letters, digits, `_`, `-`; policy and workload names
+/// never hold an `=`), continues the spec before it if that has parameters, so
+/// `hpwp:hot_threshold=8,hpw_writes=2,hemem` is two specs, and a trace file `runs/a=b.trace`
+/// after a workload with parameters is a workload of its own.
 pub fn split_list(list: &str) -> Vec<String> {
     let mut specs: Vec<String> = Vec::new();
     for item in list.split(',') {
-        let continues = item.split_once('=').is_some_and(|(before, _)| !before.contains(':'));
+        let continues = item.split_once('=').is_some_and(|(key, _)| {
+            let key = key.trim();
+            !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        });
         match specs.last_mut() {
             Some(last) if continues && last.contains(':') => {
                 last.push(',');
@@ -669,6 +673,11 @@ mod tests {
         );
         // A parameter with no spec before it stays alone, and building it says why.
         assert_eq!(split_list("hot_threshold=8,hpwp"), ["hot_threshold=8", "hpwp"]);
+        // Only a bare key continues a spec: a path holding an `=` is an item of its own.
+        assert_eq!(
+            split_list("objects:run=4,runs/a=b.trace,objects:run=2, instructions=9"),
+            ["objects:run=4", "runs/a=b.trace", "objects:run=2, instructions=9"]
+        );
         assert_eq!(split_list("hemem,"), ["hemem"]);
     }
 
