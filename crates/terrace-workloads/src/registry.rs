@@ -461,8 +461,6 @@ pub struct ObjectsApp {
     pub spec: &'static str,
     /// Its small input's average memory bandwidth, all in DRAM (Table 3, GB/s).
     pub table3_gb_s: f64,
-    /// How its main loops use memory, which sets `run`.
-    pub access: &'static str,
 }
 
 /// The seven applications of object tiering's Fig. 4 (§5.3.2), each as `objects` paced to its
@@ -477,45 +475,51 @@ pub struct ObjectsApp {
 pub const OBJECTS_TABLE3_SMALL_PROGRAMS: [ObjectsApp; 7] = [
     ObjectsApp {
         name: "LULESH",
+        // Runs: element and node loops stream through its arrays
+        // (`IntegrateStressForElems`, `CalcKinematicsForElems`).
         spec: "objects:instructions=1,run=64",
         table3_gb_s: 87.68,
-        access: "element and node loops stream through its arrays (`IntegrateStressForElems`, `CalcKinematicsForElems`)",
     },
     ObjectsApp {
         name: "AMG",
+        // Runs: sparse matrix-vector products stream through each row's values and
+        // column indices (`hypre_CSRMatrixMatvec`).
         spec: "objects:instructions=1,run=64",
         table3_gb_s: 84.60,
-        access: "sparse matrix-vector products stream through each row's values and column indices (`hypre_CSRMatrixMatvec`)",
     },
     ObjectsApp {
         name: "SNAP",
+        // Runs: transport sweeps stream through the angular fluxes, angles innermost
+        // (`dim3_sweep`).
         spec: "objects:instructions=41,run=64",
         table3_gb_s: 42.05,
-        access: "transport sweeps stream through the angular fluxes, angles innermost (`dim3_sweep`)",
     },
     ObjectsApp {
         name: "QMCPACK",
+        // Runs: spline evaluation reads every orbital's coefficients at a stencil point
+        // in one run (`eval_multi_UBspline_3d_d`).
         spec: "objects:instructions=99,run=4",
         table3_gb_s: 20.99,
-        access: "spline evaluation reads every orbital's coefficients at a stencil point in one run (`eval_multi_UBspline_3d_d`)",
     },
     ObjectsApp {
         name: "WarpX",
+        // Runs: the particle push streams through each tile's particle arrays (`PushPX`).
         spec: "objects:instructions=66,run=64",
         table3_gb_s: 29.59,
-        access: "the particle push streams through each tile's particle arrays (`PushPX`)",
     },
     ObjectsApp {
         name: "IdenProf",
+        // Runs: DenseNet-121's training streams through dense tensors (convolutions,
+        // batch normalisation).
         spec: "objects:instructions=50,run=64",
         table3_gb_s: 36.85,
-        access: "DenseNet-121's training streams through dense tensors (convolutions, batch normalisation)",
     },
     ObjectsApp {
         name: "Graph500",
+        // Runs: breadth-first search tests and sets a random vertex's visited bit and
+        // parent for every edge it scans.
         spec: "objects:instructions=35",
         table3_gb_s: 44.26,
-        access: "breadth-first search tests and sets a random vertex's visited bit and parent for every edge it scans",
     },
 ];
 

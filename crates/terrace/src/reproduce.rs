@@ -365,7 +365,7 @@ const TABLES: &[Table] = &[
 ];
 
 const FIRST_TOUCH: &str = "first-touch";
-/// Every page in the fast tier: the seeds' all-DRAM "default".
+/// Every page in the fast tier: the seeds' all-DRAM "default", All Local, all-local.
 const ALL_FAST: &str = "all-fast";
 
 /// Every report of a reproduction's runs, by machine, workload and policy.
@@ -689,7 +689,7 @@ fn kernel_tiering_setup(runs: &Runs) -> String {
 
 const NPB_KERNELS: [&str; 4] = ["bt", "ft", "mg", "cg"];
 const NPB_SIZES: [&str; 3] = ["small", "medium", "large"];
-const NPB_POLICIES: [&str; 5] = [FIRST_TOUCH, "memory-mode", AUTONUMA_SETUP, "ambix", "all-fast"];
+const NPB_POLICIES: [&str; 5] = [FIRST_TOUCH, "memory-mode", AUTONUMA_SETUP, "ambix", ALL_FAST];
 
 fn npb_name(kernel: &str, size: &str) -> String {
     format!("npb-{kernel}-{size}")
@@ -775,15 +775,13 @@ fn npb_kernels(runs: &Runs) -> String {
             let w = npb_name(k, s);
             let mut row = vec![k.to_uppercase(), s.to_string()];
             row.extend(
-                ["memory-mode", AUTONUMA_SETUP, "ambix", "all-fast"]
-                    .iter()
-                    .map(|p| times(runs.speedup(&w, p))),
+                ["memory-mode", AUTONUMA_SETUP, "ambix", ALL_FAST].iter().map(|p| times(runs.speedup(&w, p))),
             );
             row.push(seed_npb_kernel(k, s).to_string());
             rows.push(row);
         }
     }
-    md(&["kernel", "size", "memory-mode", AUTONUMA_SETUP, "ambix", "all-fast", "seed"], &rows)
+    md(&["kernel", "size", "memory-mode", AUTONUMA_SETUP, "ambix", ALL_FAST, "seed"], &rows)
 }
 
 /// Ambix thesis Table 5.2: DRAM hit rates in percent, (all accesses, writes), each as
@@ -891,7 +889,7 @@ fn bfs(runs: &Runs) -> String {
 const BFS_MOVERS: [&str; 2] = ["ambix", AUTONUMA_SETUP];
 
 fn bfs_placement_runs() -> Vec<(String, String)> {
-    let mut policies = vec![FIRST_TOUCH, "all-fast"];
+    let mut policies = vec![FIRST_TOUCH, ALL_FAST];
     policies.extend(BFS_MOVERS);
     grid(&bfs_workloads(), &policies)
 }
@@ -909,7 +907,7 @@ fn bfs_placement(runs: &Runs) -> String {
             mib(ft.footprint_bytes),
             mib(ft.footprint_bytes / 284 * 144),
             format!("{} \\| {}", share(ft.fast_read_hit_rate()), share(ft.fast_write_hit_rate())),
-            times(runs.speedup(&w, "all-fast")),
+            times(runs.speedup(&w, ALL_FAST)),
         ];
         for p in BFS_MOVERS {
             let r = runs.get(&w, p);
@@ -1212,7 +1210,7 @@ pub(crate) const NIMBLE_WORKLOADS: [&str; 5] = [
 ];
 /// Fig. 12's configurations in its order, then All Local; All Remote is the reference.
 const NIMBLE_CONFIGS: [&str; 7] =
-    [FIRST_TOUCH, "nimble-linux", "nimble-exchange-4k", "nimble-thp", "nimble-opt", "nimble", "all-fast"];
+    [FIRST_TOUCH, "nimble-linux", "nimble-exchange-4k", "nimble-thp", "nimble-opt", "nimble", ALL_FAST];
 const ALL_REMOTE: &str = "all-slow";
 /// Nimble §4.4, Fig. 12 (16 GB local): geometric-mean speedup over All Remote, in
 /// `NIMBLE_CONFIGS` order; first touch alone and Table 2's "Opt." are not in the figure.
@@ -1363,7 +1361,8 @@ const MTIER_WORKLOAD: &str = "mtier-stream-t6";
 const MTIER_THREADS: [&str; 4] = ["mtier-stream-t1", "mtier-stream-t2", "mtier-stream-t4", "mtier-stream-t6"];
 /// Table 5.1 (6 threads, 98 MB, 50 ms, about 1000 s): shootdowns of each variant.
 const MTIER_SEED_SHOOTDOWNS: [&str; 3] = ["85,396", "694,472,364", "203,591,624"];
-const ALL_LOCAL: &str = "all-fast";
+/// mtier's all-local baseline is every page in the fast tier.
+const ALL_LOCAL: &str = ALL_FAST;
 
 /// `variant` at `epoch`, by its canonical name.
 fn mtier_at(variant: &str, epoch: &str) -> String {
